@@ -1,0 +1,446 @@
+//! The ops of the tile dialect and their one declaration each.
+//!
+//! [`OpKind`] is what the IR stores; [`op_decls`] is the table that the
+//! parser (mnemonic lookup), the docs (`ir-spec/ops.md`, generated) and the
+//! tests (every example must parse and verify) all read. Adding an op means
+//! adding a variant here and a row to the table; a test fails until the
+//! docs are regenerated.
+
+use super::affine::AffineExpr;
+use super::types::ElemType;
+use crate::diag::Span;
+use cranelift_entity::{EntityRef, entity_impl};
+use std::fmt;
+use std::sync::LazyLock;
+
+/// Index of an axis within its compute op (`axes[id]`).
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AxisId(u32);
+entity_impl!(AxisId, "axis");
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AxisKind {
+    /// An axis of the output: every point is computed independently.
+    Spatial,
+    /// An axis folded away by the combiner.
+    Reduction,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisDecl {
+    pub name: String,
+    pub extent: u64,
+    pub kind: AxisKind,
+    pub span: Span,
+}
+
+/// How a compute op folds the body's values over its reduction axes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Combiner {
+    Sum,
+    Max,
+    Min,
+}
+
+impl Combiner {
+    pub const ALL: [Combiner; 3] = [Combiner::Sum, Combiner::Max, Combiner::Min];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Combiner::Sum => "sum",
+            Combiner::Max => "max",
+            Combiner::Min => "min",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Combiner> {
+        Combiner::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The identity the fold starts from.
+    pub fn identity(self, ty: ElemType) -> Literal {
+        match (self, ty.int_range()) {
+            (Combiner::Sum, Some(_)) => Literal::Int(0),
+            (Combiner::Sum, None) => Literal::Float(0.0),
+            (Combiner::Max, Some((lo, _))) => Literal::Int(lo),
+            (Combiner::Max, None) => Literal::Float(f64::NEG_INFINITY),
+            (Combiner::Min, Some((_, hi))) => Literal::Int(hi),
+            (Combiner::Min, None) => Literal::Float(f64::INFINITY),
+        }
+    }
+}
+
+/// A scalar constant. Its element type is the type of the value it defines
+/// (or of the tensor it pads); floats are stored already rounded to it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Literal {
+    Int(i64),
+    Float(f64),
+}
+
+impl Literal {
+    /// Writes the literal as it reads back for element type `ty`: floats in
+    /// the shortest form that round-trips through `ty`.
+    pub fn write(&self, f: &mut dyn fmt::Write, ty: ElemType) -> fmt::Result {
+        match *self {
+            Literal::Int(i) => write!(f, "{i}"),
+            Literal::Float(x) if x.is_nan() => f.write_str("nan"),
+            Literal::Float(x) if x.is_infinite() => f.write_str(if x < 0.0 { "-inf" } else { "inf" }),
+            Literal::Float(x) => {
+                let s = match ty {
+                    ElemType::F16 => format!("{:?}", half::f16::from_f64(x).to_f32()),
+                    ElemType::BF16 => format!("{:?}", half::bf16::from_f64(x).to_f32()),
+                    _ => format!("{:?}", x as f32),
+                };
+                f.write_str(&s)
+            }
+        }
+    }
+
+    pub fn to_string_as(&self, ty: ElemType) -> String {
+        let mut s = String::new();
+        self.write(&mut s, ty).expect("writing to a String cannot fail");
+        s
+    }
+
+    pub fn as_f64(&self) -> f64 {
+        match *self {
+            Literal::Int(i) => i as f64,
+            Literal::Float(x) => x,
+        }
+    }
+
+    /// Bitwise equality (so `nan == nan` and `0.0 != -0.0`), for CSE.
+    pub fn same_as(&self, other: &Literal) -> bool {
+        match (self, other) {
+            (Literal::Int(a), Literal::Int(b)) => a == b,
+            (Literal::Float(a), Literal::Float(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+/// Rounds `x` to the nearest value of a float element type.
+pub fn round_to(ty: ElemType, x: f64) -> f64 {
+    match ty {
+        ElemType::F32 => x as f32 as f64,
+        ElemType::F16 => half::f16::from_f64(x).to_f64(),
+        ElemType::BF16 => half::bf16::from_f64(x).to_f64(),
+        ElemType::I8 | ElemType::I32 => x,
+    }
+}
+
+/// One tensor read of a compute op: an index expression per dimension of
+/// the tensor, and the value read where the access falls outside the
+/// tensor (or divides inexactly). Without `pad` the verifier proves every
+/// access in bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Read {
+    pub indices: Vec<AffineExpr<AxisId>>,
+    pub pad: Option<Literal>,
+    /// Location of each index expression, for diagnostics.
+    pub index_spans: Vec<Span>,
+}
+
+/// The payload of a `compute` op: `out[output(s)] = epilogue(fold over r
+/// of body(reads at (s, r)))`. See `ir-spec/README.md` for the semantics.
+///
+/// Operands are the read tensors: `operands[i]` is read by `reads[i]` for
+/// `i < reads.len()`, then by `epilogue_reads`. Region 0 is the body, with
+/// one argument per body read; region 1, present iff `has_epilogue`, has
+/// the accumulator followed by one argument per epilogue read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compute {
+    pub label: Option<String>,
+    /// Spatial axes first, then reduction axes.
+    pub axes: Vec<AxisDecl>,
+    pub combiner: Option<Combiner>,
+    pub reads: Vec<Read>,
+    pub output: Vec<AffineExpr<AxisId>>,
+    pub output_spans: Vec<Span>,
+    pub has_epilogue: bool,
+    pub epilogue_reads: Vec<Read>,
+}
+
+impl Compute {
+    pub fn axis(&self, id: AxisId) -> &AxisDecl {
+        &self.axes[id.index()]
+    }
+
+    pub fn axis_ids(&self) -> impl Iterator<Item = AxisId> + '_ {
+        (0..self.axes.len()).map(AxisId::new)
+    }
+
+    pub fn spatial_axes(&self) -> impl Iterator<Item = AxisId> + '_ {
+        self.axis_ids().filter(|&a| self.axis(a).kind == AxisKind::Spatial)
+    }
+
+    pub fn reduction_axes(&self) -> impl Iterator<Item = AxisId> + '_ {
+        self.axis_ids().filter(|&a| self.axis(a).kind == AxisKind::Reduction)
+    }
+
+    pub fn axis_by_name(&self, name: &str) -> Option<AxisId> {
+        self.axes.iter().position(|a| a.name == name).map(AxisId::new)
+    }
+
+    /// Every read, body reads first, paired with its operand position.
+    pub fn all_reads(&self) -> impl Iterator<Item = (usize, &Read)> {
+        self.reads.iter().chain(&self.epilogue_reads).enumerate()
+    }
+
+    /// Number of points of the iteration space (`None` on overflow).
+    pub fn iteration_points(&self) -> Option<u64> {
+        self.axes.iter().try_fold(1u64, |acc, a| acc.checked_mul(a.extent))
+    }
+}
+
+macro_rules! scalar_op_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $mnemonic:literal, $float_only:literal, $summary:literal;)* }) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            pub fn mnemonic(self) -> &'static str {
+                match self { $($name::$variant => $mnemonic),* }
+            }
+
+            /// Defined on float element types only.
+            pub fn float_only(self) -> bool {
+                match self { $($name::$variant => $float_only),* }
+            }
+
+            pub fn summary(self) -> &'static str {
+                match self { $($name::$variant => $summary),* }
+            }
+
+            pub fn from_mnemonic(s: &str) -> Option<$name> {
+                Self::ALL.iter().copied().find(|o| o.mnemonic() == s)
+            }
+        }
+    };
+}
+
+scalar_op_enum! {
+    /// Elementwise unary scalar ops.
+    UnaryOp {
+        Neg = "neg", false, "negation";
+        Abs = "abs", false, "absolute value";
+        Relu = "relu", false, "max(x, 0)";
+        Exp = "exp", true, "e^x";
+        Log = "log", true, "natural logarithm";
+        Sqrt = "sqrt", true, "square root";
+        Rsqrt = "rsqrt", true, "1 / sqrt(x)";
+        Tanh = "tanh", true, "hyperbolic tangent";
+        Erf = "erf", true, "the error function (for exact GELU)";
+        Sigmoid = "sigmoid", true, "1 / (1 + e^-x)";
+    }
+}
+
+scalar_op_enum! {
+    /// Elementwise binary scalar ops; both operands and the result share a type.
+    BinaryOp {
+        Add = "add", false, "addition (wrapping on integers)";
+        Sub = "sub", false, "subtraction (wrapping on integers)";
+        Mul = "mul", false, "multiplication (wrapping on integers)";
+        Div = "div", true, "IEEE division";
+        Max = "max", false, "maximum (NaN if either operand is NaN)";
+        Min = "min", false, "minimum (NaN if either operand is NaN)";
+    }
+}
+
+/// What an op is. Operands, results and regions live in `OpData`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// `%c = const 0.5 : f32`
+    Const(Literal),
+    /// `%y = exp %x : f32`
+    Unary(UnaryOp),
+    /// `%z = add %x, %y : f32`
+    Binary(BinaryOp),
+    /// `%y = cast %x : i8 -> i32`
+    Cast,
+    /// `%i = index h : i32` — the current value of an axis, inside a compute region.
+    AxisIndex(AxisId),
+    /// `yield %v : f32` — ends a compute region.
+    Yield,
+    /// `return %t, %u` — ends a function body.
+    Return,
+    /// `%C = compute ...` — see [`Compute`].
+    Compute(Box<Compute>),
+}
+
+impl OpKind {
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            OpKind::Const(_) => "const",
+            OpKind::Unary(u) => u.mnemonic(),
+            OpKind::Binary(b) => b.mnemonic(),
+            OpKind::Cast => "cast",
+            OpKind::AxisIndex(_) => "index",
+            OpKind::Yield => "yield",
+            OpKind::Return => "return",
+            OpKind::Compute(_) => "compute",
+        }
+    }
+
+    /// Ops that end a region.
+    pub fn is_terminator(&self) -> bool {
+        matches!(self, OpKind::Yield | OpKind::Return)
+    }
+
+    /// Ops without side effects whose result depends only on their
+    /// operands (safe to fold, CSE and delete when unused).
+    pub fn is_pure(&self) -> bool {
+        !self.is_terminator()
+    }
+
+    pub fn as_compute(&self) -> Option<&Compute> {
+        match self {
+            OpKind::Compute(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn as_compute_mut(&mut self) -> Option<&mut Compute> {
+        match self {
+            OpKind::Compute(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Where an op may appear.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OpPlace {
+    /// In a function body.
+    Function,
+    /// In a compute region (body or epilogue).
+    ComputeRegion,
+}
+
+/// The documentation and placement of one op: the single source for the
+/// dialect reference and for the parser's mnemonic table.
+#[derive(Clone, Debug)]
+pub struct OpDecl {
+    pub mnemonic: &'static str,
+    pub summary: String,
+    pub description: &'static str,
+    pub syntax: &'static str,
+    /// A complete, valid module using the op.
+    pub example: String,
+    pub place: OpPlace,
+}
+
+const COMPUTE_DESCRIPTION: &str = "\
+Computes a tensor over an iteration space of named axes. Spatial axes (in the
+parenthesis after `compute`) index the output; reduction axes (after `reduce
+<combiner>`) are folded away with the combiner `sum`, `max` or `min`. Each read
+binds a scalar block argument to a tensor element addressed by one affine
+index expression per dimension; reads that can fall outside the tensor must
+carry `pad(<literal>)`, the value read there. The body computes one value per
+point of the iteration space; the combiner folds these over the reduction axes
+in lexicographic order, starting from its identity (0, -inf, +inf). The
+optional epilogue maps the folded value (its first argument) and further
+reads indexed by spatial axes only to the output element; without one, the
+folded value is stored as is. The output index maps the spatial axes
+one-to-one onto the result (each spatial axis exactly once; mixed-radix sums
+such as `g * 32 + f` express grouped layouts).";
+
+const SCALAR_EXAMPLE_PREFIX: &str = "func @f(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {\n  %z = compute (i: 8) reads(%a = %x[i], %b = %y[i]) -> tensor<8xf32>[i] {\n";
+const SCALAR_EXAMPLE_SUFFIX: &str = "  }\n  return %z\n}\n";
+
+/// All op declarations, in the order the reference lists them.
+pub fn op_decls() -> &'static [OpDecl] {
+    static DECLS: LazyLock<Vec<OpDecl>> = LazyLock::new(build_op_decls);
+    &DECLS
+}
+
+fn build_op_decls() -> Vec<OpDecl> {
+    let mut decls = vec![
+        OpDecl {
+            mnemonic: "compute",
+            summary: "a tensor defined pointwise over spatial and reduction axes".into(),
+            description: COMPUTE_DESCRIPTION,
+            syntax: "%r = compute [\"label\"] (axis: extent, ...) [reduce sum|max|min (axis: extent, ...)]\n    reads(%a = %T[index, ...] [pad(literal)], ...) -> tensor<...>[index, ...] {\n  body\n} [epilogue(%acc) [reads(...)] {\n  body\n}]",
+            example: "func @gemm(%A: tensor<4x8xf32>, %B: tensor<8x2xf32>) -> tensor<4x2xf32> {\n  %C = compute \"matmul\" (i: 4, j: 2) reduce sum (k: 8)\n      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<4x2xf32>[i, j] {\n    %0 = mul %a, %b : f32\n    yield %0 : f32\n  }\n  return %C\n}\n".into(),
+            place: OpPlace::Function,
+        },
+        OpDecl {
+            mnemonic: "return",
+            summary: "returns tensors from a function".into(),
+            description: "Ends a function body. Its operands are the function's results, matching the signature in number and type.",
+            syntax: "return %t, ...",
+            example: "func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x\n}\n".into(),
+            place: OpPlace::Function,
+        },
+        OpDecl {
+            mnemonic: "yield",
+            summary: "ends a compute region with its value".into(),
+            description: "Ends a compute body or epilogue. The body yields the value to fold (the accumulator type); the epilogue yields the output element.",
+            syntax: "yield %v : type",
+            example: "func @copy(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xf32>[i] {\n    yield %a : f32\n  }\n  return %y\n}\n".into(),
+            place: OpPlace::ComputeRegion,
+        },
+        OpDecl {
+            mnemonic: "const",
+            summary: "a scalar constant".into(),
+            description: "Defines a scalar constant. Float literals are rounded to the type; `inf`, `-inf` and `nan` are accepted. Integer literals must fit the type.",
+            syntax: "%c = const literal : type",
+            example: "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xf32>[i] {\n    %c = const 0.5 : f32\n    %0 = mul %a, %c : f32\n    yield %0 : f32\n  }\n  return %y\n}\n".into(),
+            place: OpPlace::ComputeRegion,
+        },
+        OpDecl {
+            mnemonic: "cast",
+            summary: "converts a scalar between element types".into(),
+            description: "Float to float rounds to nearest even; int to float rounds to nearest; float to int truncates toward zero and saturates (NaN gives 0); int to int wraps.",
+            syntax: "%y = cast %x : from -> to",
+            example: "func @widen(%x: tensor<4xi8>) -> tensor<4xi32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xi32>[i] {\n    %0 = cast %a : i8 -> i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
+            place: OpPlace::ComputeRegion,
+        },
+        OpDecl {
+            mnemonic: "index",
+            summary: "the current value of an axis, as a scalar".into(),
+            description: "Reads the coordinate of the current iteration point along an axis of the enclosing compute op (for masks, positions, iota).",
+            syntax: "%i = index axis : type",
+            example: "func @iota() -> tensor<4xi32> {\n  %y = compute (i: 4) -> tensor<4xi32>[i] {\n    %0 = index i : i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
+            place: OpPlace::ComputeRegion,
+        },
+    ];
+    for &u in UnaryOp::ALL {
+        decls.push(OpDecl {
+            mnemonic: u.mnemonic(),
+            summary: format!("unary: {}", u.summary()),
+            description: if u.float_only() { "Elementwise on a float scalar; f16 and bf16 compute in f32 and round the result." } else { "Elementwise on a scalar of any element type; integer negation wraps." },
+            syntax: "%y = <op> %x : type",
+            example: unary_example(u),
+            place: OpPlace::ComputeRegion,
+        });
+    }
+    for &b in BinaryOp::ALL {
+        decls.push(OpDecl {
+            mnemonic: b.mnemonic(),
+            summary: format!("binary: {}", b.summary()),
+            description: if b.float_only() { "Elementwise on two float scalars of the same type." } else { "Elementwise on two scalars of the same element type." },
+            syntax: "%z = <op> %x, %y : type",
+            example: binary_example(b),
+            place: OpPlace::ComputeRegion,
+        });
+    }
+    decls
+}
+
+fn unary_example(u: UnaryOp) -> String {
+    format!("{SCALAR_EXAMPLE_PREFIX}    %0 = {} %a : f32\n    yield %0 : f32\n{SCALAR_EXAMPLE_SUFFIX}", u.mnemonic())
+}
+
+fn binary_example(b: BinaryOp) -> String {
+    format!("{SCALAR_EXAMPLE_PREFIX}    %0 = {} %a, %b : f32\n    yield %0 : f32\n{SCALAR_EXAMPLE_SUFFIX}", b.mnemonic())
+}
+
+/// The declaration of the op spelled `mnemonic`.
+pub fn op_decl(mnemonic: &str) -> Option<&'static OpDecl> {
+    op_decls().iter().find(|d| d.mnemonic == mnemonic)
+}

@@ -1,0 +1,165 @@
+//! Types of tile IR values: scalar element types, tensors and the `index` type.
+//!
+//! `Display` for every type is its text syntax, and `ElemType::from_name`
+//! is its inverse, so the printer and the parser cannot disagree.
+
+use std::fmt;
+
+/// Element types of tensors and scalar values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElemType {
+    F32,
+    F16,
+    BF16,
+    I8,
+    I32,
+}
+
+impl ElemType {
+    pub const ALL: [ElemType; 5] = [ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I8, ElemType::I32];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::F32 => "f32",
+            ElemType::F16 => "f16",
+            ElemType::BF16 => "bf16",
+            ElemType::I8 => "i8",
+            ElemType::I32 => "i32",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ElemType> {
+        ElemType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F16 | ElemType::BF16)
+    }
+
+    pub fn is_int(self) -> bool {
+        !self.is_float()
+    }
+
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            ElemType::F32 | ElemType::I32 => 4,
+            ElemType::F16 | ElemType::BF16 => 2,
+            ElemType::I8 => 1,
+        }
+    }
+
+    /// Inclusive range of an integer type.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            ElemType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+            ElemType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Tensors bigger than this (2^48 bytes) are refused, so that sizes and
+/// byte offsets always fit in 64-bit arithmetic.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 48;
+
+/// A statically shaped tensor type, `tensor<4x8xf32>`; rank 0 is `tensor<f32>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub shape: Vec<u64>,
+    pub elem: ElemType,
+}
+
+impl TensorType {
+    pub fn new(shape: Vec<u64>, elem: ElemType) -> Self {
+        TensorType { shape, elem }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements, or `None` if it does not fit in a `u64`.
+    pub fn num_elements(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// Size in bytes, or `None` on overflow.
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.num_elements()?.checked_mul(self.elem.size_bytes())
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tensor<")?;
+        for d in &self.shape {
+            write!(f, "{d}x")?;
+        }
+        write!(f, "{}>", self.elem)
+    }
+}
+
+/// The type of an SSA value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    Scalar(ElemType),
+    Tensor(TensorType),
+}
+
+impl Type {
+    pub fn as_tensor(&self) -> Option<&TensorType> {
+        match self {
+            Type::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn as_scalar(&self) -> Option<ElemType> {
+        match self {
+            Type::Scalar(t) => Some(*t),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Scalar(t) => t.fmt(f),
+            Type::Tensor(t) => t.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_type_prints_mlir_style() {
+        assert_eq!(TensorType::new(vec![4, 8], ElemType::F16).to_string(), "tensor<4x8xf16>");
+        assert_eq!(TensorType::new(vec![], ElemType::I32).to_string(), "tensor<i32>");
+    }
+
+    #[test]
+    fn elem_names_round_trip() {
+        for t in ElemType::ALL {
+            assert_eq!(ElemType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(ElemType::from_name("f64"), None);
+    }
+
+    #[test]
+    fn sizes_overflow_to_none() {
+        let t = TensorType::new(vec![u64::MAX, 2], ElemType::F32);
+        assert_eq!(t.num_elements(), None);
+        assert_eq!(TensorType::new(vec![3, 5], ElemType::BF16).size_bytes(), Some(30));
+    }
+}

@@ -1,0 +1,15 @@
+//! tilec core: the tile IR, its text syntax, the verifier, diagnostics and
+//! the pass manager.
+//!
+//! This crate never links LLVM, MLIR or CUDA (see `docs/ARCHITECTURE.md`);
+//! transformations live in `tilec-passes`, the driver in `tools/tilec`.
+
+pub mod diag;
+pub mod expected;
+pub mod ir;
+pub mod pass;
+pub mod syntax;
+pub mod verify;
+
+/// The version printed by the tools and written into records.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,105 @@
+//! Runs a pipeline: constructs each pass from its validated options, calls
+//! the instrumentation hooks around it, re-verifies the module after it,
+//! and measures it.
+
+use super::{Instrumentation, PassContext, PassEvent, Pipeline};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::Module;
+use crate::verify::verify_module;
+use indexmap::IndexMap;
+use std::time::{Duration, Instant};
+
+pub struct PassManager {
+    pipeline: Pipeline,
+    instrumentations: Vec<Box<dyn Instrumentation>>,
+    verify_each: bool,
+}
+
+/// What a run measured: wall time per pass (and for verification) and the
+/// statistics each pass reported.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    pub timings: Vec<(String, Duration)>,
+    pub statistics: Vec<(String, IndexMap<&'static str, u64>)>,
+}
+
+impl PassManager {
+    pub fn new(pipeline: Pipeline) -> Self {
+        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true }
+    }
+
+    pub fn add_instrumentation(&mut self, i: Box<dyn Instrumentation>) {
+        self.instrumentations.push(i);
+    }
+
+    /// Re-verify after every pass (on by default; a pass that breaks the IR
+    /// is a compiler bug, and this is where it is caught).
+    pub fn set_verify_each(&mut self, on: bool) {
+        self.verify_each = on;
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Runs every pass in order. Stops at the first pass that fails, or
+    /// whose output does not verify.
+    pub fn run(&mut self, module: &mut Module) -> Result<RunReport, Diagnostics> {
+        let mut report = RunReport::default();
+        let mut cx = PassContext::new();
+        let mut verify_time = Duration::ZERO;
+        let mut result = Ok(());
+        for (i, spec) in self.pipeline.passes.iter().enumerate() {
+            let text = spec.to_string();
+            let event = PassEvent { index: i + 1, name: spec.decl.name, spec: &text };
+            for inst in &mut self.instrumentations {
+                inst.before_pass(&event, module);
+            }
+            let start = Instant::now();
+            let mut pass = (spec.decl.create)(&spec.options);
+            let outcome = pass.run(module, &mut cx);
+            let elapsed = start.elapsed();
+            report.timings.push((text.clone(), elapsed));
+            let stats = cx.take_statistics();
+            if !stats.is_empty() {
+                report.statistics.push((text.clone(), stats));
+            }
+            if let Err(mut diags) = outcome {
+                diags.push(Diagnostic::error(format!("pass `{text}` failed")).at(spec.span, "in this pass"));
+                result = Err(diags);
+                break;
+            }
+            if self.verify_each {
+                let start = Instant::now();
+                let diags = verify_module(module);
+                verify_time += start.elapsed();
+                if diags.has_errors() {
+                    let mut all = Diagnostics::from(
+                        Diagnostic::error(format!("pass `{text}` produced invalid IR"))
+                            .at(spec.span, "this pass")
+                            .with_note("this is a bug in tilec; please report it with the input"),
+                    );
+                    all.extend(diags);
+                    result = Err(all);
+                    break;
+                }
+            }
+            for inst in &mut self.instrumentations {
+                inst.after_pass(&event, module, elapsed);
+            }
+        }
+        if self.verify_each && !self.pipeline.passes.is_empty() {
+            report.timings.push(("(verify)".to_string(), verify_time));
+        }
+        for inst in &mut self.instrumentations {
+            if let Err(msg) = inst.after_pipeline() {
+                let d = Diagnostic::error(msg);
+                match &mut result {
+                    Err(diags) => diags.push(d),
+                    Ok(()) => result = Err(d.into()),
+                }
+            }
+        }
+        result.map(|()| report)
+    }
+}

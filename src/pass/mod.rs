@@ -1,0 +1,140 @@
+//! Passes: one declaration each, a registry, textual pipelines, and the
+//! manager that runs them with instrumentation.
+//!
+//! A pass is declared once as a static [`PassDecl`] (name, summary, typed
+//! options with defaults, statistics, constructor). The registry, the
+//! pipeline parser's option checking, `tilec --list-passes` and
+//! `docs/passes.md` all read that declaration, so they cannot drift apart.
+//! Passes transform IR in memory and do no I/O.
+
+mod instrument;
+mod manager;
+mod options;
+mod pipeline;
+
+pub use instrument::{DumpDir, Instrumentation, IrPrinting, PassEvent, PrintWhen, timing_report};
+pub use manager::{PassManager, RunReport};
+pub use options::{OptionDecl, OptionKind, OptionValue, PassOptions};
+pub use pipeline::{PassSpec, Pipeline, parse_pipeline};
+
+use crate::diag::Diagnostics;
+use crate::ir::Module;
+use indexmap::IndexMap;
+
+/// A transformation over a module. Constructed per pipeline entry from
+/// validated options; `run` may be called once per module.
+pub trait Pass {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics>;
+}
+
+/// What a pass may use besides the module: statistics now; target
+/// descriptions and the measurement interface as later passes need them.
+#[derive(Default)]
+pub struct PassContext {
+    statistics: IndexMap<&'static str, u64>,
+}
+
+impl PassContext {
+    pub fn new() -> Self {
+        PassContext::default()
+    }
+
+    /// Adds `n` to the statistic `name` (declared in the pass's `statistics`).
+    pub fn bump(&mut self, name: &'static str, n: u64) {
+        *self.statistics.entry(name).or_insert(0) += n;
+    }
+
+    /// Takes the statistics gathered since the last call.
+    pub fn take_statistics(&mut self) -> IndexMap<&'static str, u64> {
+        std::mem::take(&mut self.statistics)
+    }
+}
+
+/// The one declaration of a pass.
+pub struct PassDecl {
+    /// The name used in pipelines, e.g. `canonicalize`.
+    pub name: &'static str,
+    /// One line, shown by `--list-passes`.
+    pub summary: &'static str,
+    /// Paragraphs for `docs/passes.md`.
+    pub description: &'static str,
+    pub options: &'static [OptionDecl],
+    /// (name, meaning) of each counter the pass reports.
+    pub statistics: &'static [(&'static str, &'static str)],
+    pub create: fn(&PassOptions) -> Box<dyn Pass>,
+}
+
+impl std::fmt::Debug for PassDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PassDecl({})", self.name)
+    }
+}
+
+/// All passes a tool knows, by name, in registration order.
+#[derive(Default, Debug)]
+pub struct Registry {
+    passes: IndexMap<&'static str, &'static PassDecl>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Registers a pass; a duplicate name is a programming error.
+    pub fn register(&mut self, decl: &'static PassDecl) {
+        let previous = self.passes.insert(decl.name, decl);
+        assert!(previous.is_none(), "pass `{}` registered twice", decl.name);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&'static PassDecl> {
+        self.passes.get(name).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'static PassDecl> + '_ {
+        self.passes.values().copied()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.passes.keys().copied()
+    }
+
+    /// The text of `tilec --list-passes`.
+    pub fn list_text(&self) -> String {
+        let mut out = String::from("Available passes:\n");
+        for d in self.iter() {
+            out.push_str(&format!("  {:<20} {}\n", d.name, d.summary));
+            for o in d.options {
+                out.push_str(&format!("    {:<18} {} (default: {})\n", format!("{}=<{}>", o.name, o.kind.describe()), o.help, display_default(o.default)));
+            }
+        }
+        out
+    }
+
+    /// `docs/passes.md`, generated from the declarations.
+    pub fn markdown(&self) -> String {
+        let mut out = String::from(
+            "# Passes\n\n<!-- Generated from the pass declarations; do not edit by hand. A test fails when\n     this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nRun passes with `tilec --pass-pipeline='builtin.module(pass1,pass2{option=value other=value})'`.\n",
+        );
+        for d in self.iter() {
+            out.push_str(&format!("\n## `{}`\n\n{}\n\n{}\n", d.name, d.summary, d.description.trim()));
+            if !d.options.is_empty() {
+                out.push_str("\n| option | type | default | meaning |\n|---|---|---|---|\n");
+                for o in d.options {
+                    out.push_str(&format!("| `{}` | {} | `{}` | {} |\n", o.name, o.kind.describe(), display_default(o.default), o.help));
+                }
+            }
+            if !d.statistics.is_empty() {
+                out.push_str("\nStatistics (`--pass-statistics`):\n\n");
+                for (name, meaning) in d.statistics {
+                    out.push_str(&format!("- `{name}`: {meaning}\n"));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn display_default(d: &str) -> &str {
+    if d.is_empty() { "\"\"" } else { d }
+}

@@ -1,0 +1,247 @@
+//! IR → tile syntax. The output parses back to the same IR, and printing
+//! that again gives the same bytes: names are the source's hints where they
+//! are free in their scope, `%0`, `%1`, ... otherwise, assigned in
+//! definition order, so numbering is deterministic.
+
+use crate::ir::*;
+use std::collections::HashSet;
+use std::fmt::Write;
+
+pub fn print_module(m: &Module) -> String {
+    let mut out = String::new();
+    for (i, f) in m.funcs.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&print_function(f));
+    }
+    out
+}
+
+/// Value names of one scope (a function body, or one compute op).
+struct Names {
+    used: HashSet<String>,
+    next_number: usize,
+}
+
+impl Names {
+    fn new() -> Self {
+        Names { used: HashSet::new(), next_number: 0 }
+    }
+
+    fn assign(&mut self, hint: Option<&str>) -> String {
+        match hint {
+            Some(h) => {
+                let mut name = h.to_string();
+                let mut k = 1;
+                while self.used.contains(&name) {
+                    name = format!("{h}_{k}");
+                    k += 1;
+                }
+                self.used.insert(name.clone());
+                name
+            }
+            None => {
+                let n = self.next_number.to_string();
+                self.next_number += 1;
+                n
+            }
+        }
+    }
+}
+
+struct Printer<'f> {
+    f: &'f Function,
+    out: String,
+    /// Printed name of each value (without `%`), filled at definition.
+    names: Vec<Option<String>>,
+}
+
+pub fn print_function(f: &Function) -> String {
+    let mut p = Printer { f, out: String::new(), names: vec![None; f.values.len()] };
+    p.function();
+    p.out
+}
+
+impl Printer<'_> {
+    fn define(&mut self, scope: &mut Names, v: Value) -> String {
+        let name = scope.assign(self.f.values[v].name.as_deref());
+        self.names[v.index()] = Some(name.clone());
+        format!("%{name}")
+    }
+
+    fn name(&self, v: Value) -> String {
+        match &self.names[v.index()] {
+            Some(n) => format!("%{n}"),
+            // A use of a value that was never defined in a visible scope:
+            // only possible in IR that fails verification. Print something
+            // recognisable rather than panic.
+            None => format!("%<undefined {v}>"),
+        }
+    }
+
+    fn function(&mut self) {
+        let f = self.f;
+        let mut scope = Names::new();
+        let params: Vec<String> = f.params.iter().map(|&v| format!("{}: {}", self.define(&mut scope, v), f.value_type(v))).collect();
+        write!(self.out, "func @{}({})", f.name, params.join(", ")).unwrap();
+        match f.result_types.as_slice() {
+            [] => {}
+            [t] => write!(self.out, " -> {t}").unwrap(),
+            ts => write!(self.out, " -> ({})", ts.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")).unwrap(),
+        }
+        self.out.push_str(" {\n");
+        for &op in &f.regions[f.body].ops {
+            self.op(&mut scope, op, 1);
+        }
+        self.out.push_str("}\n");
+    }
+
+    fn indent(&mut self, depth: usize) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+    }
+
+    fn op(&mut self, scope: &mut Names, op: Op, depth: usize) {
+        let f = self.f;
+        let data = &f.ops[op];
+        if let OpKind::Compute(c) = &data.kind {
+            return self.compute(scope, op, c, depth);
+        }
+        self.indent(depth);
+        let operands: Vec<String> = data.operands.iter().map(|&v| self.name(v)).collect();
+        if let Some(&r) = data.results.first() {
+            let name = self.define(scope, r);
+            write!(self.out, "{name} = ").unwrap();
+        }
+        let result_ty = data.results.first().map(|&r| f.value_type(r).clone());
+        match &data.kind {
+            OpKind::Const(lit) => {
+                let ty = result_ty.and_then(|t| t.as_scalar()).unwrap_or(ElemType::F32);
+                write!(self.out, "const {} : {ty}", lit.to_string_as(ty)).unwrap();
+            }
+            OpKind::AxisIndex(axis) => {
+                let axis_name = self.enclosing_compute(op).map(|c| c.axis(*axis).name.clone()).unwrap_or_else(|| format!("<axis {axis}>"));
+                write!(self.out, "index {axis_name} : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+            }
+            OpKind::Cast => {
+                let from = data.operands.first().map(|&v| f.value_type(v).to_string()).unwrap_or_default();
+                write!(self.out, "cast {} : {from} -> {}", operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+            }
+            OpKind::Yield => {
+                let ty = data.operands.first().map(|&v| f.value_type(v).to_string());
+                write!(self.out, "yield {}", operands.join(", ")).unwrap();
+                if let Some(ty) = ty {
+                    write!(self.out, " : {ty}").unwrap();
+                }
+            }
+            OpKind::Return => {
+                self.out.push_str("return");
+                if !operands.is_empty() {
+                    write!(self.out, " {}", operands.join(", ")).unwrap();
+                }
+            }
+            kind @ (OpKind::Unary(_) | OpKind::Binary(_)) => {
+                write!(self.out, "{} {} : {}", kind.mnemonic(), operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+            }
+            OpKind::Compute(_) => unreachable!("handled above"),
+        }
+        self.out.push('\n');
+    }
+
+    fn enclosing_compute(&self, op: Op) -> Option<&Compute> {
+        let region = self.f.ops[op].parent;
+        let owner = self.f.regions[region].owner?;
+        self.f.ops[owner].kind.as_compute()
+    }
+
+    fn compute(&mut self, scope: &mut Names, op: Op, c: &Compute, depth: usize) {
+        let f = self.f;
+        let data = &f.ops[op];
+        let axis_name = |a: AxisId| c.axis(a).name.clone();
+        let index_list = |indices: &[AffineExpr<AxisId>]| indices.iter().map(|e| e.to_string_with(axis_name)).collect::<Vec<_>>().join(", ");
+        // Operand names belong to the function scope; print them first.
+        let operand_names: Vec<String> = data.operands.iter().map(|&v| self.name(v)).collect();
+        let result = self.define(scope, data.results[0]);
+        self.indent(depth);
+        write!(self.out, "{result} = compute ").unwrap();
+        if let Some(label) = &c.label {
+            write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
+        }
+        let axes_text = |kind: AxisKind| {
+            c.axes.iter().filter(|a| a.kind == kind).map(|a| format!("{}: {}", a.name, a.extent)).collect::<Vec<_>>().join(", ")
+        };
+        write!(self.out, "({})", axes_text(AxisKind::Spatial)).unwrap();
+        if let Some(comb) = c.combiner {
+            write!(self.out, " reduce {} ({})", comb.name(), axes_text(AxisKind::Reduction)).unwrap();
+        }
+        // The compute op's regions form one isolated scope.
+        let mut inner = Names::new();
+        let body = data.regions.first().copied();
+        let read_text = |p: &mut Printer<'_>, inner: &mut Names, reads: &[Read], args: &[Value], names: &[String]| {
+            let mut parts = Vec::new();
+            for ((r, &arg), tensor) in reads.iter().zip(args).zip(names) {
+                let bind = p.define(inner, arg);
+                let mut s = format!("{bind} = {tensor}[{}]", index_list(&r.indices));
+                if let Some(pad) = &r.pad {
+                    let ty = f.value_type(arg).as_scalar().unwrap_or(ElemType::F32);
+                    write!(s, " pad({})", pad.to_string_as(ty)).unwrap();
+                }
+                parts.push(s);
+            }
+            format!("reads({})", parts.join(", "))
+        };
+        if !c.reads.is_empty() {
+            let args = body.map(|b| f.regions[b].args.clone()).unwrap_or_default();
+            let text = read_text(self, &mut inner, &c.reads, &args, &operand_names[..c.reads.len().min(operand_names.len())]);
+            self.out.push('\n');
+            self.indent(depth + 2);
+            self.out.push_str(&text);
+            self.out.push(' ');
+        } else {
+            self.out.push(' ');
+        }
+        let out_ty = f.value_type(data.results[0]);
+        writeln!(self.out, "-> {out_ty}[{}] {{", index_list(&c.output)).unwrap();
+        if let Some(body) = body {
+            for &o in &f.regions[body].ops {
+                self.op(&mut inner, o, depth + 1);
+            }
+        }
+        self.indent(depth);
+        self.out.push('}');
+        if let Some(&epi) = data.regions.get(1) {
+            let args = f.regions[epi].args.clone();
+            let acc = args.first().map(|&a| self.define(&mut inner, a)).unwrap_or_default();
+            write!(self.out, " epilogue({acc}) ").unwrap();
+            if !c.epilogue_reads.is_empty() {
+                let names = operand_names.get(c.reads.len()..).unwrap_or(&[]).to_vec();
+                let text = read_text(self, &mut inner, &c.epilogue_reads, args.get(1..).unwrap_or(&[]), &names);
+                write!(self.out, "{text} ").unwrap();
+            }
+            self.out.push_str("{\n");
+            for &o in &f.regions[epi].ops {
+                self.op(&mut inner, o, depth + 1);
+            }
+            self.indent(depth);
+            self.out.push('}');
+        }
+        self.out.push('\n');
+    }
+}
+
+/// Escapes a label for a string literal the lexer reads back.
+fn escape_label(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
+}

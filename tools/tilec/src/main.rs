@@ -1,0 +1,361 @@
+//! `tilec`: the compiler driver, modelled on `mlir-opt`.
+//!
+//! Reads a tile file (or stdin), verifies it, runs a pass pipeline, and
+//! prints the result. Every error a user can cause ends in diagnostics on
+//! stderr and exit status 1; a panic is a bug.
+
+use clap::{Parser, ValueEnum};
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use termcolor::{ColorChoice, StandardStream};
+use tilec::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use tilec::expected;
+use tilec::ir::Module;
+use tilec::pass::{DumpDir, IrPrinting, PassManager, Pipeline, PrintWhen, Registry, parse_pipeline, timing_report};
+use tilec::syntax::{parse_range, print_module};
+use tilec::verify::verify_module;
+
+#[derive(Parser, Debug)]
+#[command(name = "tilec", version, about = "The tilec tensor compiler: parse, verify, transform and print tile IR")]
+struct Cli {
+    /// Input file (`-` for stdin).
+    #[arg(default_value = "-")]
+    input: String,
+
+    /// Output file (default: stdout).
+    #[arg(short = 'o', value_name = "OUT")]
+    output: Option<PathBuf>,
+
+    /// Pass pipeline to run, e.g. `builtin.module(canonicalize)`.
+    #[arg(long = "pass-pipeline", value_name = "PIPELINE")]
+    pass_pipeline: Option<String>,
+
+    /// List the registered passes and their options, then exit.
+    #[arg(long = "list-passes")]
+    list_passes: bool,
+
+    /// List the ops of the tile dialect, then exit.
+    #[arg(long = "list-ops")]
+    list_ops: bool,
+
+    /// Split the input at `// -----` lines and process each chunk on its own.
+    #[arg(long = "split-input-file")]
+    split_input_file: bool,
+
+    /// Check diagnostics against `// expected-error@+N {{...}}` annotations.
+    #[arg(long = "verify-diagnostics")]
+    verify_diagnostics: bool,
+
+    /// Print the IR before every pass (to stderr).
+    #[arg(long = "print-ir-before-all")]
+    print_ir_before_all: bool,
+
+    /// Print the IR after every pass (to stderr).
+    #[arg(long = "print-ir-after-all")]
+    print_ir_after_all: bool,
+
+    /// Print the IR after the named passes (repeatable or comma-separated).
+    #[arg(long = "print-ir-after", value_name = "PASS", value_delimiter = ',')]
+    print_ir_after: Vec<String>,
+
+    /// Print the IR after a pass only when the pass changed it.
+    #[arg(long = "print-ir-after-change")]
+    print_ir_after_change: bool,
+
+    /// Write the input and the IR after each pass to numbered files in DIR.
+    #[arg(long = "dump-ir-dir", value_name = "DIR")]
+    dump_ir_dir: Option<PathBuf>,
+
+    /// Print a table of the time spent in each pass.
+    #[arg(long)]
+    timing: bool,
+
+    /// Print the statistics each pass reported.
+    #[arg(long = "pass-statistics")]
+    pass_statistics: bool,
+
+    /// Re-verify the IR after every pass.
+    #[arg(long = "verify-each", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    verify_each: bool,
+
+    /// Print the parsed pipeline, with every option spelled out, to stderr.
+    #[arg(long = "dump-pass-pipeline")]
+    dump_pass_pipeline: bool,
+
+    /// Colour diagnostics.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    color: Color,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let choice = match cli.color {
+        Color::Always => ColorChoice::Always,
+        Color::Never => ColorChoice::Never,
+        Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
+        Color::Auto => ColorChoice::Never,
+    };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_passes::registry(), color: choice };
+    match driver.run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(diags) => {
+            driver.emit(&diags);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Driver {
+    sources: SourceMap,
+    registry: Registry,
+    color: ColorChoice,
+}
+
+impl Driver {
+    fn emit(&self, diags: &Diagnostics) {
+        let stderr = StandardStream::stderr(self.color);
+        let mut lock = stderr.lock();
+        self.sources.emit(&mut lock, &diags.0);
+    }
+
+    fn run(&mut self, cli: &Cli) -> Result<(), Diagnostics> {
+        if cli.list_passes {
+            print!("{}", self.registry.list_text());
+            return Ok(());
+        }
+        if cli.list_ops {
+            println!("Tile dialect ops:");
+            for d in tilec::ir::ops::op_decls() {
+                println!("  {:<10} {}", d.mnemonic, d.summary);
+            }
+            return Ok(());
+        }
+        let total = Instant::now();
+        let mut timings: Vec<(String, Duration)> = Vec::new();
+        let pipeline = match &cli.pass_pipeline {
+            Some(text) => {
+                let file = self.sources.add("<pass-pipeline>", text.clone());
+                parse_pipeline(text, file, &self.registry)?
+            }
+            None => Pipeline::default(),
+        };
+        self.check_pass_names(&cli.print_ir_after)?;
+        if cli.dump_pass_pipeline {
+            let full: Vec<String> = pipeline
+                .passes
+                .iter()
+                .map(|p| {
+                    let opts: Vec<String> = p.decl.options.iter().map(|o| format!("{}={}", o.name, p.options.text(o.name))).collect();
+                    if opts.is_empty() { p.decl.name.to_string() } else { format!("{}{{{}}}", p.decl.name, opts.join(" ")) }
+                })
+                .collect();
+            eprintln!("Pass Manager with {} passes:\nbuiltin.module({})", pipeline.passes.len(), full.join(","));
+        }
+        if let Some(dir) = &cli.dump_ir_dir {
+            std::fs::create_dir_all(dir).map_err(|e| Diagnostic::error(format!("cannot create --dump-ir-dir `{}`: {e}", dir.display())))?;
+        }
+
+        let start = Instant::now();
+        let file = self.read_input(&cli.input)?;
+        let source_len = self.sources.source(file).len();
+        let chunks = if cli.split_input_file { split_chunks(self.sources.source(file)) } else { vec![0..source_len] };
+        timings.push(("read input".into(), start.elapsed()));
+
+        let mut outputs = Vec::new();
+        let mut failures = Diagnostics::new();
+        let mut warnings = Diagnostics::new();
+        let mut statistics = Vec::new();
+        for range in chunks {
+            let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &mut timings, &mut statistics);
+            if cli.verify_diagnostics {
+                let exp = expected::parse_expectations(&self.sources, file, range)?;
+                failures.extend(expected::check(&self.sources, exp, &produced.0));
+                if let Ok(text) = result {
+                    outputs.push(text);
+                }
+                continue;
+            }
+            match result {
+                Ok(text) => {
+                    warnings.extend(produced);
+                    outputs.push(text);
+                }
+                Err(()) => failures.extend(produced),
+            }
+        }
+        if !warnings.is_empty() {
+            self.emit(&warnings);
+        }
+        if failures.has_errors() {
+            return Err(failures);
+        }
+
+        let start = Instant::now();
+        let text = outputs.join("// -----\n");
+        match &cli.output {
+            Some(path) => std::fs::write(path, &text).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {e}", path.display())))?,
+            None => {
+                let mut out = std::io::stdout().lock();
+                // A closed pipe (`tilec x | head`) is not an error worth reporting.
+                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+            }
+        }
+        timings.push(("output".into(), start.elapsed()));
+        if cli.timing {
+            eprint!("{}", timing_report(&timings, total.elapsed()));
+        }
+        if cli.pass_statistics {
+            eprint!("{}", statistics_report(&statistics, &self.registry));
+        }
+        Ok(())
+    }
+
+    fn check_pass_names(&self, names: &[String]) -> Result<(), Diagnostics> {
+        let mut diags = Diagnostics::new();
+        for n in names {
+            if self.registry.get(n).is_none() {
+                let mut d = Diagnostic::error(format!("--print-ir-after: unknown pass `{n}`"));
+                if let Some(best) = tilec::diag::closest(n, self.registry.names()) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                diags.push(d.with_note("`tilec --list-passes` lists the passes"));
+            }
+        }
+        diags.into_result()
+    }
+
+    fn read_input(&mut self, input: &str) -> Result<FileId, Diagnostics> {
+        let (name, bytes) = if input == "-" {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf).map_err(|e| Diagnostic::error(format!("cannot read standard input: {e}")))?;
+            ("<stdin>".to_string(), buf)
+        } else {
+            let bytes = std::fs::read(input).map_err(|e| {
+                let d = Diagnostic::error(format!("cannot read `{input}`: {}", io_reason(&e)));
+                if e.kind() == std::io::ErrorKind::NotFound { d.with_help("check the path; use `-` to read standard input") } else { d }
+            })?;
+            (input.to_string(), bytes)
+        };
+        match String::from_utf8(bytes) {
+            Ok(text) => Ok(self.sources.add(name, text)),
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                // Register the valid prefix so the diagnostic can show where.
+                let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+                let file = self.sources.add(name.clone(), prefix);
+                Err(Diagnostic::error(format!("`{name}` is not UTF-8 text (invalid byte at offset {valid})"))
+                    .at(Span::new(file, valid..valid), "invalid byte after this point")
+                    .with_note("tile files are UTF-8 text; is this a binary file?")
+                    .into())
+            }
+        }
+    }
+
+    /// Parses, verifies, transforms and prints one chunk. Returns the text
+    /// (or failure) and every diagnostic produced, warnings included.
+    fn process_chunk(
+        &self,
+        cli: &Cli,
+        file: FileId,
+        range: std::ops::Range<usize>,
+        pipeline: &Pipeline,
+        timings: &mut Vec<(String, Duration)>,
+        statistics: &mut Vec<(String, Stats)>,
+    ) -> (Result<String, ()>, Diagnostics) {
+        let start = Instant::now();
+        let parsed = parse_range(&self.sources, file, range);
+        timings.push(("parse".into(), start.elapsed()));
+        let mut module: Module = match parsed {
+            Ok(m) => m,
+            Err(d) => return (Err(()), d),
+        };
+        let start = Instant::now();
+        let diags = verify_module(&module);
+        timings.push(("verify input".into(), start.elapsed()));
+        if diags.has_errors() {
+            return (Err(()), diags);
+        }
+        let mut pm = PassManager::new(pipeline.clone());
+        pm.set_verify_each(cli.verify_each);
+        let when = PrintWhen {
+            before_all: cli.print_ir_before_all,
+            after_all: cli.print_ir_after_all,
+            after: cli.print_ir_after.clone(),
+            after_change: cli.print_ir_after_change,
+        };
+        if when.before_all || when.after_all || when.after_change || !when.after.is_empty() {
+            pm.add_instrumentation(Box::new(IrPrinting::new(when, Box::new(std::io::stderr()))));
+        }
+        if let Some(dir) = &cli.dump_ir_dir {
+            pm.add_instrumentation(Box::new(DumpDir::new(dir.clone())));
+        }
+        let mut all = diags;
+        match pm.run(&mut module) {
+            Ok(report) => {
+                timings.extend(report.timings);
+                statistics.extend(report.statistics.into_iter().map(|(name, s)| (name, s.into_iter().collect())));
+            }
+            Err(d) => {
+                all.extend(d);
+                return (Err(()), all);
+            }
+        }
+        let start = Instant::now();
+        let text = print_module(&module);
+        timings.push(("print".into(), start.elapsed()));
+        (Ok(text), all)
+    }
+}
+
+/// Statistics of one pass run: (name, count) in declaration order.
+type Stats = Vec<(&'static str, u64)>;
+
+fn statistics_report(stats: &[(String, Stats)], registry: &Registry) -> String {
+    let rule = "===-------------------------------------------------------------------------===";
+    let mut s = format!("{rule}\n                         ... Pass statistics report ...\n{rule}\n");
+    for (pass, counters) in stats {
+        s.push_str(&format!("{pass}\n"));
+        let decl = registry.get(pass.split('{').next().unwrap_or(pass));
+        for (name, n) in counters {
+            let meaning = decl.and_then(|d| d.statistics.iter().find(|(k, _)| k == name)).map_or("", |(_, m)| m);
+            s.push_str(&format!("  ({name}) {n} : {meaning}\n"));
+        }
+    }
+    s
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// Splits a file at lines that start with `// -----` (MLIR's convention).
+/// Each chunk keeps its offsets in the file, so diagnostics give the real
+/// line numbers.
+fn split_chunks(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_start().starts_with("// -----") {
+            chunks.push(start..offset);
+            start = offset + line.len();
+        }
+        offset += line.len();
+    }
+    chunks.push(start..text.len());
+    chunks
+}
