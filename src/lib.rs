@@ -6,6 +6,7 @@
 
 pub mod diag;
 pub mod expected;
+pub mod golden;
 pub mod ir;
 pub mod pass;
 pub mod syntax;

@@ -11,3 +11,23 @@ pub fn registry() -> Registry {
     r.register(&canonicalize::DECL);
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn pass_docs_are_up_to_date() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/passes.md");
+        tilec::golden::check_or_bless(&path, &super::registry().markdown()).unwrap();
+    }
+
+    #[test]
+    fn every_declared_default_parses() {
+        for decl in super::registry().iter() {
+            // Panics (a bug in the declaration) if a default is invalid.
+            let options = tilec::pass::PassOptions::defaults(decl.options);
+            let _ = (decl.create)(&options);
+        }
+    }
+}

@@ -444,3 +444,47 @@ fn binary_example(b: BinaryOp) -> String {
 pub fn op_decl(mnemonic: &str) -> Option<&'static OpDecl> {
     op_decls().iter().find(|d| d.mnemonic == mnemonic)
 }
+
+/// `ir-spec/ops.md`, generated from [`op_decls`].
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "# Tile dialect ops\n\n<!-- Generated from the op declarations in src/ir/ops.rs; do not edit by hand.\n     A test fails when this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nSee [README.md](README.md) for the grammar and the semantics of reads, padding and folds.\n\n| op | where | summary |\n|---|---|---|\n",
+    );
+    let place = |p: OpPlace| match p {
+        OpPlace::Function => "function body",
+        OpPlace::ComputeRegion => "compute region",
+    };
+    for d in op_decls() {
+        out.push_str(&format!("| [`{}`](#{}) | {} | {} |\n", d.mnemonic, d.mnemonic, place(d.place), d.summary));
+    }
+    for d in op_decls() {
+        out.push_str(&format!("\n## `{}`\n\n{}\n\n{}\n\nSyntax:\n\n```\n{}\n```\n\nExample:\n\n```\n{}```\n", d.mnemonic, d.summary, d.description, d.syntax, d.example));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn op_reference_is_up_to_date() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ir-spec/ops.md");
+        crate::golden::check_or_bless(&path, &reference_markdown()).unwrap();
+    }
+
+    #[test]
+    fn every_scalar_op_has_one_declaration() {
+        for u in UnaryOp::ALL {
+            assert_eq!(op_decls().iter().filter(|d| d.mnemonic == u.mnemonic()).count(), 1);
+        }
+        for b in BinaryOp::ALL {
+            assert_eq!(op_decls().iter().filter(|d| d.mnemonic == b.mnemonic()).count(), 1);
+        }
+        let mut names: Vec<_> = op_decls().iter().map(|d| d.mnemonic).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), op_decls().len(), "duplicate op declaration");
+    }
+}

@@ -1,0 +1,55 @@
+# -*- Python -*-
+# lit configuration for the tilec FileCheck test suite.
+#
+# Run from the repository root after `cargo build`:
+#   /usr/lib/llvm-22/bin/lit -v lit-tests
+# Parameters (`--param name=value`):
+#   tilec_bin_dir  folder holding the `tilec` binary (default: <repo>/target/debug)
+#   llvm_bin_dir   folder holding FileCheck, not and count (default: /usr/lib/llvm-22/bin)
+
+import os
+
+import lit.formats
+
+config.name = "tilec"
+# True: run RUN lines with the external shell (bash, with pipefail).
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".tile"]
+
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+# Each test's %t files go to an `Output/` folder next to it (git-ignored).
+config.test_exec_root = config.test_source_root
+
+# Not tests: documentation, and inputs that RUN lines refer to.
+config.excludes = ["README.md", "Inputs", "lit.cfg.py"]
+
+repo_root = os.path.dirname(config.test_source_root)
+
+tilec_bin_dir = os.path.abspath(
+    lit_config.params.get("tilec_bin_dir", os.path.join(repo_root, "target", "debug"))
+)
+tilec = os.path.join(tilec_bin_dir, "tilec")
+if not (os.path.isfile(tilec) and os.access(tilec, os.X_OK)):
+    lit_config.fatal(
+        "tilec not found at %s; build it first with `cargo build` in %s "
+        "(or pass --param tilec_bin_dir=<folder holding tilec>)" % (tilec, repo_root)
+    )
+
+llvm_bin_dir = os.path.abspath(lit_config.params.get("llvm_bin_dir", "/usr/lib/llvm-22/bin"))
+for tool in ("FileCheck", "not", "count"):
+    if not os.path.isfile(os.path.join(llvm_bin_dir, tool)):
+        lit_config.fatal(
+            "%s not found in %s; install LLVM 22 or pass --param llvm_bin_dir=<folder>"
+            % (tool, llvm_bin_dir)
+        )
+
+# tilec first, then the LLVM test tools, then whatever the user had.
+config.environment["PATH"] = os.pathsep.join(
+    [tilec_bin_dir, llvm_bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))]
+)
+
+# Diagnostics must not depend on the terminal or the locale.
+config.environment["NO_COLOR"] = "1"
+config.environment["LC_ALL"] = "C.UTF-8"
+
+config.substitutions.append(("%python", "python3"))

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test: `cargo test` (units, properties, golden docs) and the lit
+# suite (parser, verifier, pipelines, passes, driver). Installs the toolchain
+# first if it is missing. Usage: tools/test.sh [extra lit args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/setup.sh
+
+echo "==> cargo test" >&2
+cargo test --workspace --locked
+
+echo "==> building the tools for lit" >&2
+cargo build --workspace --locked
+
+echo "==> lit lit-tests" >&2
+lit_out=$(mktemp)
+set +e
+/usr/lib/llvm-22/bin/lit -sv --param tilec_bin_dir="$PWD/target/debug" "$@" lit-tests | tee "$lit_out"
+lit_status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -Eo '^ *Passed *: *[0-9]+' "$lit_out" | grep -Eo '[0-9]+$' || echo 0)
+failed=$(grep -Eo '^ *Failed *: *[0-9]+' "$lit_out" | grep -Eo '[0-9]+$' || echo 0)
+rm -f "$lit_out"
+echo "lit: ${passed} passed, ${failed} failed"
+exit "$lit_status"
