@@ -7,6 +7,8 @@
 pub mod diag;
 pub mod expected;
 pub mod golden;
+pub mod input;
+pub mod interp;
 pub mod ir;
 pub mod pass;
 pub mod syntax;

@@ -1,22 +1,114 @@
-//! The meaning of every scalar op, on [`Literal`]s. This is the single
-//! definition that constant folding and the interpreter share; compiled
-//! code is tested against it.
+//! The meaning of every scalar op. This is the single definition that
+//! constant folding (on [`Literal`]s) and the interpreter (on lanes of
+//! `f64`/`i64`) share; compiled code is tested against it.
 //!
-//! Floats: each op is computed in f64 and rounded to the op's type. For
-//! `add`, `sub`, `mul`, `div` and `sqrt` this equals the correctly rounded
-//! IEEE result of the narrower type (f64 has more than 2p+2 bits for every
-//! p ≤ 24). Transcendentals are rounded from f64's result.
-//! Integers: two's-complement, wrapping at the type's width.
+//! Floats are carried as `f64`: each op is computed in f64 and rounded to
+//! the op's type. For `add`, `sub`, `mul`, `div` and `sqrt` this equals the
+//! correctly rounded IEEE result of the narrower type (f64 has more than
+//! 2p+2 bits for every p ≤ 24). Transcendentals are rounded from f64's
+//! result. Integers are carried as `i64`: two's-complement, wrapping at
+//! the type's width.
 
 use super::ops::{BinaryOp, Combiner, Literal, UnaryOp, round_to};
 use super::types::ElemType;
 
 /// Wraps an integer to the width of `ty`.
+#[inline(always)]
 pub fn wrap_int(ty: ElemType, x: i64) -> i64 {
     match ty {
         ElemType::I8 => x as i8 as i64,
         ElemType::I32 => x as i32 as i64,
         _ => x,
+    }
+}
+
+#[inline(always)]
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+}
+
+#[inline(always)]
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
+}
+
+/// A float unary op before rounding to the op's type.
+#[inline(always)]
+pub fn float_unary(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Relu => nan_max(x, 0.0),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Erf => libm::erf(x),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+    }
+}
+
+/// An integer unary op before wrapping. Float-only ops are rejected by the
+/// verifier; they leave the value unchanged here.
+#[inline(always)]
+pub fn int_unary(op: UnaryOp, x: i64) -> i64 {
+    match op {
+        UnaryOp::Neg => x.wrapping_neg(),
+        UnaryOp::Abs => x.wrapping_abs(),
+        UnaryOp::Relu => x.max(0),
+        _ => x,
+    }
+}
+
+/// A float binary op before rounding to the op's type.
+#[inline(always)]
+pub fn float_binary(op: BinaryOp, x: f64, y: f64) -> f64 {
+    match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        BinaryOp::Max => nan_max(x, y),
+        BinaryOp::Min => nan_min(x, y),
+    }
+}
+
+/// An integer binary op before wrapping (operands are already in range,
+/// so i64 arithmetic cannot overflow for i8/i32 operands).
+#[inline(always)]
+pub fn int_binary(op: BinaryOp, x: i64, y: i64) -> i64 {
+    match op {
+        BinaryOp::Add => x.wrapping_add(y),
+        BinaryOp::Sub => x.wrapping_sub(y),
+        BinaryOp::Mul => x.wrapping_mul(y),
+        BinaryOp::Max => x.max(y),
+        BinaryOp::Min => x.min(y),
+        // Rejected by the verifier on integers.
+        BinaryOp::Div => x,
+    }
+}
+
+/// The binary op a combiner folds with.
+pub fn combiner_op(c: Combiner) -> BinaryOp {
+    match c {
+        Combiner::Sum => BinaryOp::Add,
+        Combiner::Max => BinaryOp::Max,
+        Combiner::Min => BinaryOp::Min,
+    }
+}
+
+/// Float → int conversion: truncate toward zero, saturate, NaN → 0.
+#[inline(always)]
+pub fn float_to_int(to: ElemType, x: f64) -> i64 {
+    let (lo, hi) = to.int_range().expect("integer type");
+    if x.is_nan() { 0 } else { x.trunc().max(lo as f64).min(hi as f64) as i64 }
+}
+
+fn as_int(x: Literal) -> i64 {
+    match x {
+        Literal::Int(i) => i,
+        Literal::Float(f) => f as i64,
     }
 }
 
@@ -30,70 +122,20 @@ pub fn normalize(ty: ElemType, x: Literal) -> Literal {
     }
 }
 
-fn nan_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
-}
-
-fn nan_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
-}
-
-pub fn erf(x: f64) -> f64 {
-    libm::erf(x)
-}
-
 pub fn unary(op: UnaryOp, ty: ElemType, x: Literal) -> Literal {
     if ty.is_int() {
-        let i = as_int(x);
-        let r = match op {
-            UnaryOp::Neg => i.wrapping_neg(),
-            UnaryOp::Abs => i.wrapping_abs(),
-            UnaryOp::Relu => i.max(0),
-            // Float-only ops are rejected by the verifier; keep the value.
-            _ => i,
-        };
-        return Literal::Int(wrap_int(ty, r));
+        Literal::Int(wrap_int(ty, int_unary(op, as_int(x))))
+    } else {
+        Literal::Float(round_to(ty, float_unary(op, x.as_f64())))
     }
-    let f = x.as_f64();
-    let r = match op {
-        UnaryOp::Neg => -f,
-        UnaryOp::Abs => f.abs(),
-        UnaryOp::Relu => nan_max(f, 0.0),
-        UnaryOp::Exp => f.exp(),
-        UnaryOp::Log => f.ln(),
-        UnaryOp::Sqrt => f.sqrt(),
-        UnaryOp::Rsqrt => 1.0 / f.sqrt(),
-        UnaryOp::Tanh => f.tanh(),
-        UnaryOp::Erf => erf(f),
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-f).exp()),
-    };
-    Literal::Float(round_to(ty, r))
 }
 
 pub fn binary(op: BinaryOp, ty: ElemType, a: Literal, b: Literal) -> Literal {
     if ty.is_int() {
-        let (x, y) = (as_int(a), as_int(b));
-        let r = match op {
-            BinaryOp::Add => x.wrapping_add(y),
-            BinaryOp::Sub => x.wrapping_sub(y),
-            BinaryOp::Mul => x.wrapping_mul(y),
-            BinaryOp::Max => x.max(y),
-            BinaryOp::Min => x.min(y),
-            // Rejected by the verifier on integers.
-            BinaryOp::Div => x,
-        };
-        return Literal::Int(wrap_int(ty, r));
+        Literal::Int(wrap_int(ty, int_binary(op, as_int(a), as_int(b))))
+    } else {
+        Literal::Float(round_to(ty, float_binary(op, a.as_f64(), b.as_f64())))
     }
-    let (x, y) = (a.as_f64(), b.as_f64());
-    let r = match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-        BinaryOp::Max => nan_max(x, y),
-        BinaryOp::Min => nan_min(x, y),
-    };
-    Literal::Float(round_to(ty, r))
 }
 
 /// Converts between element types: float→float rounds to nearest even,
@@ -102,31 +144,14 @@ pub fn binary(op: BinaryOp, ty: ElemType, a: Literal, b: Literal) -> Literal {
 pub fn cast(from: ElemType, to: ElemType, x: Literal) -> Literal {
     match (from.is_int(), to.is_int()) {
         (true, true) => Literal::Int(wrap_int(to, as_int(x))),
-        (true, false) => Literal::Float(round_to(to, x.as_f64())),
-        (false, false) => Literal::Float(round_to(to, x.as_f64())),
-        (false, true) => {
-            let f = x.as_f64();
-            let (lo, hi) = to.int_range().expect("integer type");
-            Literal::Int(if f.is_nan() { 0 } else { (f.trunc().max(lo as f64).min(hi as f64)) as i64 })
-        }
+        (_, false) => Literal::Float(round_to(to, x.as_f64())),
+        (false, true) => Literal::Int(float_to_int(to, x.as_f64())),
     }
 }
 
 /// One step of a fold: `acc ⊕ x`.
 pub fn combine(c: Combiner, ty: ElemType, acc: Literal, x: Literal) -> Literal {
-    let op = match c {
-        Combiner::Sum => BinaryOp::Add,
-        Combiner::Max => BinaryOp::Max,
-        Combiner::Min => BinaryOp::Min,
-    };
-    binary(op, ty, acc, x)
-}
-
-fn as_int(x: Literal) -> i64 {
-    match x {
-        Literal::Int(i) => i,
-        Literal::Float(f) => f as i64,
-    }
+    binary(combiner_op(c), ty, acc, x)
 }
 
 #[cfg(test)]
@@ -138,6 +163,7 @@ mod tests {
         assert_eq!(binary(BinaryOp::Add, ElemType::I8, Literal::Int(127), Literal::Int(1)), Literal::Int(-128));
         assert_eq!(unary(UnaryOp::Neg, ElemType::I8, Literal::Int(-128)), Literal::Int(-128));
         assert_eq!(cast(ElemType::I32, ElemType::I8, Literal::Int(300)), Literal::Int(44));
+        assert_eq!(binary(BinaryOp::Mul, ElemType::I32, Literal::Int(1 << 20), Literal::Int(1 << 20)), Literal::Int(0));
     }
 
     #[test]
@@ -148,5 +174,26 @@ mod tests {
         assert_eq!(cast(ElemType::F32, ElemType::I8, Literal::Float(1000.7)), Literal::Int(127));
         assert_eq!(cast(ElemType::F32, ElemType::I32, Literal::Float(-2.9)), Literal::Int(-2));
         assert_eq!(cast(ElemType::F32, ElemType::I32, Literal::Float(f64::NAN)), Literal::Int(0));
+        assert_eq!(cast(ElemType::I32, ElemType::F16, Literal::Int(2049)), Literal::Float(2048.0));
+    }
+
+    #[test]
+    fn f32_arithmetic_in_f64_is_exactly_f32_arithmetic() {
+        // The double-rounding argument, checked on awkward values.
+        let xs = [1.0f32 / 3.0, 16777217.0, 1e-38, 3.4e38, -0.0, 0.1, 7.0e-45];
+        for &a in &xs {
+            for &b in &xs {
+                for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+                    let native = match op {
+                        BinaryOp::Add => a + b,
+                        BinaryOp::Sub => a - b,
+                        BinaryOp::Mul => a * b,
+                        _ => a / b,
+                    };
+                    let via = round_to(ElemType::F32, float_binary(op, a as f64, b as f64)) as f32;
+                    assert!(native.to_bits() == via.to_bits() || (native.is_nan() && via.is_nan()), "{op:?} {a} {b}");
+                }
+            }
+        }
     }
 }

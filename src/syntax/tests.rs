@@ -32,21 +32,6 @@ fn tile_files() -> Vec<PathBuf> {
     out
 }
 
-/// Splits like `tilec --split-input-file`.
-fn chunks(text: &str) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let (mut start, mut offset) = (0, 0);
-    for line in text.split_inclusive('\n') {
-        if line.trim_start().starts_with("// -----") {
-            out.push(start..offset);
-            start = offset + line.len();
-        }
-        offset += line.len();
-    }
-    out.push(start..text.len());
-    out
-}
-
 /// print(parse(text)), or the rendered errors.
 fn reprint(name: &str, text: &str) -> Result<String, String> {
     match parse_str(name, text) {
@@ -71,7 +56,7 @@ fn every_tile_file_in_the_repository_round_trips() {
     for path in tile_files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let rel = path.strip_prefix(repo_root()).unwrap().display().to_string();
-        for (i, range) in chunks(&text).into_iter().enumerate() {
+        for (i, range) in crate::input::split_input_file(&text).into_iter().enumerate() {
             let chunk = &text[range];
             // Chunks that exist to produce errors are exercised by lit.
             if chunk.contains("expected-error") || chunk.contains("// NO-ROUND-TRIP") || !chunk.contains("func") {

@@ -5,12 +5,12 @@
 //! stderr and exit status 1; a panic is a bug.
 
 use clap::{Parser, ValueEnum};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use termcolor::{ColorChoice, StandardStream};
-use tilec::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use tilec::diag::{Diagnostic, Diagnostics, FileId, SourceMap};
 use tilec::expected;
 use tilec::ir::Module;
 use tilec::pass::{DumpDir, IrPrinting, PassManager, Pipeline, PrintWhen, Registry, parse_pipeline, timing_report};
@@ -167,7 +167,7 @@ impl Driver {
         let start = Instant::now();
         let file = self.read_input(&cli.input)?;
         let source_len = self.sources.source(file).len();
-        let chunks = if cli.split_input_file { split_chunks(self.sources.source(file)) } else { vec![0..source_len] };
+        let chunks = if cli.split_input_file { tilec::input::split_input_file(self.sources.source(file)) } else { vec![0..source_len] };
         timings.push(("read input".into(), start.elapsed()));
 
         let mut outputs = Vec::new();
@@ -234,30 +234,7 @@ impl Driver {
     }
 
     fn read_input(&mut self, input: &str) -> Result<FileId, Diagnostics> {
-        let (name, bytes) = if input == "-" {
-            let mut buf = Vec::new();
-            std::io::stdin().read_to_end(&mut buf).map_err(|e| Diagnostic::error(format!("cannot read standard input: {e}")))?;
-            ("<stdin>".to_string(), buf)
-        } else {
-            let bytes = std::fs::read(input).map_err(|e| {
-                let d = Diagnostic::error(format!("cannot read `{input}`: {}", io_reason(&e)));
-                if e.kind() == std::io::ErrorKind::NotFound { d.with_help("check the path; use `-` to read standard input") } else { d }
-            })?;
-            (input.to_string(), bytes)
-        };
-        match String::from_utf8(bytes) {
-            Ok(text) => Ok(self.sources.add(name, text)),
-            Err(e) => {
-                let valid = e.utf8_error().valid_up_to();
-                // Register the valid prefix so the diagnostic can show where.
-                let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
-                let file = self.sources.add(name.clone(), prefix);
-                Err(Diagnostic::error(format!("`{name}` is not UTF-8 text (invalid byte at offset {valid})"))
-                    .at(Span::new(file, valid..valid), "invalid byte after this point")
-                    .with_note("tile files are UTF-8 text; is this a binary file?")
-                    .into())
-            }
-        }
+        Ok(tilec::input::read_source(&mut self.sources, input)?)
     }
 
     /// Parses, verifies, transforms and prints one chunk. Returns the text
@@ -331,31 +308,4 @@ fn statistics_report(stats: &[(String, Stats)], registry: &Registry) -> String {
         }
     }
     s
-}
-
-fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::IsADirectory => "it is a directory".into(),
-        _ => e.to_string(),
-    }
-}
-
-/// Splits a file at lines that start with `// -----` (MLIR's convention).
-/// Each chunk keeps its offsets in the file, so diagnostics give the real
-/// line numbers.
-fn split_chunks(text: &str) -> Vec<std::ops::Range<usize>> {
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if line.trim_start().starts_with("// -----") {
-            chunks.push(start..offset);
-            start = offset + line.len();
-        }
-        offset += line.len();
-    }
-    chunks.push(start..text.len());
-    chunks
 }
