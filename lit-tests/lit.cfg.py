@@ -48,8 +48,8 @@ config.environment["PATH"] = os.pathsep.join(
     [tilec_bin_dir, llvm_bin_dir, config.environment.get("PATH", os.environ.get("PATH", ""))]
 )
 
-# Diagnostics must not depend on the terminal or the locale.
-config.environment["NO_COLOR"] = "1"
+# Diagnostics must not depend on the locale. (NO_COLOR is deliberately not
+# set: tilec must print no colour codes when stderr is not a terminal.)
 config.environment["LC_ALL"] = "C.UTF-8"
 
 config.substitutions.append(("%python", "python3"))
