@@ -18,7 +18,19 @@ pub fn read_source(sources: &mut SourceMap, path: &str) -> Result<FileId, Diagno
         (path.to_string(), bytes)
     };
     match String::from_utf8(bytes) {
-        Ok(text) => Ok(sources.add(name, text)),
+        Ok(text) => match text.bytes().position(is_control) {
+            None => Ok(sources.add(name, text)),
+            Some(at) => {
+                // Show the text with control bytes blanked (same length, so
+                // offsets still hold) rather than echo them to a terminal.
+                let byte = text.as_bytes()[at];
+                let shown: String = text.chars().map(|c| if c.is_ascii() && is_control(c as u8) { ' ' } else { c }).collect();
+                let file = sources.add(name.clone(), shown);
+                Err(Diagnostic::error(format!("`{name}` contains the control character 0x{byte:02x}"))
+                    .at(Span::new(file, at..at + 1), "control character here")
+                    .with_note("tile files are text; is this a binary file?"))
+            }
+        },
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             // Register the valid prefix so the diagnostic can show where.
@@ -29,6 +41,12 @@ pub fn read_source(sources: &mut SourceMap, path: &str) -> Result<FileId, Diagno
                 .with_note("tile files are UTF-8 text; is this a binary file?"))
         }
     }
+}
+
+/// ASCII control characters other than tab, newline, carriage return and
+/// form feed never occur in text a person wrote.
+fn is_control(b: u8) -> bool {
+    (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)) || b == 0x7f
 }
 
 /// A short reason for an I/O error, without the OS error number.

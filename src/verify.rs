@@ -110,6 +110,9 @@ impl Verifier<'_> {
     }
 
     fn tensor_size(&mut self, t: &TensorType, span: Span) {
+        if t.shape.contains(&0) {
+            self.err(Diagnostic::error(format!("tensor type `{t}` has a dimension of size 0")).at(span, "dimensions must be at least 1"));
+        }
         if t.size_bytes().is_none_or(|b| b > types::MAX_TENSOR_BYTES) {
             self.err(Diagnostic::error(format!("tensor type `{t}` is too large")).at(span, "larger than 2^48 bytes"));
         }
@@ -119,7 +122,7 @@ impl Verifier<'_> {
         for &v in &self.f.ops[op].operands {
             if !visible.contains(&v) {
                 self.err(
-                    Diagnostic::error(format!("operand {v} of `{}` is not defined before its use", self.f.ops[op].kind.mnemonic()))
+                    Diagnostic::error(format!("operand {} of `{}` is not defined before its use", self.f.value_label(v), self.f.ops[op].kind.mnemonic()))
                         .at(self.op_span(op), "used here")
                         .with_secondary(self.value_span(v), "defined here"),
                 );
@@ -340,9 +343,9 @@ impl Verifier<'_> {
                     }
                     Some(axis) => {
                         if let Some((_, hi)) = t.int_range() {
-                            if axis.extent - 1 > hi as u64 {
+                            if axis.extent.saturating_sub(1) > hi as u64 {
                                 self.err(
-                                    Diagnostic::error(format!("axis `{}` reaches {} which does not fit in {t}", axis.name, axis.extent - 1))
+                                    Diagnostic::error(format!("axis `{}` reaches {} which does not fit in {t}", axis.name, axis.extent.saturating_sub(1)))
                                         .at(span, "would wrap")
                                         .with_help("use i32 (or a float type)"),
                                 );

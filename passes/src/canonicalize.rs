@@ -48,7 +48,7 @@ pub struct Canonicalize {
 impl Pass for Canonicalize {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
         for f in &mut module.funcs {
-            for _ in 0..self.max_iterations.max(1) {
+            for _ in 0..self.max_iterations {
                 let mut changed = false;
                 let computes: Vec<Op> = f.regions[f.body].ops.iter().copied().filter(|&o| f.ops[o].kind.as_compute().is_some()).collect();
                 for op in computes {
@@ -157,7 +157,8 @@ fn identity(f: &Function, op: Op) -> Option<Value> {
             }
         }
         (OpKind::Binary(BinaryOp::Div), &[a, b]) if is_const(f, b, |x| x == 1.0) => Some(a),
-        (OpKind::Binary(BinaryOp::Sub), &[a, b]) if is_const(f, b, |x| x == 0.0) => Some(a),
+        // x - 0.0 == x for every x, but x - (-0.0) is +0.0 for x = -0.0.
+        (OpKind::Binary(BinaryOp::Sub), &[a, b]) if is_const(f, b, |x| x == 0.0 && x.is_sign_positive()) => Some(a),
         (OpKind::Binary(BinaryOp::Add), &[a, b]) => {
             let neg_zero_or_int_zero = |v: Value| {
                 constant_of(f, v).is_some_and(|l| match l {

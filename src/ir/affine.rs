@@ -85,10 +85,20 @@ impl<V: Copy + Ord> AffineExpr<V> {
         Ok(AffineExpr { terms, constant: self.constant.checked_mul(k).ok_or(AffineOverflow)?, divisor: 1 })
     }
 
-    /// The same numerator with an exact divisor `d >= 1`.
+    /// The same numerator with an exact divisor `d >= 1`, in lowest terms:
+    /// the common factor of the divisor, the coefficients and the constant
+    /// is cancelled (`(i * 4) div 2` is `i * 2`), which keeps the form
+    /// canonical. Exactness is preserved: `n div d` is exact iff
+    /// `(n/g) div (d/g)` is.
     pub fn with_divisor(mut self, d: i64) -> Self {
         assert!(d >= 1, "affine divisor must be positive");
-        self.divisor = d;
+        let g = self.terms.iter().fold(gcd(d * self.divisor, self.constant), |g, &(_, c)| gcd(g, c));
+        let g = g.max(1);
+        self.divisor = d * self.divisor / g;
+        self.constant /= g;
+        for t in &mut self.terms {
+            t.1 /= g;
+        }
         self
     }
 
@@ -191,7 +201,9 @@ impl<V: Copy + Ord> AffineExpr<V> {
 
     /// Writes the expression in tile syntax: `h * 2 + r - 3`, `(h - r + 1) div 2`.
     pub fn write(&self, f: &mut dyn fmt::Write, mut name: impl FnMut(V) -> String) -> fmt::Result {
-        let parens = self.divisor != 1 && (self.terms.len() + usize::from(self.constant != 0)) > 1;
+        // `r div 3` needs no parentheses; `(h * 3) div 2` and `(h + 1) div 2` do.
+        let bare_var = self.terms.len() == 1 && self.terms[0].1 == 1 && self.constant == 0;
+        let parens = self.divisor != 1 && !bare_var && !self.terms.is_empty();
         if parens {
             f.write_char('(')?;
         }
@@ -232,6 +244,14 @@ impl<V: Copy + Ord> AffineExpr<V> {
         self.write(&mut s, name).expect("writing to a String cannot fail");
         s
     }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a as i64
 }
 
 fn div_ceil(a: i64, d: i64) -> i64 {
@@ -284,6 +304,15 @@ mod tests {
         let s = e.substitute(|_| E::from_parts([(5u32, 4), (6, 1)], 0, 1).unwrap()).unwrap();
         assert_eq!(s.terms(), &[(5, 8), (6, 2)]);
         assert_eq!(s.constant_term(), 1);
+    }
+
+    #[test]
+    fn divisions_are_kept_in_lowest_terms() {
+        let e = E::var(0).checked_scale(4).unwrap().with_divisor(2);
+        assert_eq!(e.to_string_with(names), "h * 2");
+        assert_eq!(E::constant(8).with_divisor(2).as_constant(), Some(4));
+        let f = E::from_parts([(0, 6), (1, 3)], 3, 1).unwrap().with_divisor(6);
+        assert_eq!(f.to_string_with(names), "(h * 2 + r + 1) div 2");
     }
 
     #[test]

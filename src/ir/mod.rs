@@ -176,6 +176,14 @@ impl Function {
         r[0]
     }
 
+    /// How messages name a value: its source name, or its id.
+    pub fn value_label(&self, v: Value) -> String {
+        match &self.values[v].name {
+            Some(n) => format!("`%{n}`"),
+            None => format!("#{}", v.as_u32()),
+        }
+    }
+
     /// The op defining `v`, if it is an op result.
     pub fn def_op(&self, v: Value) -> Option<Op> {
         match self.values[v].def {

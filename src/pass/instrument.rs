@@ -19,6 +19,8 @@ pub struct PassEvent<'a> {
 }
 
 pub trait Instrumentation {
+    /// Called once before the first pass (also when there is none).
+    fn before_pipeline(&mut self, _module: &Module) {}
     fn before_pass(&mut self, _event: &PassEvent<'_>, _module: &Module) {}
     /// Called after a pass succeeded (and its output verified).
     fn after_pass(&mut self, _event: &PassEvent<'_>, _module: &Module, _elapsed: Duration) {}
@@ -94,23 +96,25 @@ impl Instrumentation for IrPrinting {
 }
 
 /// `--dump-ir-dir=DIR`: the input as `00_input.tile`, then one numbered
-/// file per pass (`01_canonicalize.tile`, ...).
+/// file per pass (`01_canonicalize.tile`, ...), each name preceded by
+/// `prefix` (the driver uses `chunkN_` for `--split-input-file`).
 pub struct DumpDir {
     dir: PathBuf,
+    prefix: String,
     /// The first write error, reported after the run.
     error: Option<String>,
 }
 
 impl DumpDir {
-    pub fn new(dir: PathBuf) -> Self {
-        DumpDir { dir, error: None }
+    pub fn new(dir: PathBuf, prefix: String) -> Self {
+        DumpDir { dir, prefix, error: None }
     }
 
     fn write(&mut self, file: String, text: &str) {
         if self.error.is_some() {
             return;
         }
-        let path = self.dir.join(file);
+        let path = self.dir.join(format!("{}{file}", self.prefix));
         if let Err(e) = std::fs::write(&path, text) {
             self.error = Some(format!("cannot write {}: {e}", path.display()));
         }
@@ -122,11 +126,8 @@ impl Instrumentation for DumpDir {
         self.error.take().map_or(Ok(()), Err)
     }
 
-    fn before_pass(&mut self, event: &PassEvent<'_>, module: &Module) {
-        if event.index == 1 {
-            let text = format!("// -----// IR Dump Before {} //----- //\n{}", event.spec, print_module(module));
-            self.write("00_input.tile".to_string(), &text);
-        }
+    fn before_pipeline(&mut self, module: &Module) {
+        self.write("00_input.tile".to_string(), &print_module(module));
     }
 
     fn after_pass(&mut self, event: &PassEvent<'_>, module: &Module, _elapsed: Duration) {

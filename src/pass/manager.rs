@@ -6,7 +6,6 @@ use super::{Instrumentation, PassContext, PassEvent, Pipeline};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Module;
 use crate::verify::verify_module;
-use indexmap::IndexMap;
 use std::time::{Duration, Instant};
 
 pub struct PassManager {
@@ -20,7 +19,9 @@ pub struct PassManager {
 #[derive(Debug, Default)]
 pub struct RunReport {
     pub timings: Vec<(String, Duration)>,
-    pub statistics: Vec<(String, IndexMap<&'static str, u64>)>,
+    /// Per pass run that declares statistics: every declared counter, in
+    /// declaration order, zeros included.
+    pub statistics: Vec<(String, Vec<(&'static str, u64)>)>,
 }
 
 impl PassManager {
@@ -49,6 +50,9 @@ impl PassManager {
         let mut cx = PassContext::new();
         let mut verify_time = Duration::ZERO;
         let mut result = Ok(());
+        for inst in &mut self.instrumentations {
+            inst.before_pipeline(module);
+        }
         for (i, spec) in self.pipeline.passes.iter().enumerate() {
             let text = spec.to_string();
             let event = PassEvent { index: i + 1, name: spec.decl.name, spec: &text };
@@ -60,9 +64,12 @@ impl PassManager {
             let outcome = pass.run(module, &mut cx);
             let elapsed = start.elapsed();
             report.timings.push((text.clone(), elapsed));
-            let stats = cx.take_statistics();
-            if !stats.is_empty() {
-                report.statistics.push((text.clone(), stats));
+            let mut stats = cx.take_statistics();
+            if !spec.decl.statistics.is_empty() || !stats.is_empty() {
+                let mut ordered: Vec<(&'static str, u64)> = spec.decl.statistics.iter().map(|(name, _)| (*name, stats.shift_remove(name).unwrap_or(0))).collect();
+                // Counters a pass forgot to declare still show, after the rest.
+                ordered.extend(stats);
+                report.statistics.push((text.clone(), ordered));
             }
             if let Err(mut diags) = outcome {
                 diags.push(Diagnostic::error(format!("pass `{text}` failed")).at(spec.span, "in this pass"));

@@ -38,8 +38,8 @@ impl OptionKind {
                 "false" | "0" => Ok(OptionValue::Bool(false)),
                 _ => Err(format!("expected `true` or `false`, found `{text}`")),
             },
-            OptionKind::Int => text.parse().map(OptionValue::Int).map_err(|_| format!("expected an integer, found `{text}`")),
-            OptionKind::UInt => text.parse().map(OptionValue::UInt).map_err(|_| format!("expected a non-negative integer, found `{text}`")),
+            OptionKind::Int => text.parse().map(OptionValue::Int).map_err(|_| int_error(text, "an integer")),
+            OptionKind::UInt => text.parse().map(OptionValue::UInt).map_err(|_| int_error(text, "a non-negative integer")),
             OptionKind::Float => match text.parse::<f64>() {
                 Ok(x) if x.is_finite() => Ok(OptionValue::Float(x)),
                 _ => Err(format!("expected a finite number, found `{text}`")),
@@ -64,6 +64,16 @@ impl OptionKind {
                     .map(OptionValue::IntList)
             }
         }
+    }
+}
+
+fn int_error(text: &str, what: &str) -> String {
+    let negative = text.starts_with('-');
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && !(negative && what.contains("non-negative")) {
+        format!("`{text}` is out of range")
+    } else {
+        format!("expected {what}, found `{text}`")
     }
 }
 

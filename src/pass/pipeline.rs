@@ -216,7 +216,7 @@ impl Scanner<'_> {
                 '"' => quoted = !quoted,
                 _ if quoted => {}
                 '[' | '{' | '(' => depth += 1,
-                ']' | ')' => depth -= 1,
+                ']' | ')' => depth = (depth - 1).max(0),
                 '}' if depth == 0 => break,
                 '}' => depth -= 1,
                 c if c.is_whitespace() && depth == 0 => break,

@@ -10,6 +10,12 @@ pub struct Word {
     pub span: Span,
 }
 
+/// Widens a literal's span to start at its sign.
+pub fn signed(mut w: Word, start: usize) -> Word {
+    w.span.start = start as u32;
+    w
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModuleAst {
     pub funcs: Vec<FuncAst>,

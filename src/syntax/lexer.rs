@@ -51,7 +51,8 @@ pub enum Tok<'s> {
     /// The inside of a shaped type: `4x8xf32`.
     #[regex(r"[0-9]+(x[0-9]+)*x[A-Za-z][A-Za-z0-9]*")]
     Shape(&'s str),
-    #[regex(r#""([^"\\\n]|\\["\\nt])*""#, |lex| { let s = lex.slice(); &s[1..s.len() - 1] })]
+    /// A string; escapes are checked when the string is used.
+    #[regex(r#""([^"\\\n]|\\[^\n])*""#, |lex| { let s = lex.slice(); &s[1..s.len() - 1] })]
     Str(&'s str),
     #[token("(")]
     LParen,

@@ -44,6 +44,11 @@ pub fn parse_range(sources: &SourceMap, file: FileId, range: std::ops::Range<usi
     resolve::resolve(&ast)
 }
 
+/// True if `text` holds no token (only whitespace and comments).
+pub fn is_blank(text: &str) -> bool {
+    Lexer::new(text, FileId::default(), 0).next().is_none()
+}
+
 /// Parses and resolves a whole file.
 pub fn parse(sources: &SourceMap, file: FileId) -> Result<Module, Diagnostics> {
     parse_range(sources, file, 0..sources.source(file).len())
@@ -82,9 +87,9 @@ fn hint_for(d: Diagnostic, tok: &Tok<'_>, expected: &[String]) -> Diagnostic {
     match tok {
         Tok::Use(_) if expects("Def") => d.with_help("a read binds a scalar: `reads(%a = %A[i, k])`"),
         Tok::Int(_) if expects("Shape") => d.with_help("tensor types spell the element type last: `tensor<4x8xf32>`"),
-        Tok::Ident(s) if expects("\"div\"") || expects("\"]\"") => {
-            d.with_help(format!("index expressions are affine: write `{s}` with `+`, `-`, `*` by a constant, and `div` by a constant"))
-        }
+        Tok::Ident(s) if expects("\"div\"") || expects("\"]\"") => d.with_help(format!(
+            "`{s}` is not an index operation: index expressions are affine (axes times integer constants, `+`, `-`), optionally followed by `div <integer>`"
+        )),
         _ => d,
     }
 }

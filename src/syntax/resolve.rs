@@ -91,15 +91,21 @@ impl Resolver {
         true
     }
 
-    fn lookup(&mut self, scope: &Scope, outer: Option<&Scope>, name: &Word) -> Option<Value> {
+    /// Looks `name` up in `scope`. `outer` (the function scope, or for an
+    /// epilogue the body's scope) is only consulted to explain the error.
+    fn lookup(&mut self, scope: &Scope, outer: Option<&Scope>, in_epilogue: bool, name: &Word) -> Option<Value> {
         if let Some(&(v, _)) = scope.values.get(&name.text) {
             return v;
         }
         let mut d = Diagnostic::error(format!("use of undefined value `%{}`", name.text)).at(name.span, "not defined");
         if let Some(&(_, at)) = outer.and_then(|o| o.values.get(&name.text)) {
-            d = d
-                .with_secondary(at, "defined outside the compute op")
-                .with_help("compute regions are isolated: bring tensors in with `reads(%x = %T[...])`");
+            d = if in_epilogue {
+                d.with_secondary(at, "defined in the compute body")
+                    .with_help("the epilogue runs once per output element, after the reduction: it sees its accumulator and its own reads, not the body's values")
+            } else {
+                d.with_secondary(at, "defined outside the compute op")
+                    .with_help("compute regions are isolated: bring tensors in with `reads(%x = %T[...])`")
+            };
         }
         self.error(d);
         None
@@ -178,14 +184,13 @@ impl Resolver {
     fn literal(&mut self, lit: &LiteralAst, ty: ElemType) -> Option<Literal> {
         match lit {
             LiteralAst::Int { text, negative } => {
+                if ty.is_float() {
+                    return self.float_literal(text, *negative, ty);
+                }
                 let Ok(mag) = text.text.parse::<u64>() else {
                     self.error(Diagnostic::error(format!("integer `{}` is too large", text.text)).at(text.span, "too large"));
                     return None;
                 };
-                if ty.is_float() {
-                    let x = if *negative { -(mag as f64) } else { mag as f64 };
-                    return Some(Literal::Float(round_to(ty, x)));
-                }
                 let value = if *negative { -(mag as i128) } else { mag as i128 };
                 let (lo, hi) = ty.int_range().expect("integer type");
                 if value < lo as i128 || value > hi as i128 {
@@ -202,9 +207,7 @@ impl Resolver {
                     self.error(Diagnostic::error(format!("float literal for integer type {ty}")).at(text.span, "expected an integer"));
                     return None;
                 }
-                let x: f64 = text.text.parse().unwrap_or(f64::NAN);
-                let x = if *negative { -x } else { x };
-                Some(Literal::Float(round_to(ty, x)))
+                self.float_literal(text, *negative, ty)
             }
             LiteralAst::Special { text, negative } => {
                 let x = match text.text.as_str() {
@@ -226,6 +229,53 @@ impl Resolver {
                 Some(Literal::Float(if *negative { -x } else { x }))
             }
         }
+    }
+
+    /// The text of a string literal with its escapes (`\"`, `\\`, `\n`,
+    /// `\t`) replaced; another escape is an error.
+    fn unescape(&mut self, w: &Word) -> Option<String> {
+        let mut out = String::new();
+        let mut chars = w.text.char_indices();
+        while let Some((i, c)) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some((_, 'n')) => out.push('\n'),
+                Some((_, 't')) => out.push('\t'),
+                Some((_, c @ ('"' | '\\'))) => out.push(c),
+                Some((_, other)) => {
+                    // +1 for the opening quote.
+                    let at = w.span.start as usize + 1 + i;
+                    self.error(
+                        Diagnostic::error(format!("invalid escape `\\{other}` in string"))
+                            .at(Span { start: at as u32, end: (at + 1 + other.len_utf8()) as u32, ..w.span }, "invalid escape")
+                            .with_help("strings accept the escapes \\\", \\\\, \\n and \\t"),
+                    );
+                    return None;
+                }
+                None => {}
+            }
+        }
+        Some(out)
+    }
+
+    /// A finite number rounded to float type `ty`; overflow to infinity is
+    /// an error (write `inf` for infinity).
+    fn float_literal(&mut self, text: &Word, negative: bool, ty: ElemType) -> Option<Literal> {
+        let x: f64 = text.text.parse().unwrap_or(f64::INFINITY);
+        let x = if negative { -x } else { x };
+        let rounded = round_to(ty, x);
+        if rounded.is_infinite() {
+            self.error(
+                Diagnostic::error(format!("literal `{}{}` is out of range for {ty}", if negative { "-" } else { "" }, text.text))
+                    .at(text.span, format!("rounds to infinity in {ty}"))
+                    .with_help("write `inf` or `-inf` for infinity"),
+            );
+            return None;
+        }
+        Some(Literal::Float(rounded))
     }
 
     /// Resolves a non-compute statement into an op appended to
@@ -318,7 +368,7 @@ impl Resolver {
         if !self.check_place(m, place, mnemonic.span) {
             return None;
         }
-        let operands: Vec<Value> = args.iter().filter_map(|a| self.lookup(scope, place.outer, a)).collect();
+        let operands: Vec<Value> = args.iter().filter_map(|a| self.lookup(scope, place.outer, place.epilogue, a)).collect();
         if operands.len() != args.len() {
             return None;
         }
@@ -557,7 +607,7 @@ impl Resolver {
     }
 
     fn read(&mut self, func: &Function, c: &Compute, epilogue: bool, fscope: &Scope, r: &ReadAst) -> Option<(Read, Value, ElemType)> {
-        let tensor = self.lookup(fscope, None, &r.tensor);
+        let tensor = self.lookup(fscope, None, false, &r.tensor);
         let indices: Vec<Option<AffineExpr<AxisId>>> = r.indices.iter().map(|i| self.index(c, epilogue, i)).collect();
         let tensor = tensor?;
         let tt = match func.value_type(tensor) {
@@ -623,7 +673,7 @@ impl Resolver {
             comb
         });
         let mut compute = Compute {
-            label: c.label.as_ref().map(|l| unescape(&l.text)),
+            label: c.label.as_ref().and_then(|l| self.unescape(l)),
             axes,
             combiner,
             reads: Vec::new(),
@@ -638,7 +688,7 @@ impl Resolver {
         // Partial reads and outputs only occur when errors were reported, in
         // which case this IR is discarded; the regions are still resolved so
         // that their errors are reported too.
-        compute.output = c.out_index.iter().filter_map(|i| self.index(&compute, true, i)).collect();
+        compute.output = c.out_index.iter().filter_map(|i| self.index(&compute, false, i)).collect();
         compute.reads = body_reads.iter().flatten().map(|(r, _, _)| r.clone()).collect();
         compute.epilogue_reads = epi_reads.iter().flatten().map(|(r, _, _)| r.clone()).collect();
         let operands = body_reads.iter().chain(&epi_reads).flatten().map(|(_, v, _)| *v).collect();
@@ -665,12 +715,15 @@ impl Resolver {
                 .unwrap_or(Type::Scalar(out_ty.elem));
             let epi = func.new_region(Some(op));
             func.ops[op].regions.push(epi);
+            // The epilogue runs once per output element: the body's values
+            // do not exist there, so it gets a scope of its own.
+            let mut escope = Scope::default();
             let acc = func.add_region_arg(epi, acc_ty, None);
-            self.define(func, &mut cscope, &e.acc, acc);
-            self.bind_reads(func, &mut cscope, epi, &epi_reads, &e.reads);
-            let place = Place { region: epi, epilogue: true, ..place };
+            self.define(func, &mut escope, &e.acc, acc);
+            self.bind_reads(func, &mut escope, epi, &epi_reads, &e.reads);
+            let place = Place { region: epi, epilogue: true, outer: Some(&cscope), ..place };
             for s in &e.body {
-                self.stmt(func, &mut cscope, &place, s);
+                self.stmt(func, &mut escope, &place, s);
             }
         }
         let v = func.result(op);
@@ -682,21 +735,4 @@ fn placeholder_tensor() -> TensorType {
     TensorType::new(vec![1], ElemType::F32)
 }
 
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('n') => out.push('\n'),
-                Some('t') => out.push('\t'),
-                Some(other) => out.push(other),
-                None => {}
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 

@@ -97,7 +97,15 @@ enum Color {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit with 1 like every other user error (clap's default
+    // is 2); `--help` and `--version` exit with 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
     let choice = match cli.color {
         Color::Always => ColorChoice::Always,
         Color::Never => ColorChoice::Never,
@@ -166,43 +174,53 @@ impl Driver {
 
         let start = Instant::now();
         let file = self.read_input(&cli.input)?;
-        let source_len = self.sources.source(file).len();
-        let chunks = if cli.split_input_file { tilec::input::split_input_file(self.sources.source(file)) } else { vec![0..source_len] };
+        let source = self.sources.source(file);
+        let chunks: Vec<_> = if cli.split_input_file {
+            // Chunks with nothing but comments (a dump's leading banner, a
+            // trailing separator) are skipped, as mlir-opt does.
+            let all = tilec::input::split_input_file(source);
+            let nonblank: Vec<_> = all.iter().filter(|r| !tilec::syntax::is_blank(&source[(*r).clone()])).cloned().collect();
+            if nonblank.is_empty() { vec![0..source.len()] } else { nonblank }
+        } else {
+            vec![0..source.len()]
+        };
+        let split = chunks.len() > 1;
         timings.push(("read input".into(), start.elapsed()));
 
+        // Diagnostics of all chunks, in input order; the run fails if any
+        // chunk failed, but the chunks that worked are still printed.
         let mut outputs = Vec::new();
-        let mut failures = Diagnostics::new();
-        let mut warnings = Diagnostics::new();
+        let mut diagnostics = Diagnostics::new();
+        let mut failed = false;
         let mut statistics = Vec::new();
-        for range in chunks {
-            let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &mut timings, &mut statistics);
+        for (index, range) in chunks.into_iter().enumerate() {
+            let dump_prefix = if split { format!("chunk{index}_") } else { String::new() };
+            let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &dump_prefix, &mut timings, &mut statistics);
+            if let Ok(text) = result.as_ref() {
+                outputs.push(text.clone());
+            }
             if cli.verify_diagnostics {
-                let exp = expected::parse_expectations(&self.sources, file, range)?;
-                failures.extend(expected::check(&self.sources, exp, &produced.0));
-                if let Ok(text) = result {
-                    outputs.push(text);
+                match expected::parse_expectations(&self.sources, file, range) {
+                    Ok(exp) => diagnostics.extend(expected::check(&self.sources, exp, &produced.0)),
+                    Err(d) => diagnostics.extend(d),
                 }
                 continue;
             }
-            match result {
-                Ok(text) => {
-                    warnings.extend(produced);
-                    outputs.push(text);
-                }
-                Err(()) => failures.extend(produced),
-            }
+            failed |= result.is_err();
+            diagnostics.extend(produced);
         }
-        if !warnings.is_empty() {
-            self.emit(&warnings);
-        }
-        if failures.has_errors() {
-            return Err(failures);
+        failed |= diagnostics.has_errors();
+        if !diagnostics.is_empty() {
+            self.emit(&diagnostics);
         }
 
         let start = Instant::now();
         let text = outputs.join("// -----\n");
         match &cli.output {
-            Some(path) => std::fs::write(path, &text).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {e}", path.display())))?,
+            // Like mlir-opt, an output file is only kept when everything worked.
+            Some(_) if failed => {}
+            Some(path) => std::fs::write(path, &text)
+                .map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", path.display(), tilec::input::io_reason(&e))))?,
             None => {
                 let mut out = std::io::stdout().lock();
                 // A closed pipe (`tilec x | head`) is not an error worth reporting.
@@ -216,7 +234,8 @@ impl Driver {
         if cli.pass_statistics {
             eprint!("{}", statistics_report(&statistics, &self.registry));
         }
-        Ok(())
+        // The diagnostics were printed above; an empty list only sets the status.
+        if failed { Err(Diagnostics::new()) } else { Ok(()) }
     }
 
     fn check_pass_names(&self, names: &[String]) -> Result<(), Diagnostics> {
@@ -245,8 +264,9 @@ impl Driver {
         file: FileId,
         range: std::ops::Range<usize>,
         pipeline: &Pipeline,
+        dump_prefix: &str,
         timings: &mut Vec<(String, Duration)>,
-        statistics: &mut Vec<(String, Stats)>,
+        statistics: &mut Vec<(String, Vec<(&'static str, u64)>)>,
     ) -> (Result<String, ()>, Diagnostics) {
         let start = Instant::now();
         let parsed = parse_range(&self.sources, file, range);
@@ -273,13 +293,13 @@ impl Driver {
             pm.add_instrumentation(Box::new(IrPrinting::new(when, Box::new(std::io::stderr()))));
         }
         if let Some(dir) = &cli.dump_ir_dir {
-            pm.add_instrumentation(Box::new(DumpDir::new(dir.clone())));
+            pm.add_instrumentation(Box::new(DumpDir::new(dir.clone(), dump_prefix.to_string())));
         }
         let mut all = diags;
         match pm.run(&mut module) {
             Ok(report) => {
                 timings.extend(report.timings);
-                statistics.extend(report.statistics.into_iter().map(|(name, s)| (name, s.into_iter().collect())));
+                statistics.extend(report.statistics);
             }
             Err(d) => {
                 all.extend(d);
@@ -293,10 +313,7 @@ impl Driver {
     }
 }
 
-/// Statistics of one pass run: (name, count) in declaration order.
-type Stats = Vec<(&'static str, u64)>;
-
-fn statistics_report(stats: &[(String, Stats)], registry: &Registry) -> String {
+fn statistics_report(stats: &[(String, Vec<(&'static str, u64)>)], registry: &Registry) -> String {
     let rule = "===-------------------------------------------------------------------------===";
     let mut s = format!("{rule}\n                         ... Pass statistics report ...\n{rule}\n");
     for (pass, counters) in stats {
