@@ -52,4 +52,18 @@ config.environment["PATH"] = os.pathsep.join(
 # set: tilec must print no colour codes when stderr is not a terminal.)
 config.environment["LC_ALL"] = "C.UTF-8"
 
-config.substitutions.append(("%python", "python3"))
+# The Python that runs lit (Debian's, with python3-numpy from tools/setup.sh);
+# `python3` on PATH may be another installation without numpy.
+import sys
+
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%repo", repo_root))
+
+# Tests that compare with numpy say `REQUIRES: numpy`; they are reported as
+# UNSUPPORTED (not silently passed) where numpy is missing.
+try:
+    import numpy  # noqa: F401
+
+    config.available_features.add("numpy")
+except ImportError:
+    lit_config.note("numpy is not installed: tests that compare with numpy are skipped (install python3-numpy)")

@@ -165,14 +165,34 @@ struct Lanes {
     n: usize,
     /// Axis values per lane: `axis_vals[a * LANES + l]`.
     axis_vals: Vec<i64>,
+    /// Per read, the part of its address (fast path: one offset per lane)
+    /// or of its numerators (padded: one per dimension and lane) that
+    /// depends on the spatial axes only: computed once per block, since
+    /// the reduction loop does not change it.
+    spatial: Vec<Vec<i64>>,
+    /// Per unpadded read, how its addresses run across the block's lanes.
+    layout: Vec<Layout>,
     offsets: Vec<i64>,
     valid: Vec<bool>,
 }
 
-impl Lanes {
-    fn fslice(&mut self, r: usize) -> &mut [f64] {
-        &mut self.f[r * LANES..r * LANES + LANES]
-    }
+/// The shape of a read's addresses across lanes: the common cases are
+/// copied or broadcast instead of gathered element by element.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Every lane reads the same element (e.g. `A[i, k]` across `j`).
+    Uniform,
+    /// Lane `l` reads element `first + l` (e.g. `B[k, j]` across `j`).
+    Contiguous,
+    General,
+}
+
+/// Splits a register file so that `dst` can be written while `srcs` are
+/// read. Registers are SSA-allocated in definition order, so a result's
+/// register always comes after its operands'.
+fn split_regs<T>(regs: &mut [T], dst: usize, n: usize) -> (&[T], &mut [T]) {
+    let (lo, hi) = regs.split_at_mut(dst * LANES);
+    (lo, &mut hi[..n])
 }
 
 pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>) -> Result<Tensor, InterpError> {
@@ -244,6 +264,8 @@ impl ComputePlan<'_> {
             i: vec![0; n_int.max(1) * LANES],
             n: 0,
             axis_vals: vec![0; self.extents.len().max(1) * LANES],
+            spatial: self.reads.iter().map(|r| vec![0; r.padded.as_ref().map_or(1, |p| p.dims.len()) * LANES]).collect(),
+            layout: vec![Layout::General; self.reads.len()],
             offsets: vec![0; LANES],
             valid: vec![true; LANES],
         }
@@ -272,6 +294,7 @@ impl ComputePlan<'_> {
             }
             increment(&mut coords, &self.extents[..self.n_spatial]);
         }
+        self.precompute_spatial(lanes);
         let n_red = self.extents.len() - self.n_spatial;
         let red_extents = &self.extents[self.n_spatial..];
         let acc_ty = self.body.result_ty;
@@ -344,11 +367,8 @@ impl ComputePlan<'_> {
                 }
                 Instr::Unary { op, ty, src, dst } => match (src, dst) {
                     (Reg::F(s), Reg::F(d)) => {
-                        // Registers are SSA: `d` is never a source, so a
-                        // copy of the source (on the stack) is all it takes.
-                        let mut x = [0.0f64; LANES];
-                        x[..n].copy_from_slice(&lanes.f[s * LANES..s * LANES + n]);
-                        unary_f(op, ty, &x[..n], &mut lanes.fslice(d)[..n]);
+                        let (regs, out) = split_regs(&mut lanes.f, d, n);
+                        unary_f(op, ty, &regs[s * LANES..s * LANES + n], out);
                     }
                     (Reg::I(s), Reg::I(d)) => {
                         for l in 0..n {
@@ -359,10 +379,8 @@ impl ComputePlan<'_> {
                 },
                 Instr::Binary { op, ty, a, b, dst } => match (a, b, dst) {
                     (Reg::F(a), Reg::F(b), Reg::F(d)) => {
-                        let (mut x, mut y) = ([0.0f64; LANES], [0.0f64; LANES]);
-                        x[..n].copy_from_slice(&lanes.f[a * LANES..a * LANES + n]);
-                        y[..n].copy_from_slice(&lanes.f[b * LANES..b * LANES + n]);
-                        binary_f(op, ty, &x[..n], &y[..n], &mut lanes.fslice(d)[..n]);
+                        let (regs, out) = split_regs(&mut lanes.f, d, n);
+                        binary_f(op, ty, &regs[a * LANES..a * LANES + n], &regs[b * LANES..b * LANES + n], out);
                     }
                     (Reg::I(a), Reg::I(b), Reg::I(d)) => {
                         for l in 0..n {
@@ -397,40 +415,85 @@ impl ComputePlan<'_> {
         }
     }
 
-    /// Gathers read `k` for the current lanes into `dst`.
+    /// Fills `lanes.spatial` for the current block's spatial coordinates.
+    fn precompute_spatial(&self, lanes: &mut Lanes) {
+        let n = lanes.n;
+        for (k, plan) in self.reads.iter().enumerate() {
+            let out = &mut lanes.spatial[k];
+            match &plan.padded {
+                None => {
+                    out[..n].fill(plan.base);
+                    for a in 0..self.n_spatial {
+                        let c = plan.coef[a];
+                        if c != 0 {
+                            let vals = &lanes.axis_vals[a * LANES..a * LANES + n];
+                            out[..n].iter_mut().zip(vals).for_each(|(o, &x)| *o += c * x);
+                        }
+                    }
+                    let first = out[0];
+                    lanes.layout[k] = if out[..n].iter().all(|&o| o == first) {
+                        Layout::Uniform
+                    } else if out[..n].iter().enumerate().all(|(l, &o)| o == first + l as i64) {
+                        Layout::Contiguous
+                    } else {
+                        Layout::General
+                    };
+                }
+                Some(p) => {
+                    for (d, (coef, constant, ..)) in p.dims.iter().enumerate() {
+                        let row = &mut out[d * LANES..d * LANES + n];
+                        row.fill(*constant);
+                        for a in 0..self.n_spatial {
+                            let c = coef[a];
+                            if c != 0 {
+                                let vals = &lanes.axis_vals[a * LANES..a * LANES + n];
+                                row.iter_mut().zip(vals).for_each(|(o, &x)| *o += c * x);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gathers read `k` for the current lanes into `dst`: the block's
+    /// spatial part plus the current reduction point's part.
     fn read(&self, k: usize, lanes: &mut Lanes, dst: Reg) {
         let plan = &self.reads[k];
         let tensor = self.inputs[plan.operand];
         let n = lanes.n;
+        // Reduction axes hold the same value in every lane: read lane 0.
+        let red_part = |coef: &[i64], lanes: &Lanes| -> i64 {
+            (self.n_spatial..self.extents.len()).map(|a| coef[a] * lanes.axis_vals[a * LANES]).sum()
+        };
         match &plan.padded {
             None => {
-                let mut common = plan.base;
-                for a in self.n_spatial..self.extents.len() {
-                    common += plan.coef[a] * lanes.axis_vals[a * LANES];
-                }
-                lanes.offsets[..n].fill(common);
-                for a in 0..self.n_spatial {
-                    let k = plan.coef[a];
-                    if k != 0 {
-                        for l in 0..n {
-                            lanes.offsets[l] += k * lanes.axis_vals[a * LANES + l];
+                let first = lanes.spatial[k][0] + red_part(&plan.coef, lanes);
+                match (lanes.layout[k], dst) {
+                    (Layout::Uniform, Reg::F(r)) => lanes.f[r * LANES..r * LANES + n].fill(tensor.get_f64(first as usize)),
+                    (Layout::Uniform, Reg::I(r)) => lanes.i[r * LANES..r * LANES + n].fill(tensor.get_i64(first as usize)),
+                    (Layout::Contiguous, Reg::F(r)) => tensor.copy_f64(first as usize, &mut lanes.f[r * LANES..r * LANES + n]),
+                    (Layout::Contiguous, Reg::I(r)) => tensor.copy_i64(first as usize, &mut lanes.i[r * LANES..r * LANES + n]),
+                    (Layout::General, _) => {
+                        let delta = first - lanes.spatial[k][0];
+                        let spatial = &lanes.spatial[k];
+                        lanes.offsets[..n].iter_mut().zip(&spatial[..n]).for_each(|(o, &s)| *o = s + delta);
+                        match dst {
+                            Reg::F(r) => tensor.gather_f64(&lanes.offsets[..n], &mut lanes.f[r * LANES..r * LANES + n]),
+                            Reg::I(r) => tensor.gather_i64(&lanes.offsets[..n], &mut lanes.i[r * LANES..r * LANES + n]),
                         }
                     }
                 }
-                match dst {
-                    Reg::F(r) => tensor.gather_f64(&lanes.offsets[..n], &mut lanes.f[r * LANES..r * LANES + n]),
-                    Reg::I(r) => tensor.gather_i64(&lanes.offsets[..n], &mut lanes.i[r * LANES..r * LANES + n]),
-                }
+                return;
             }
             Some(p) => {
                 lanes.offsets[..n].fill(0);
                 lanes.valid[..n].fill(true);
-                for (coef, constant, divisor, size, stride) in &p.dims {
+                for (d, (coef, _, divisor, size, stride)) in p.dims.iter().enumerate() {
+                    let r = red_part(coef, lanes);
+                    let row = &lanes.spatial[k][d * LANES..d * LANES + n];
                     for l in 0..n {
-                        let mut num = *constant;
-                        for (a, &k) in coef.iter().enumerate() {
-                            num += k * lanes.axis_vals[a * LANES + l];
-                        }
+                        let num = row[l] + r;
                         let q = if *divisor == 1 {
                             num
                         } else if num.rem_euclid(*divisor) == 0 {
@@ -439,9 +502,7 @@ impl ComputePlan<'_> {
                             lanes.valid[l] = false;
                             0
                         };
-                        if q < 0 || q >= *size {
-                            lanes.valid[l] = false;
-                        }
+                        lanes.valid[l] &= q >= 0 && q < *size;
                         lanes.offsets[l] += q * stride;
                     }
                 }
@@ -450,22 +511,18 @@ impl ComputePlan<'_> {
                         lanes.offsets[l] = 0;
                     }
                 }
-                match dst {
-                    Reg::F(r) => {
-                        tensor.gather_f64(&lanes.offsets[..n], &mut lanes.f[r * LANES..r * LANES + n]);
-                        for l in 0..n {
-                            if !lanes.valid[l] {
-                                lanes.f[r * LANES + l] = p.pad_f;
-                            }
-                        }
-                    }
-                    Reg::I(r) => {
-                        tensor.gather_i64(&lanes.offsets[..n], &mut lanes.i[r * LANES..r * LANES + n]);
-                        for l in 0..n {
-                            if !lanes.valid[l] {
-                                lanes.i[r * LANES + l] = p.pad_i;
-                            }
-                        }
+            }
+        }
+        match dst {
+            Reg::F(r) => tensor.gather_f64(&lanes.offsets[..n], &mut lanes.f[r * LANES..r * LANES + n]),
+            Reg::I(r) => tensor.gather_i64(&lanes.offsets[..n], &mut lanes.i[r * LANES..r * LANES + n]),
+        }
+        if let Some(p) = &plan.padded {
+            for l in 0..n {
+                if !lanes.valid[l] {
+                    match dst {
+                        Reg::F(r) => lanes.f[r * LANES + l] = p.pad_f,
+                        Reg::I(r) => lanes.i[r * LANES + l] = p.pad_i,
                     }
                 }
             }

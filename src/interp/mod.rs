@@ -7,7 +7,9 @@
 //! Written for clarity first, but fast enough for the papers' CPU-sized
 //! workloads (see `docs/interpreter.md` for what it costs).
 
+pub mod compare;
 mod compute;
+pub mod npy;
 pub mod tensor;
 
 pub use tensor::{ShapeError, Tensor, TensorData};

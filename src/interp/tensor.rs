@@ -148,6 +148,28 @@ impl Tensor {
         }
     }
 
+    /// Copies `out.len()` consecutive elements from `start`, as f64.
+    pub(crate) fn copy_f64(&self, start: usize, out: &mut [f64]) {
+        let n = out.len();
+        match &self.data {
+            TensorData::F32(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
+            TensorData::F16(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x.to_f64()),
+            TensorData::BF16(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x.to_f64()),
+            TensorData::I8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
+            TensorData::I32(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
+        }
+    }
+
+    /// Copies `out.len()` consecutive elements from `start`, as i64.
+    pub(crate) fn copy_i64(&self, start: usize, out: &mut [i64]) {
+        let n = out.len();
+        match &self.data {
+            TensorData::I8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as i64),
+            TensorData::I32(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as i64),
+            _ => out.iter_mut().enumerate().for_each(|(l, o)| *o = self.get_f64(start + l) as i64),
+        }
+    }
+
     /// Like [`Tensor::gather_f64`] for integer tensors.
     pub(crate) fn gather_i64(&self, offsets: &[i64], out: &mut [i64]) {
         match &self.data {

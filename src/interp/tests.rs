@@ -382,3 +382,30 @@ proptest! {
         assert_close(&got, &want, 1e-5, "transposed conv1d");
     }
 }
+
+/// Every workload parses and verifies; every `_small` copy runs in the
+/// interpreter and gives finite results, with a pair for every workload.
+#[test]
+fn workloads_parse_verify_and_small_copies_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmarks/workloads");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "tile")).collect();
+    files.sort();
+    assert!(files.len() >= 100, "expected the workload suite in {}", dir.display());
+    let mut small = 0;
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let m = parse(&text);
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        if let Some(big) = stem.strip_suffix("_small") {
+            assert!(dir.join(format!("{big}.tile")).exists(), "{stem} has no full-size workload");
+            let f = &m.funcs[0];
+            let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), i as u64)).collect();
+            let out = run_function(f, &inputs).unwrap_or_else(|e| panic!("{stem}: {e}"));
+            assert!(out[0].to_f64_vec().iter().all(|x| x.is_finite()), "{stem}: non-finite result");
+            small += 1;
+        } else {
+            assert!(dir.join(format!("{stem}_small.tile")).exists(), "{stem} has no _small copy");
+        }
+    }
+    assert_eq!(small * 2, files.len());
+}

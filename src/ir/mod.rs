@@ -7,6 +7,7 @@
 //! append-only, and everything that walks the IR starts from regions.
 
 pub mod affine;
+pub mod cost;
 pub mod ops;
 pub mod scalar;
 pub mod types;

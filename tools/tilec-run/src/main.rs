@@ -1,0 +1,367 @@
+//! `tilec-run`: runs a function of a tile file on concrete inputs.
+//!
+//! Inputs come from `.npy` files or from a seeded generator; outputs go to
+//! `.npy` files and a summary (text or `--json`). `--check` compares the
+//! result with the interpreter on the program as written, before any pass.
+//! Every user error is a diagnostic and exit status 1.
+
+use clap::{Parser, ValueEnum};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use termcolor::{ColorChoice, StandardStream};
+use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
+use tilec::interp::compare::{Comparison, compare};
+use tilec::interp::npy::{read_npy, write_npy};
+use tilec::interp::{Tensor, run_function};
+use tilec::ir::{Function, Module, Type};
+use tilec::pass::{PassManager, parse_pipeline};
+use tilec::verify::verify_module;
+
+#[derive(Parser, Debug)]
+#[command(name = "tilec-run", version, about = "Run a function of a tile file on .npy or seeded random inputs")]
+struct Cli {
+    /// The tile file (`-` for stdin).
+    input: String,
+
+    /// The function to run (needed when the file has several).
+    #[arg(long = "func", value_name = "NAME")]
+    func: Option<String>,
+
+    /// An input: parameter name (without `%`) and a .npy file. Repeatable.
+    #[arg(long = "input", value_name = "NAME=PATH")]
+    inputs: Vec<String>,
+
+    /// Seed for generated inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    /// Generate the inputs not given with --input (by default, inputs are
+    /// generated only when no --input is given at all).
+    #[arg(long = "fill-random")]
+    fill_random: bool,
+
+    /// Where to write an output: result name and a .npy path. Repeatable.
+    #[arg(long = "output", value_name = "NAME=PATH")]
+    outputs: Vec<String>,
+
+    /// Write every result to DIR/<name>.npy (and generated inputs to DIR/input_<name>.npy).
+    #[arg(long = "output-dir", value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+
+    /// Pass pipeline to run before executing.
+    #[arg(long = "pass-pipeline", value_name = "PIPELINE")]
+    pass_pipeline: Option<String>,
+
+    /// How to execute the function.
+    #[arg(long, value_enum, default_value_t = Backend::Interp)]
+    backend: Backend,
+
+    /// Compare the results with the interpreter on the program before any
+    /// pass; fail if they differ by more than the element type's tolerance.
+    #[arg(long)]
+    check: bool,
+
+    /// Timed runs (the median, min and max are reported).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+
+    /// Untimed runs before the timed ones.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+
+    /// Print a JSON summary on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Print the result values (up to 64 per tensor).
+    #[arg(long)]
+    print: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+enum Backend {
+    /// The reference interpreter.
+    Interp,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Interp => "interp",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
+    let mut sources = SourceMap::new();
+    match run(&cli, &mut sources) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(diags) => {
+            let choice = if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never };
+            sources.emit(&mut StandardStream::stderr(choice).lock(), &diags.0);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A parameter's or result's user-facing name: its source name, else `argN` / `resultN`.
+fn display_name(f: &Function, v: tilec::ir::Value, fallback: String) -> String {
+    f.values[v].name.clone().unwrap_or(fallback)
+}
+
+fn split_assignment(s: &str, flag: &str) -> Result<(String, PathBuf), Diagnostic> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => Ok((name.trim_start_matches('%').to_string(), PathBuf::from(path))),
+        _ => Err(Diagnostic::error(format!("`{flag} {s}` is not of the form NAME=PATH")).with_help(format!("e.g. `{flag} A=a.npy`"))),
+    }
+}
+
+fn load(cli: &Cli, sources: &mut SourceMap) -> Result<Module, Diagnostics> {
+    let file = tilec::input::read_source(sources, &cli.input)?;
+    let module = tilec::syntax::parse(sources, file)?;
+    let diags = verify_module(&module);
+    if diags.has_errors() {
+        return Err(diags);
+    }
+    Ok(module)
+}
+
+fn pick_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Function, Diagnostic> {
+    let names = || module.funcs.iter().map(|f| format!("@{}", f.name)).collect::<Vec<_>>().join(", ");
+    match name {
+        Some(n) => {
+            let n = n.trim_start_matches('@');
+            module.func(n).ok_or_else(|| {
+                let mut d = Diagnostic::error(format!("no function `@{n}` in the file")).with_note(format!("the file defines {}", names()));
+                if let Some(best) = tilec::diag::closest(n, module.funcs.iter().map(|f| f.name.as_str())) {
+                    d = d.with_help(format!("did you mean `--func {best}`?"));
+                }
+                d
+            })
+        }
+        None if module.funcs.len() == 1 => Ok(&module.funcs[0]),
+        None => Err(Diagnostic::error(format!("the file defines {} functions; choose one with --func", module.funcs.len())).with_note(format!("the functions are {}", names()))),
+    }
+}
+
+/// The inputs, from files or generated, in parameter order.
+fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Diagnostics> {
+    let params: Vec<String> = f.params.iter().enumerate().map(|(i, &p)| display_name(f, p, format!("arg{i}"))).collect();
+    let mut given: Vec<Option<PathBuf>> = vec![None; params.len()];
+    let mut diags = Diagnostics::new();
+    for spec in &cli.inputs {
+        let (name, path) = match split_assignment(spec, "--input") {
+            Ok(x) => x,
+            Err(d) => {
+                diags.push(d);
+                continue;
+            }
+        };
+        match params.iter().position(|p| *p == name) {
+            Some(i) if given[i].is_some() => diags.push(Diagnostic::error(format!("input `{name}` is given twice"))),
+            Some(i) => given[i] = Some(path),
+            None => {
+                let mut d = Diagnostic::error(format!("@{} has no parameter `{name}`", f.name)).with_note(format!("its parameters are: {}", params.join(", ")));
+                if let Some(best) = tilec::diag::closest(&name, params.iter().map(String::as_str)) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                diags.push(d);
+            }
+        }
+    }
+    let generate_missing = cli.inputs.is_empty() || cli.fill_random;
+    let mut tensors = Vec::new();
+    let mut generated = Vec::new();
+    for (i, &p) in f.params.iter().enumerate() {
+        let Type::Tensor(ty) = f.value_type(p) else { continue };
+        match &given[i] {
+            Some(path) => match read_npy(path, ty) {
+                Ok(t) => tensors.push(t),
+                Err(msg) => diags.push(Diagnostic::error(format!("input `{}`: {msg}", params[i]))),
+            },
+            None if generate_missing => {
+                tensors.push(Tensor::random(ty, cli.seed.wrapping_add(i as u64)));
+                generated.push(true);
+                continue;
+            }
+            None => diags.push(
+                Diagnostic::error(format!("missing input `{}` ({ty})", params[i]))
+                    .with_help(format!("give it with `--input {}=file.npy`, or add --fill-random to generate the inputs not given", params[i])),
+            ),
+        }
+        generated.push(false);
+    }
+    diags.into_result().map(|()| (tensors, generated))
+}
+
+fn execute(backend: Backend, f: &Function, inputs: &[Tensor]) -> Result<Vec<Tensor>, Diagnostic> {
+    match backend {
+        Backend::Interp => run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}"))),
+    }
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
+    if cli.repeat == 0 {
+        return Err(Diagnostic::error("--repeat must be at least 1").into());
+    }
+    let module = load(cli, sources)?;
+    let original = pick_function(&module, cli.func.as_deref())?;
+    let func_name = original.name.clone();
+
+    // The program to execute: after the pipeline, if any.
+    let mut transformed = module.clone();
+    if let Some(text) = &cli.pass_pipeline {
+        let registry = tilec_passes::registry();
+        let file = sources.add("<pass-pipeline>", text.clone());
+        let pipeline = parse_pipeline(text, file, &registry)?;
+        PassManager::new(pipeline).run(&mut transformed)?;
+    }
+    let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
+
+    let (inputs, generated) = gather_inputs(cli, original)?;
+    for _ in 0..cli.warmup {
+        execute(cli.backend, f, &inputs)?;
+    }
+    let mut times = Vec::new();
+    let mut results = Vec::new();
+    for _ in 0..cli.repeat {
+        let start = Instant::now();
+        results = execute(cli.backend, f, &inputs)?;
+        times.push(start.elapsed());
+    }
+    let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
+    let flops = tilec::ir::cost::flops(f);
+    let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
+
+    let ret = f.return_op().map(|op| f.ops[op].operands.clone()).unwrap_or_default();
+    let mut names: Vec<String> = ret.iter().enumerate().map(|(i, &v)| display_name(f, v, format!("result{i}"))).collect();
+    // Two results returning the same named value need distinct file names.
+    for i in 0..names.len() {
+        if names[..i].contains(&names[i]) {
+            names[i] = format!("result{i}");
+        }
+    }
+
+    let checks: Vec<Option<Comparison>> = if cli.check {
+        let reference = execute(Backend::Interp, original, &inputs)?;
+        results.iter().zip(&reference).map(|(got, want)| Some(compare(got, want))).collect()
+    } else {
+        vec![None; results.len()]
+    };
+    let passed = checks.iter().flatten().all(|c| c.passed);
+
+    write_outputs(cli, original, &names, &results, &inputs, &generated)?;
+
+    let mut out = String::new();
+    if cli.json {
+        let outputs: Vec<_> = names
+            .iter()
+            .zip(&results)
+            .zip(&checks)
+            .map(|((name, t), c)| {
+                let mut o = json!({ "name": name, "type": t.ty.to_string(), "checksum": checksum(t) });
+                if let Some(c) = c {
+                    o["check"] = json!({ "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rtol": c.rtol, "passed": c.passed });
+                }
+                if cli.print {
+                    o["values"] = json!((0..t.len().min(64)).map(|i| t.get_f64(i)).collect::<Vec<_>>());
+                }
+                o
+            })
+            .collect();
+        let summary = json!({
+            "file": cli.input,
+            "function": func_name,
+            "backend": cli.backend.name(),
+            "pipeline": cli.pass_pipeline,
+            "seed": cli.seed,
+            "repeat": cli.repeat,
+            "warmup": cli.warmup,
+            "time_ms": { "median": ms(med), "min": ms(min), "max": ms(max) },
+            "flops": flops,
+            "gflops": gflops,
+            "outputs": outputs,
+            "check": cli.check.then_some(passed),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&summary).unwrap_or_default()).ok();
+    } else {
+        writeln!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
+        for ((name, t), c) in names.iter().zip(&results).zip(&checks) {
+            writeln!(out, "  {name}: {}  checksum {:.6e}", t.ty, checksum(t)).ok();
+            if cli.print {
+                let shown: Vec<String> = (0..t.len().min(64)).map(|i| format!("{}", t.get_f64(i))).collect();
+                writeln!(out, "    [{}{}]", shown.join(", "), if t.len() > 64 { ", ..." } else { "" }).ok();
+            }
+            if let Some(c) = c {
+                writeln!(
+                    out,
+                    "    check vs interpreter: max abs err {:.3e}, max rel err {:.3e} (rtol {:.0e}): {}",
+                    c.max_abs_err,
+                    c.max_rel_err,
+                    c.rtol,
+                    if c.passed { "passed" } else { "FAILED" }
+                )
+                .ok();
+            }
+        }
+    }
+    // A closed pipe (`tilec-run ... | head`) is not an error worth reporting.
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(passed)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Sum of the elements, for a quick comparison of runs.
+fn checksum(t: &Tensor) -> f64 {
+    (0..t.len()).map(|i| t.get_f64(i)).sum()
+}
+
+fn write_outputs(cli: &Cli, f: &Function, names: &[String], results: &[Tensor], inputs: &[Tensor], generated: &[bool]) -> Result<(), Diagnostics> {
+    let mut diags = Diagnostics::new();
+    let mut write = |path: &Path, t: &Tensor| {
+        if let Err(msg) = write_npy(path, t) {
+            diags.push(Diagnostic::error(msg));
+        }
+    };
+    for spec in &cli.outputs {
+        let (name, path) = split_assignment(spec, "--output")?;
+        match names.iter().position(|n| *n == name) {
+            Some(i) => write(&path, &results[i]),
+            None => {
+                return Err(Diagnostic::error(format!("@{} has no result `{name}`", f.name)).with_note(format!("its results are: {}", names.join(", "))).into());
+            }
+        }
+    }
+    if let Some(dir) = &cli.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Diagnostic::error(format!("cannot create `{}`: {}", dir.display(), tilec::input::io_reason(&e))))?;
+        for (name, t) in names.iter().zip(results) {
+            write(&dir.join(format!("{name}.npy")), t);
+        }
+        for (i, (&p, t)) in f.params.iter().zip(inputs).enumerate() {
+            if generated[i] {
+                write(&dir.join(format!("input_{}.npy", display_name(f, p, format!("arg{i}")))), t);
+            }
+        }
+    }
+    diags.into_result()
+}
