@@ -8,8 +8,10 @@
 
 pub mod affine;
 pub mod cost;
+pub mod loops;
 pub mod ops;
 pub mod scalar;
+pub mod schedule;
 pub mod types;
 
 use crate::diag::Span;
@@ -18,8 +20,10 @@ use cranelift_entity::{PrimaryMap, SecondaryMap, entity_impl};
 pub use cranelift_entity::EntityRef;
 
 pub use affine::AffineExpr;
+pub use loops::{Access, CopyOp, Dim, ForLoop, Guard, Kernel, LoopTag, Mapping};
 pub use ops::{AxisDecl, AxisId, AxisKind, BinaryOp, Combiner, Compute, Literal, OpKind, Read, UnaryOp};
-pub use types::{ElemType, TensorType, Type};
+pub use schedule::{CacheDirective, Schedule};
+pub use types::{BufferType, ElemType, MemScope, TensorType, Type};
 
 /// An SSA value: a function parameter, a region argument or an op result.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -7,6 +7,8 @@
 //! docs are regenerated.
 
 use super::affine::AffineExpr;
+use super::loops::{Access, CopyOp, Dim, ForLoop, Guard, Kernel};
+use super::schedule::Schedule;
 use super::types::ElemType;
 use crate::diag::Span;
 use cranelift_entity::{EntityRef, entity_impl};
@@ -160,6 +162,8 @@ pub struct Compute {
     pub output_spans: Vec<Span>,
     pub has_epilogue: bool,
     pub epilogue_reads: Vec<Read>,
+    /// How to compute it (level 1), if decided.
+    pub schedule: Option<Schedule>,
 }
 
 impl Compute {
@@ -270,6 +274,28 @@ pub enum OpKind {
     Return,
     /// `%C = compute ...` — see [`Compute`].
     Compute(Box<Compute>),
+
+    // Level 2: loops and memory (see `loops.rs`).
+    /// `%b = alloc : buffer<4x4xf32, local>`
+    Alloc,
+    /// `for %i = 0 to 8 map(thread.x) axis(i.thread) { ... }`
+    For(Box<ForLoop>),
+    /// `%v = load %B[%k, %j * 4 + %p] : f32`
+    Load(Box<Access>),
+    /// `store %v, %C[%i, %j]`
+    Store(Box<Access>),
+    /// `copy %A[%i, %k] -> %As[0, 0] box [16, 8] cooperative`
+    Copy(Box<CopyOp>),
+    /// `fill %acc, 0.0`
+    Fill(Literal),
+    /// `barrier` — all threads of the block reach it before any continues.
+    Barrier,
+    /// `if %i * 4 + %p < 10 { ... }`
+    If(Box<Guard>),
+    /// `kernel "gemm" schedule "sm90" {...} { ... }`
+    Kernel(Box<Kernel>),
+    /// `%x = index %i * 4 + %p : i32` — an index expression as a scalar.
+    IndexValue(AffineExpr<Dim>),
 }
 
 impl OpKind {
@@ -283,6 +309,16 @@ impl OpKind {
             OpKind::Yield => "yield",
             OpKind::Return => "return",
             OpKind::Compute(_) => "compute",
+            OpKind::Alloc => "alloc",
+            OpKind::For(_) => "for",
+            OpKind::Load(_) => "load",
+            OpKind::Store(_) => "store",
+            OpKind::Copy(_) => "copy",
+            OpKind::Fill(_) => "fill",
+            OpKind::Barrier => "barrier",
+            OpKind::If(_) => "if",
+            OpKind::Kernel(_) => "kernel",
+            OpKind::IndexValue(_) => "index",
         }
     }
 
@@ -294,7 +330,27 @@ impl OpKind {
     /// Ops without side effects whose result depends only on their
     /// operands (safe to fold, CSE and delete when unused).
     pub fn is_pure(&self) -> bool {
-        !self.is_terminator()
+        matches!(
+            self,
+            OpKind::Const(_) | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cast | OpKind::AxisIndex(_) | OpKind::IndexValue(_) | OpKind::Compute(_)
+        )
+    }
+
+    /// Ops of the loop-level IR (level 2).
+    pub fn is_loop_level(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Alloc
+                | OpKind::For(_)
+                | OpKind::Load(_)
+                | OpKind::Store(_)
+                | OpKind::Copy(_)
+                | OpKind::Fill(_)
+                | OpKind::Barrier
+                | OpKind::If(_)
+                | OpKind::Kernel(_)
+                | OpKind::IndexValue(_)
+        )
     }
 
     pub fn as_compute(&self) -> Option<&Compute> {
@@ -319,6 +375,22 @@ pub enum OpPlace {
     Function,
     /// In a compute region (body or epilogue).
     ComputeRegion,
+    /// In a function body or inside loop-level regions (`for`, `if`,
+    /// `kernel`).
+    Loops,
+    /// Anywhere scalar code runs: compute regions and loop bodies.
+    Scalar,
+}
+
+impl OpPlace {
+    /// May an op declared with this placement appear in `here`?
+    pub fn allows(self, here: OpPlace) -> bool {
+        match self {
+            OpPlace::Scalar => matches!(here, OpPlace::ComputeRegion | OpPlace::Loops),
+            OpPlace::Loops => matches!(here, OpPlace::Function | OpPlace::Loops),
+            other => other == here,
+        }
+    }
 }
 
 /// The documentation and placement of one op: the single source for the
@@ -390,7 +462,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: "Defines a scalar constant. Float literals are rounded to the type; `inf`, `-inf` and `nan` are accepted. Integer literals must fit the type.",
             syntax: "%c = const literal : type",
             example: "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xf32>[i] {\n    %c = const 0.5 : f32\n    %0 = mul %a, %c : f32\n    yield %0 : f32\n  }\n  return %y\n}\n".into(),
-            place: OpPlace::ComputeRegion,
+            place: OpPlace::Scalar,
         },
         OpDecl {
             mnemonic: "cast",
@@ -398,7 +470,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: "Float to float rounds to nearest even; int to float rounds to nearest; float to int truncates toward zero and saturates (NaN gives 0); int to int wraps.",
             syntax: "%y = cast %x : from -> to",
             example: "func @widen(%x: tensor<4xi8>) -> tensor<4xi32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xi32>[i] {\n    %0 = cast %a : i8 -> i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
-            place: OpPlace::ComputeRegion,
+            place: OpPlace::Scalar,
         },
         OpDecl {
             mnemonic: "index",
@@ -406,7 +478,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: "Reads the coordinate of the current iteration point along an axis of the enclosing compute op (for masks, positions, iota).",
             syntax: "%i = index axis : type",
             example: "func @iota() -> tensor<4xi32> {\n  %y = compute (i: 4) -> tensor<4xi32>[i] {\n    %0 = index i : i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
-            place: OpPlace::ComputeRegion,
+            place: OpPlace::Scalar,
         },
     ];
     for &u in UnaryOp::ALL {
@@ -416,7 +488,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: if u.float_only() { "Elementwise on a float scalar; f16 and bf16 compute in f32 and round the result." } else { "Elementwise on a scalar of any element type; integer negation wraps." },
             syntax: "%y = <op> %x : type",
             example: unary_example(u),
-            place: OpPlace::ComputeRegion,
+            place: OpPlace::Scalar,
         });
     }
     for &b in BinaryOp::ALL {
@@ -426,7 +498,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: if b.float_only() { "Elementwise on two float scalars of the same type." } else { "Elementwise on two scalars of the same element type." },
             syntax: "%z = <op> %x, %y : type",
             example: binary_example(b),
-            place: OpPlace::ComputeRegion,
+            place: OpPlace::Scalar,
         });
     }
     decls
@@ -453,6 +525,8 @@ pub fn reference_markdown() -> String {
     let place = |p: OpPlace| match p {
         OpPlace::Function => "function body",
         OpPlace::ComputeRegion => "compute region",
+        OpPlace::Loops => "function body, loops",
+        OpPlace::Scalar => "compute region, loops",
     };
     for d in op_decls() {
         out.push_str(&format!("| [`{}`](#{}) | {} | {} |\n", d.mnemonic, d.mnemonic, place(d.place), d.summary));

@@ -106,11 +106,78 @@ impl fmt::Display for TensorType {
     }
 }
 
+/// Where a buffer lives. The loop-level IR allocates buffers in a scope;
+/// targets map scopes to their memories (GPU: global, shared memory,
+/// registers; CPU: memory, and stack or registers for `local`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemScope {
+    /// Device memory, visible to every thread.
+    Global,
+    /// Memory shared by the threads of one GPU block.
+    Shared,
+    /// Private to one thread (registers, local memory, the CPU stack).
+    Local,
+}
+
+impl MemScope {
+    pub const ALL: [MemScope; 3] = [MemScope::Global, MemScope::Shared, MemScope::Local];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemScope::Global => "global",
+            MemScope::Shared => "shared",
+            MemScope::Local => "local",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<MemScope> {
+        MemScope::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// A mutable, statically shaped buffer of the loop-level IR:
+/// `buffer<4x8xf32, shared>`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BufferType {
+    pub shape: Vec<u64>,
+    pub elem: ElemType,
+    pub scope: MemScope,
+}
+
+impl BufferType {
+    pub fn new(shape: Vec<u64>, elem: ElemType, scope: MemScope) -> Self {
+        BufferType { shape, elem, scope }
+    }
+
+    /// The tensor type with the same shape and element type.
+    pub fn as_tensor_type(&self) -> TensorType {
+        TensorType::new(self.shape.clone(), self.elem)
+    }
+
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.as_tensor_type().size_bytes()
+    }
+}
+
+impl fmt::Display for BufferType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("buffer<")?;
+        for d in &self.shape {
+            write!(f, "{d}x")?;
+        }
+        write!(f, "{}, {}>", self.elem, self.scope.name())
+    }
+}
+
 /// The type of an SSA value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
     Scalar(ElemType),
     Tensor(TensorType),
+    /// A buffer of the loop-level IR.
+    Buffer(BufferType),
+    /// A loop induction variable.
+    Index,
 }
 
 impl Type {
@@ -127,6 +194,23 @@ impl Type {
             _ => None,
         }
     }
+
+    pub fn as_buffer(&self) -> Option<&BufferType> {
+        match self {
+            Type::Buffer(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Shape and element type of anything that can be read (a tensor or a
+    /// buffer).
+    pub fn readable(&self) -> Option<TensorType> {
+        match self {
+            Type::Tensor(t) => Some(t.clone()),
+            Type::Buffer(b) => Some(b.as_tensor_type()),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Type {
@@ -134,6 +218,8 @@ impl fmt::Display for Type {
         match self {
             Type::Scalar(t) => t.fmt(f),
             Type::Tensor(t) => t.fmt(f),
+            Type::Buffer(b) => b.fmt(f),
+            Type::Index => f.write_str("index"),
         }
     }
 }

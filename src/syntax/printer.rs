@@ -146,6 +146,8 @@ impl Printer<'_> {
                 write!(self.out, "{} {} : {}", kind.mnemonic(), operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
             OpKind::Compute(_) => unreachable!("handled above"),
+            // TEMPORARY (branch level2): the loop-level syntax is being written.
+            other => write!(self.out, "<{}>", other.mnemonic()).unwrap(),
         }
         self.out.push('\n');
     }

@@ -328,14 +328,14 @@ impl Resolver {
 
     fn check_place(&mut self, mnemonic: &str, place: &Place<'_>, span: Span) -> bool {
         let Some(decl) = op_decl(mnemonic) else { return false };
-        if decl.place == place.kind {
+        if decl.place.allows(place.kind) {
             return true;
         }
         let d = match place.kind {
             OpPlace::Function => Diagnostic::error(format!("`{mnemonic}` is a scalar op and cannot appear in a function body"))
                 .at(span, "outside any compute region")
                 .with_help("scalar ops go in the body or epilogue of a `compute` op"),
-            OpPlace::ComputeRegion => {
+            OpPlace::ComputeRegion | OpPlace::Loops | OpPlace::Scalar => {
                 let hint = if mnemonic == "return" { "end a compute region with `yield %v : type`" } else { "only scalar ops and `yield` go in a compute region" };
                 Diagnostic::error(format!("`{mnemonic}` cannot appear in a compute region")).at(span, "inside a compute region").with_help(hint)
             }
@@ -681,6 +681,7 @@ impl Resolver {
             output_spans: c.out_index.iter().map(IndexAst::span).collect(),
             has_epilogue: c.epilogue.is_some(),
             epilogue_reads: Vec::new(),
+            schedule: None,
         };
         let body_reads = self.reads(func, &compute, false, fscope, &c.reads);
         let epi_reads = c.epilogue.as_ref().map(|e| self.reads(func, &compute, true, fscope, &e.reads)).unwrap_or_default();

@@ -1,0 +1,155 @@
+//! Level 2: the loop-level IR — explicit loops with a mapping to hardware,
+//! buffers in memory scopes, loads, stores, copies between scopes, guards
+//! and barriers. This is what the scheduling passes produce and what
+//! `lower-to-mlir` consumes.
+//!
+//! Index expressions here are affine in *operands* of the op: an
+//! `AffineExpr<Dim>` whose variable `Dim(k)` stands for `operands[k]`, a
+//! value of type `index` (a loop induction variable). Keeping the variables
+//! among the operands (as MLIR's affine ops do) means use-def utilities
+//! (`replace_all_uses`, dominance) see them like any other use.
+
+use super::affine::AffineExpr;
+use super::ops::Literal;
+use super::schedule::Schedule;
+use cranelift_entity::entity_impl;
+use std::fmt;
+
+/// An operand position, used as the variable of loop-level index
+/// expressions: `Dim(k)` is the op's `operands[k]`.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Dim(u32);
+entity_impl!(Dim, "d");
+
+/// How the iterations of a loop are executed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// One after the other.
+    Serial,
+    /// Independent iterations spread over CPU cores.
+    Parallel,
+    /// GPU thread blocks along a grid dimension (0 = x, 1 = y, 2 = z).
+    Block(u8),
+    /// GPU threads of a block along a dimension; barriers inside the loop
+    /// synchronise all its iterations.
+    Thread(u8),
+    /// Virtual threads: serial, one interleaved sub-tile per iteration
+    /// (Gensor's vThread), re-aggregated onto the physical thread.
+    VThread,
+    /// Serial, to be unrolled by code generation.
+    Unroll,
+    /// Serial, to be executed as vector lanes by code generation.
+    Vector,
+}
+
+impl Mapping {
+    pub fn name(self) -> String {
+        let dim = |d: u8| ["x", "y", "z"].get(d as usize).copied().unwrap_or("?");
+        match self {
+            Mapping::Serial => "serial".into(),
+            Mapping::Parallel => "parallel".into(),
+            Mapping::Block(d) => format!("block.{}", dim(d)),
+            Mapping::Thread(d) => format!("thread.{}", dim(d)),
+            Mapping::VThread => "vthread".into(),
+            Mapping::Unroll => "unroll".into(),
+            Mapping::Vector => "vector".into(),
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Mapping> {
+        let dim = |d: &str| ["x", "y", "z"].iter().position(|&x| x == d).map(|p| p as u8);
+        Some(match s {
+            "serial" => Mapping::Serial,
+            "parallel" => Mapping::Parallel,
+            "vthread" => Mapping::VThread,
+            "unroll" => Mapping::Unroll,
+            "vector" => Mapping::Vector,
+            _ => {
+                let (kind, d) = s.split_once('.')?;
+                match kind {
+                    "block" => Mapping::Block(dim(d)?),
+                    "thread" => Mapping::Thread(dim(d)?),
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    /// Iterations run as concurrent hardware threads or blocks.
+    pub fn is_concurrent(self) -> bool {
+        matches!(self, Mapping::Parallel | Mapping::Block(_) | Mapping::Thread(_))
+    }
+}
+
+impl fmt::Display for Mapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Which axis and tile level a loop came from (`axis(i.block)`), so later
+/// passes can find the loops a schedule speaks of.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LoopTag {
+    pub axis: String,
+    /// A tile level of the target, or `point` (the innermost tile) or
+    /// `vthread`.
+    pub level: String,
+}
+
+impl fmt::Display for LoopTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.axis, self.level)
+    }
+}
+
+/// `for %i = 0 to extent map(m) axis(a.l) { ... }`: region 0 is the body,
+/// whose one argument is the induction variable (type `index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForLoop {
+    pub extent: u64,
+    pub mapping: Mapping,
+    pub tag: Option<LoopTag>,
+}
+
+/// A load or store: operand 0 (loads) or 1 (stores) is the tensor or
+/// buffer; the index expressions range over the remaining operands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub indices: Vec<AffineExpr<Dim>>,
+    /// For loads: the value read outside the source or on an inexact
+    /// division, as for compute reads. Stores have none.
+    pub pad: Option<Literal>,
+    /// The compute read this load came from (for `cache`), by name.
+    pub read: Option<String>,
+}
+
+/// `copy %src[o...] -> %dst[p...] box [n...]`: for every `e` in the box,
+/// `dst[p + e] = src[o + e]` (source elements outside the source read
+/// `pad`). `cooperative`: the box is shared out among the threads of the
+/// enclosing thread-mapped loops (each copies a strided part); outside any
+/// thread-mapped loop one thread copies all of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyOp {
+    pub src: Vec<AffineExpr<Dim>>,
+    pub dst: Vec<AffineExpr<Dim>>,
+    pub sizes: Vec<u64>,
+    pub pad: Option<Literal>,
+    pub cooperative: bool,
+}
+
+/// `if e0 < b0, e1 < b1 { ... }`: runs its region where every condition
+/// holds (guards for partial tiles).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub conds: Vec<(AffineExpr<Dim>, i64)>,
+}
+
+/// `kernel "label" schedule "target" {...} { ... }`: the loop nest made from
+/// one compute op, with the schedule it was made from (the later scheduling
+/// passes read it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    pub label: Option<String>,
+    pub schedule: Schedule,
+}

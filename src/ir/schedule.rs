@@ -1,0 +1,88 @@
+//! Level 1: the schedule of a compute op — how to compute it on a target.
+//!
+//! A schedule is data: it prints, parses and verifies, and the scheduling
+//! passes read it. Every strategy (Gensor's ETIR states, TLM's tensor
+//! sentences) is a view of this one record. Its meaning is given in terms of
+//! the target's *tile levels* (`target::Target::tile_levels`): for each
+//! axis, one tile size per level, outermost first.
+
+use crate::diag::Span;
+use std::fmt;
+
+/// One schedule. Axis-keyed fields use the compute op's axis names, and
+/// list axes in declaration order; reads are referred to by their position
+/// in the op's read list (body reads, then epilogue reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The target the sizes are for (a name `tilec --list-targets` shows).
+    pub target: String,
+    /// Per axis, the tile size at each tile level of the target, outermost
+    /// first. Each size divides the one before it; the first need not
+    /// divide the axis extent (the last tile is partial and guarded).
+    pub tiles: Vec<(String, Vec<u64>)>,
+    /// Per spatial axis, how many virtual threads its innermost tile is
+    /// split into (Gensor's vThread); absent means 1.
+    pub vthreads: Vec<(String, u64)>,
+    /// Reads to stage into a faster memory level: (read position, level).
+    pub cache: Vec<CacheDirective>,
+    /// Unroll innermost loops whose total trip count is at most this (0: none).
+    pub unroll: u64,
+    /// The axis whose innermost loop runs on vector lanes, and the width.
+    pub vector: Option<(String, u64)>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheDirective {
+    /// Position of the read among the op's reads (body reads first).
+    pub read: usize,
+    /// The name the read had when the directive was made, for printing
+    /// where the read list is not at hand (kernels made by `tile`).
+    pub read_name: String,
+    /// A memory level of the target (`shared`, `local`, `l1`, ...).
+    pub level: String,
+}
+
+impl Schedule {
+    pub fn new(target: impl Into<String>) -> Self {
+        Schedule { target: target.into(), tiles: Vec::new(), vthreads: Vec::new(), cache: Vec::new(), unroll: 0, vector: None, span: Span::DUMMY }
+    }
+
+    pub fn tiles_of(&self, axis: &str) -> Option<&[u64]> {
+        self.tiles.iter().find(|(a, _)| a == axis).map(|(_, t)| t.as_slice())
+    }
+
+    pub fn vthreads_of(&self, axis: &str) -> u64 {
+        self.vthreads.iter().find(|(a, _)| a == axis).map_or(1, |&(_, v)| v)
+    }
+
+    pub fn cache_level_of(&self, read: usize) -> Option<&str> {
+        self.cache.iter().find(|c| c.read == read).map(|c| c.level.as_str())
+    }
+}
+
+/// Prints the schedule's attribute dictionary (without the leading
+/// `schedule "target"`), one key per line at `indent`, using `read_name`
+/// for read positions.
+pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, read_name: &dyn Fn(usize) -> String) -> fmt::Result {
+    let mut entries: Vec<String> = Vec::new();
+    let sizes = |v: &[u64]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    entries.push(format!("tile = {{{}}}", s.tiles.iter().map(|(a, t)| format!("{a} = [{}]", sizes(t))).collect::<Vec<_>>().join(", ")));
+    if !s.vthreads.is_empty() {
+        entries.push(format!("vthread = {{{}}}", s.vthreads.iter().map(|(a, v)| format!("{a} = {v}")).collect::<Vec<_>>().join(", ")));
+    }
+    if !s.cache.is_empty() {
+        entries.push(format!("cache = {{{}}}", s.cache.iter().map(|c| format!("{} = {}", read_name(c.read), c.level)).collect::<Vec<_>>().join(", ")));
+    }
+    if s.unroll != 0 {
+        entries.push(format!("unroll = {}", s.unroll));
+    }
+    if let Some((axis, width)) = &s.vector {
+        entries.push(format!("vector = {{{axis} = {width}}}"));
+    }
+    writeln!(f, "{{")?;
+    for (i, e) in entries.iter().enumerate() {
+        writeln!(f, "{indent}  {e}{}", if i + 1 < entries.len() { "," } else { "" })?;
+    }
+    write!(f, "{indent}}}")
+}
