@@ -265,22 +265,40 @@ pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
     candidates.map(|c| (edit_distance(word, c), c)).filter(|&(d, c)| d <= (c.len().max(word.len()) / 3).max(1)).min_by_key(|&(d, _)| d).map(|(_, c)| c)
 }
 
+/// Optimal-string-alignment distance: edits, plus swapping two adjacent
+/// characters as one edit (`lsh` is one edit from `lhs`).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j - 1] + cost).min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suggestions_allow_one_swap() {
+        assert_eq!(closest("lsh", ["lhs", "rhs"].into_iter()), Some("lhs"));
+        assert_eq!(closest("canonicalise", ["canonicalize", "tile"].into_iter()), Some("canonicalize"));
+        assert_eq!(closest("zzz", ["canonicalize"].into_iter()), None);
+    }
 
     #[test]
     fn renders_file_line_col_and_caret() {

@@ -55,6 +55,8 @@ pub fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::NotFound => "no such file".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),
         std::io::ErrorKind::IsADirectory => "it is a directory".into(),
+        std::io::ErrorKind::NotADirectory => "a part of the path is not a directory".into(),
+        std::io::ErrorKind::AlreadyExists => "it exists and is not a directory".into(),
         _ => e.to_string(),
     }
 }

@@ -217,6 +217,13 @@ impl Tensor {
         strides
     }
 
+    /// The seed for input `index` of a run seeded with `seed`: distinct
+    /// inputs and distinct seeds give unrelated streams (`seed + index`
+    /// would make input 1 of seed 0 equal input 0 of seed 1).
+    pub fn input_seed(seed: u64, index: usize) -> u64 {
+        splitmix64(seed ^ splitmix64(index as u64 + 1))
+    }
+
     /// Deterministic pseudo-random contents from `seed` (SplitMix64; the
     /// stream is fixed here, not by a dependency's version): floats
     /// uniform in [-1, 1) rounded to the type, i8 over its whole range,
@@ -226,10 +233,7 @@ impl Tensor {
         let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
         let mut next = move || {
             state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
+            splitmix64(state)
         };
         match ty.elem {
             ElemType::I8 => Tensor::from_i64(ty, &(0..n).map(|_| (next() >> 56) as i8 as i64).collect::<Vec<_>>()),
@@ -241,6 +245,13 @@ impl Tensor {
         }
         .expect("generated data matches its type")
     }
+}
+
+/// SplitMix64's output function (Steele, Lea, Flood 2014).
+fn splitmix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -256,6 +267,12 @@ mod tests {
         assert!(a.to_f64_vec().iter().all(|&x| (-1.0..1.0).contains(&x)));
         let i = Tensor::random(&TensorType::new(vec![100], ElemType::I32), 1);
         assert!(i.to_f64_vec().iter().all(|&x| (-1000.0..=1000.0).contains(&x)));
+    }
+
+    #[test]
+    fn input_seeds_do_not_overlap_across_seeds() {
+        let seeds: std::collections::HashSet<u64> = (0..8).flat_map(|s| (0..8).map(move |i| Tensor::input_seed(s, i))).collect();
+        assert_eq!(seeds.len(), 64);
     }
 
     #[test]

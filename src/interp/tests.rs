@@ -399,7 +399,7 @@ fn workloads_parse_verify_and_small_copies_run() {
         if let Some(big) = stem.strip_suffix("_small") {
             assert!(dir.join(format!("{big}.tile")).exists(), "{stem} has no full-size workload");
             let f = &m.funcs[0];
-            let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), i as u64)).collect();
+            let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), Tensor::input_seed(0, i))).collect();
             let out = run_function(f, &inputs).unwrap_or_else(|e| panic!("{stem}: {e}"));
             assert!(out[0].to_f64_vec().iter().all(|x| x.is_finite()), "{stem}: non-finite result");
             small += 1;

@@ -88,14 +88,9 @@ impl Literal {
             Literal::Int(i) => write!(f, "{i}"),
             Literal::Float(x) if x.is_nan() => f.write_str("nan"),
             Literal::Float(x) if x.is_infinite() => f.write_str(if x < 0.0 { "-inf" } else { "inf" }),
-            Literal::Float(x) => {
-                let s = match ty {
-                    ElemType::F16 => format!("{:?}", half::f16::from_f64(x).to_f32()),
-                    ElemType::BF16 => format!("{:?}", half::bf16::from_f64(x).to_f32()),
-                    _ => format!("{:?}", x as f32),
-                };
-                f.write_str(&s)
-            }
+            // Values are stored rounded to their type, so the shortest f32
+            // text reads back to the same value for f32, f16 and bf16.
+            Literal::Float(x) => write!(f, "{:?}", round_to(ty, x) as f32),
         }
     }
 
@@ -122,14 +117,30 @@ impl Literal {
     }
 }
 
-/// Rounds `x` to the nearest value of a float element type.
+/// Rounds `x` to the nearest value of a float element type (ties to even),
+/// in one rounding step.
 pub fn round_to(ty: ElemType, x: f64) -> f64 {
     match ty {
         ElemType::F32 => x as f32 as f64,
-        ElemType::F16 => half::f16::from_f64(x).to_f64(),
-        ElemType::BF16 => half::bf16::from_f64(x).to_f64(),
+        // `half` converts f64 through f32, which rounds twice. Rounding to
+        // f32 *to odd* first keeps the second rounding correct: f32 has more
+        // than p + 2 bits for both f16 (p = 11) and bf16 (p = 8).
+        ElemType::F16 => half::f16::from_f32(round_to_odd_f32(x)).to_f64(),
+        ElemType::BF16 => half::bf16::from_f32(round_to_odd_f32(x)).to_f64(),
         ElemType::I8 | ElemType::I32 => x,
     }
+}
+
+/// `x` rounded to f32 with round-to-odd: exact values stay; otherwise the
+/// neighbour of `x` whose last mantissa bit is 1.
+fn round_to_odd_f32(x: f64) -> f32 {
+    let y = x as f32;
+    if y as f64 == x || x.is_nan() || y.is_infinite() || y.to_bits() & 1 == 1 {
+        return y;
+    }
+    // `y` is even and inexact: step one ulp towards `x` (an odd neighbour).
+    let toward_x = if (y as f64) < x { y.next_up() } else { y.next_down() };
+    toward_x
 }
 
 /// One tensor read of a compute op: an index expression per dimension of
@@ -541,6 +552,18 @@ pub fn reference_markdown() -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn narrow_floats_round_once() {
+        // Just above a tie: double rounding through f32 would give 1.0.
+        assert_eq!(round_to(ElemType::F16, 1.0004882812500002), 1.0009765625);
+        assert_eq!(round_to(ElemType::BF16, 1.0039062500000002), 1.0078125);
+        assert_eq!(round_to(ElemType::F16, 65519.999), 65504.0);
+        assert_eq!(round_to(ElemType::F16, 65520.0), f64::INFINITY);
+        // Exact ties still go to even.
+        assert_eq!(round_to(ElemType::F16, 1.00048828125), 1.0);
+        assert_eq!(round_to(ElemType::F16, -2.0f64.powi(-25) * 1.5), -(2.0f64.powi(-24)));
+    }
 
     #[test]
     fn op_reference_is_up_to_date() {

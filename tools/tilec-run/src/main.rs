@@ -48,7 +48,7 @@ struct Cli {
     #[arg(long = "output", value_name = "NAME=PATH")]
     outputs: Vec<String>,
 
-    /// Write every result to DIR/<name>.npy (and generated inputs to DIR/input_<name>.npy).
+    /// Write every result to DIR/<name>.npy (and generated inputs to DIR/inputs/<name>.npy).
     #[arg(long = "output-dir", value_name = "DIR")]
     output_dir: Option<PathBuf>,
 
@@ -121,6 +121,26 @@ fn display_name(f: &Function, v: tilec::ir::Value, fallback: String) -> String {
     f.values[v].name.clone().unwrap_or(fallback)
 }
 
+/// Names of the results: the returned values' source names, else
+/// `resultN`; made unique first come, first served (a later duplicate
+/// gets a suffix `_1`, `_2`, ...). Taken from the program as
+/// written, so a pipeline cannot change them.
+fn result_names(f: &Function) -> Vec<String> {
+    let ret = f.return_op().map(|op| f.ops[op].operands.clone()).unwrap_or_default();
+    let wanted: Vec<String> = ret.iter().enumerate().map(|(i, &v)| display_name(f, v, format!("result{i}"))).collect();
+    let mut names: Vec<String> = Vec::new();
+    for w in &wanted {
+        let mut name = w.clone();
+        let mut k = 1;
+        while names.contains(&name) {
+            name = format!("{w}_{k}");
+            k += 1;
+        }
+        names.push(name);
+    }
+    names
+}
+
 fn split_assignment(s: &str, flag: &str) -> Result<(String, PathBuf), Diagnostic> {
     match s.split_once('=') {
         Some((name, path)) if !name.is_empty() && !path.is_empty() => Ok((name.trim_start_matches('%').to_string(), PathBuf::from(path))),
@@ -181,6 +201,8 @@ fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Di
             }
         }
     }
+    // A bad --input already explains itself; "missing" errors would only add noise.
+    let input_errors = !diags.is_empty();
     let generate_missing = cli.inputs.is_empty() || cli.fill_random;
     let mut tensors = Vec::new();
     let mut generated = Vec::new();
@@ -192,10 +214,11 @@ fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Di
                 Err(msg) => diags.push(Diagnostic::error(format!("input `{}`: {msg}", params[i]))),
             },
             None if generate_missing => {
-                tensors.push(Tensor::random(ty, cli.seed.wrapping_add(i as u64)));
+                tensors.push(Tensor::random(ty, Tensor::input_seed(cli.seed, i)));
                 generated.push(true);
                 continue;
             }
+            None if input_errors => {}
             None => diags.push(
                 Diagnostic::error(format!("missing input `{}` ({ty})", params[i]))
                     .with_help(format!("give it with `--input {}=file.npy`, or add --fill-random to generate the inputs not given", params[i])),
@@ -250,14 +273,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let flops = tilec::ir::cost::flops(f);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
 
-    let ret = f.return_op().map(|op| f.ops[op].operands.clone()).unwrap_or_default();
-    let mut names: Vec<String> = ret.iter().enumerate().map(|(i, &v)| display_name(f, v, format!("result{i}"))).collect();
-    // Two results returning the same named value need distinct file names.
-    for i in 0..names.len() {
-        if names[..i].contains(&names[i]) {
-            names[i] = format!("result{i}");
-        }
-    }
+    let names = result_names(original);
 
     let checks: Vec<Option<Comparison>> = if cli.check {
         let reference = execute(Backend::Interp, original, &inputs)?;
@@ -276,12 +292,12 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             .zip(&results)
             .zip(&checks)
             .map(|((name, t), c)| {
-                let mut o = json!({ "name": name, "type": t.ty.to_string(), "checksum": checksum(t) });
+                let mut o = json!({ "name": name, "type": t.ty.to_string(), "checksum": json_number(checksum(t)) });
                 if let Some(c) = c {
-                    o["check"] = json!({ "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err, "rtol": c.rtol, "passed": c.passed });
+                    o["check"] = json!({ "max_abs_err": json_number(c.max_abs_err), "max_rel_err": json_number(c.max_rel_err), "rtol": c.rtol, "passed": c.passed });
                 }
                 if cli.print {
-                    o["values"] = json!((0..t.len().min(64)).map(|i| t.get_f64(i)).collect::<Vec<_>>());
+                    o["values"] = json!((0..t.len().min(64)).map(|i| json_number(t.get_f64(i))).collect::<Vec<_>>());
                 }
                 o
             })
@@ -331,6 +347,20 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// A number for JSON: non-finite values (which JSON cannot hold) become
+/// the strings "inf", "-inf" and "nan".
+fn json_number(x: f64) -> serde_json::Value {
+    if x.is_finite() {
+        json!(x)
+    } else if x.is_nan() {
+        json!("nan")
+    } else if x > 0.0 {
+        json!("inf")
+    } else {
+        json!("-inf")
+    }
+}
+
 /// Sum of the elements, for a quick comparison of runs.
 fn checksum(t: &Tensor) -> f64 {
     (0..t.len()).map(|i| t.get_f64(i)).sum()
@@ -357,9 +387,15 @@ fn write_outputs(cli: &Cli, f: &Function, names: &[String], results: &[Tensor], 
         for (name, t) in names.iter().zip(results) {
             write(&dir.join(format!("{name}.npy")), t);
         }
-        for (i, (&p, t)) in f.params.iter().zip(inputs).enumerate() {
-            if generated[i] {
-                write(&dir.join(format!("input_{}.npy", display_name(f, p, format!("arg{i}")))), t);
+        // Generated inputs go to a folder of their own, so they cannot
+        // collide with a result of the same name.
+        if generated.iter().any(|&g| g) {
+            let inputs_dir = dir.join("inputs");
+            std::fs::create_dir_all(&inputs_dir).map_err(|e| Diagnostic::error(format!("cannot create `{}`: {}", inputs_dir.display(), tilec::input::io_reason(&e))))?;
+            for (i, (&p, t)) in f.params.iter().zip(inputs).enumerate() {
+                if generated[i] {
+                    write(&inputs_dir.join(format!("{}.npy", display_name(f, p, format!("arg{i}")))), t);
+                }
             }
         }
     }

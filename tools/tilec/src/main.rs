@@ -169,7 +169,8 @@ impl Driver {
             eprintln!("Pass Manager with {} passes:\nbuiltin.module({})", pipeline.passes.len(), full.join(","));
         }
         if let Some(dir) = &cli.dump_ir_dir {
-            std::fs::create_dir_all(dir).map_err(|e| Diagnostic::error(format!("cannot create --dump-ir-dir `{}`: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Diagnostic::error(format!("cannot create --dump-ir-dir `{}`: {}", dir.display(), tilec::input::io_reason(&e))))?;
         }
 
         let start = Instant::now();
