@@ -12,6 +12,7 @@ pub mod interp;
 pub mod ir;
 pub mod pass;
 pub mod syntax;
+pub mod target;
 pub mod verify;
 
 /// The version printed by the tools and written into records.

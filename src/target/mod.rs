@@ -1,0 +1,171 @@
+//! Target descriptions: what a machine offers (memory levels, compute
+//! units, peak throughput, intrinsics) and how tilec tiles for it (tile
+//! levels and the loop-order template). Read from TOML files in
+//! `targets/` (built in) or given by path; `host` is detected at run time.
+//!
+//! Every number in a shipped file cites its source in the file.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    Cpu,
+    Cuda,
+}
+
+/// One target.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// The name schedules and `--target` use (`sm90`, `x86-avx2`, `host`).
+    pub name: String,
+    pub kind: TargetKind,
+    pub description: String,
+    /// Where the numbers come from (vendor documents, measurements).
+    pub sources: Vec<String>,
+    pub isa: Isa,
+    pub compute: ComputeUnits,
+    /// Peak throughput in GFLOP/s (GOP/s for integers) per element type
+    /// name (`f32`, `f16`, ...), for the whole device.
+    pub peak_gflops: BTreeMap<String, f64>,
+    /// Memory levels, slowest (largest) first.
+    pub memory: Vec<MemoryLevel>,
+    /// Tile levels, outermost first: a schedule gives each axis one tile
+    /// size per level.
+    pub tile_levels: Vec<TileLevel>,
+    /// The loop nest `tile` builds, outermost first: `S.<level>` (spatial
+    /// loops of a tile level), `R.<level>` (reduction loops), `V`
+    /// (virtual-thread loops), `R.point` and `S.point` (the innermost tile).
+    pub loop_order: Vec<String>,
+    #[serde(default)]
+    pub intrinsics: Vec<Intrinsic>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Isa {
+    /// LLVM target triple.
+    pub triple: String,
+    /// LLVM CPU name (`skylake-avx512`, `sm_90`, ...).
+    pub cpu: String,
+    /// LLVM feature string (`+avx2,+fma`, `+ptx80`).
+    pub features: String,
+    /// Width of a vector register in bits (CPU; 0 for GPUs).
+    #[serde(default)]
+    pub vector_bits: u32,
+    /// Number of vector registers (CPU).
+    #[serde(default)]
+    pub vector_registers: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeUnits {
+    /// Cores (CPU) or streaming multiprocessors (GPU).
+    pub units: u32,
+    pub clock_ghz: f64,
+    /// GPU only below.
+    #[serde(default)]
+    pub warp_size: u32,
+    #[serde(default)]
+    pub max_threads_per_block: u32,
+    #[serde(default)]
+    pub max_threads_per_unit: u32,
+    #[serde(default)]
+    pub max_blocks_per_unit: u32,
+    /// 32-bit registers per SM.
+    #[serde(default)]
+    pub registers_per_unit: u32,
+    /// 32-bit registers one thread may use.
+    #[serde(default)]
+    pub max_registers_per_thread: u32,
+}
+
+/// What a capacity is counted per.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    Device,
+    /// Per SM (GPU) or per core (CPU).
+    Unit,
+    /// Per GPU thread block (shared memory a block may allocate).
+    Block,
+    Thread,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryLevel {
+    /// `global`, `l2`, `shared`, `local`, `l1`, `l3`, `dram`, `registers`, ...
+    pub name: String,
+    pub capacity_bytes: u64,
+    pub per: Per,
+    /// Sustained bandwidth in GB/s for the whole device.
+    pub bandwidth_gbs: f64,
+    /// Load-to-use latency in nanoseconds.
+    pub latency_ns: f64,
+    /// Line (CPU) or transaction (GPU) size in bytes.
+    pub line_bytes: u32,
+    #[serde(default)]
+    pub banks: u32,
+    #[serde(default)]
+    pub bank_width_bytes: u32,
+    /// Software-managed (GPU shared memory, registers): only what a
+    /// schedule stages there occupies it. Hardware caches hold a tile's
+    /// whole working set.
+    pub managed: bool,
+    /// The buffer scope code for this level uses when a schedule stages a
+    /// read here (`shared`, `local`); absent where nothing can be staged.
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Binding {
+    /// Spatial loops of this level become GPU thread blocks.
+    Grid,
+    /// Spatial loops of this level become GPU threads.
+    Threads,
+    /// Spatial loops of this level run on parallel cores.
+    Parallel,
+    Serial,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TileLevel {
+    pub name: String,
+    /// The memory level whose capacity bounds a tile of this level.
+    pub memory: String,
+    pub binding: Binding,
+}
+
+/// A hardware instruction that computes a small tile (Tensor Core MMA,
+/// vector FMA, VNNI dot product).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intrinsic {
+    pub name: String,
+    /// `mma`, `fma`, `dot`.
+    pub kind: String,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Element types of A, B and the accumulator.
+    pub a: String,
+    pub b: String,
+    pub acc: String,
+}
+
+impl Target {
+    pub fn memory_level(&self, name: &str) -> Option<&MemoryLevel> {
+        self.memory.iter().find(|m| m.name == name)
+    }
+
+    pub fn tile_level(&self, name: &str) -> Option<(usize, &TileLevel)> {
+        self.tile_levels.iter().enumerate().find(|(_, l)| l.name == name)
+    }
+}
