@@ -12,6 +12,7 @@ pub struct PassManager {
     pipeline: Pipeline,
     instrumentations: Vec<Box<dyn Instrumentation>>,
     verify_each: bool,
+    target: Option<std::sync::Arc<crate::target::Target>>,
 }
 
 /// What a run measured: wall time per pass (and for verification) and the
@@ -26,7 +27,12 @@ pub struct RunReport {
 
 impl PassManager {
     pub fn new(pipeline: Pipeline) -> Self {
-        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true }
+        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None }
+    }
+
+    /// The target passes compile for (`--target`).
+    pub fn set_target(&mut self, target: std::sync::Arc<crate::target::Target>) {
+        self.target = Some(target);
     }
 
     pub fn add_instrumentation(&mut self, i: Box<dyn Instrumentation>) {
@@ -47,7 +53,7 @@ impl PassManager {
     /// whose output does not verify.
     pub fn run(&mut self, module: &mut Module) -> Result<RunReport, Diagnostics> {
         let mut report = RunReport::default();
-        let mut cx = PassContext::new();
+        let mut cx = PassContext::with_target(self.target.clone());
         let mut verify_time = Duration::ZERO;
         let mut result = Ok(());
         for inst in &mut self.instrumentations {

@@ -27,16 +27,26 @@ pub trait Pass {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics>;
 }
 
-/// What a pass may use besides the module: statistics now; target
-/// descriptions and the measurement interface as later passes need them.
+/// What a pass may use besides the module: the target it compiles for,
+/// and statistics (the measurement interface comes with the search pass).
 #[derive(Default)]
 pub struct PassContext {
     statistics: IndexMap<&'static str, u64>,
+    target: Option<std::sync::Arc<crate::target::Target>>,
 }
 
 impl PassContext {
     pub fn new() -> Self {
         PassContext::default()
+    }
+
+    pub fn with_target(target: Option<std::sync::Arc<crate::target::Target>>) -> Self {
+        PassContext { statistics: IndexMap::new(), target }
+    }
+
+    /// The target given with `--target`, if any.
+    pub fn target(&self) -> Option<&crate::target::Target> {
+        self.target.as_deref()
     }
 
     /// Adds `n` to the statistic `name` (declared in the pass's `statistics`).
