@@ -2,6 +2,19 @@
 //! `PassDecl`) and registered in [`registry`].
 
 pub mod canonicalize;
+mod nest;
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod pipeline_tests;
+#[cfg(test)]
+mod schedule_props;
+pub mod tile;
+pub mod bind;
+pub mod cache;
+pub mod unroll;
+pub mod vectorize;
+pub mod vthread;
 
 use tilec::pass::Registry;
 
@@ -9,6 +22,12 @@ use tilec::pass::Registry;
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(&canonicalize::DECL);
+    r.register(&tile::DECL);
+    r.register(&cache::DECL);
+    r.register(&vthread::DECL);
+    r.register(&bind::DECL);
+    r.register(&unroll::DECL);
+    r.register(&vectorize::DECL);
     r
 }
 

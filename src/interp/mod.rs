@@ -9,13 +9,13 @@
 
 pub mod compare;
 mod compute;
+mod machine;
 pub mod npy;
 pub mod tensor;
 
 pub use tensor::{ShapeError, Tensor, TensorData};
 
 use crate::ir::*;
-use std::collections::HashMap;
 use std::fmt;
 
 /// Why a function could not be interpreted.
@@ -59,38 +59,13 @@ pub fn run_function_with(f: &Function, inputs: &[Tensor], limits: &Limits) -> Re
     if inputs.len() != f.params.len() {
         return Err(InterpError::new(format!("@{} takes {} inputs, {} given", f.name, f.params.len(), inputs.len())));
     }
-    let mut env: HashMap<Value, Tensor> = HashMap::new();
     for (i, (&p, t)) in f.params.iter().zip(inputs).enumerate() {
         let expected = f.value_type(p);
         if &Type::Tensor(t.ty.clone()) != expected {
             return Err(InterpError::new(format!("input {i} of @{} has type {} but {expected} is expected", f.name, t.ty)));
         }
-        env.insert(p, t.clone());
     }
-    let mut allocated: u64 = 0;
-    for &op in &f.regions[f.body].ops {
-        let data = &f.ops[op];
-        match &data.kind {
-            OpKind::Compute(_) => {
-                let ty = f.value_type(data.results[0]).as_tensor().ok_or_else(|| InterpError::new("compute result is not a tensor"))?;
-                allocated = allocated.saturating_add(ty.size_bytes().unwrap_or(u64::MAX));
-                if allocated > limits.max_bytes {
-                    return Err(InterpError::new(format!(
-                        "@{} needs more than {} bytes of tensors; the interpreter's limit is {}",
-                        f.name, allocated, limits.max_bytes
-                    )));
-                }
-                let args: Vec<&Tensor> = data.operands.iter().map(|v| env.get(v).ok_or_else(|| InterpError::new(format!("{v} has no value")))).collect::<Result<_, _>>()?;
-                let out = compute::eval(f, op, args)?;
-                env.insert(data.results[0], out);
-            }
-            OpKind::Return => {
-                return data.operands.iter().map(|v| env.get(v).cloned().ok_or_else(|| InterpError::new(format!("{v} has no value")))).collect();
-            }
-            other => return Err(InterpError::new(format!("the interpreter cannot run `{}` in a function body", other.mnemonic()))),
-        }
-    }
-    Err(InterpError::new(format!("@{} has no `return`", f.name)))
+    machine::Machine::new(f, limits).run(inputs)
 }
 
 #[cfg(test)]

@@ -87,19 +87,28 @@ impl fmt::Display for Mapping {
     }
 }
 
-/// Which axis and tile level a loop came from (`axis(i.block)`), so later
-/// passes can find the loops a schedule speaks of.
+/// Which axis and tile level a loop came from, so later passes can find
+/// the loops a schedule speaks of: `axis(i.block)` for a spatial axis,
+/// `reduce(k.block)` for a reduction axis.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LoopTag {
     pub axis: String,
-    /// A tile level of the target, or `point` (the innermost tile) or
-    /// `vthread`.
+    /// A tile level of the target, or `point` (the innermost tile),
+    /// `vthread` or `vector`.
     pub level: String,
+    pub reduction: bool,
+}
+
+impl LoopTag {
+    /// The keyword the tag prints with.
+    pub fn keyword(&self) -> &'static str {
+        if self.reduction { "reduce" } else { "axis" }
+    }
 }
 
 impl fmt::Display for LoopTag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.axis, self.level)
+        write!(f, "{}({}.{})", self.keyword(), self.axis, self.level)
     }
 }
 

@@ -7,6 +7,7 @@
 //! append-only, and everything that walks the IR starts from regions.
 
 pub mod affine;
+pub mod builder;
 pub mod cost;
 pub mod loops;
 pub mod ops;

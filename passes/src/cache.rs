@@ -1,0 +1,232 @@
+//! `cache`: stages reads into a faster memory level (Gensor Formula 2's
+//! caching action; GTA's multi-scope caching rule).
+//!
+//! For a directive `read → memory level`, the tile level whose tiles live
+//! in that memory says where to stage: at the innermost loop of that level
+//! in the target's loop order (on a GPU, `shared` ↔ the `block` level: per
+//! step of the outer reduction loop). There a buffer of the memory's scope
+//! receives the read's footprint — the box of elements the loads inside
+//! touch — by a `copy`, and the loads read the buffer instead. Shared
+//! buffers are filled cooperatively by the block's threads (the footprint
+//! spans the thread loops), fenced by barriers before the first use and
+//! after the last; local buffers are per thread.
+
+use crate::nest::{OrderEntry, entry_of_level, for_loop, kernels, loop_order, subtree, target_for};
+use tilec::diag::{Diagnostic, Diagnostics, Span};
+use tilec::ir::builder::Cursor;
+use tilec::ir::*;
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use tilec::target::{Binding, Target};
+
+pub static DECL: PassDecl = PassDecl {
+    name: "cache",
+    summary: "Stage reads into faster memory (shared memory, registers, packed buffers)",
+    description: "
+For every kernel and every cache directive of its schedule (`cache = {a =
+shared}`), or for the read and memory level given as options, stages the
+read's footprint into a buffer of that memory level: at the innermost loop
+of the tile level whose memory it is (in the target's loop order), a `copy`
+fills the buffer with the box of elements the loads inside touch (padding
+included), and those loads read the buffer. Shared-memory buffers are
+allocated once per block, filled cooperatively by its threads and fenced
+with barriers; register (local) buffers are per thread; on CPUs the local
+buffers are packed copies per cache level. Reads with an exact division
+(`div`) are not cached.",
+    options: &[
+        OptionDecl { name: "read", kind: OptionKind::Str, default: "", help: "the read to stage, by name (empty: each kernel's schedule)" },
+        OptionDecl { name: "level", kind: OptionKind::Str, default: "shared", help: "the memory level to stage into when `read` is given" },
+    ],
+    statistics: &[("staged", "loads redirected to a staged buffer"), ("barriers", "barriers inserted")],
+    create: |o: &PassOptions| Box::new(Cache { read: o.str("read").to_string(), level: o.str("level").to_string() }),
+};
+
+pub struct Cache {
+    read: String,
+    level: String,
+}
+
+impl Pass for Cache {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        let mut diags = Diagnostics::new();
+        for f in &mut module.funcs {
+            for (kernel, schedule) in kernels(f) {
+                let directives: Vec<(String, String)> = if self.read.is_empty() {
+                    schedule.cache.iter().map(|d| (d.read_name.clone(), d.level.clone())).collect()
+                } else {
+                    vec![(self.read.clone(), self.level.clone())]
+                };
+                if directives.is_empty() {
+                    continue;
+                }
+                let span = f.op_spans[kernel];
+                let target = match target_for(cx, &schedule.target, span) {
+                    Ok(t) => t,
+                    Err(d) => {
+                        diags.push(d);
+                        continue;
+                    }
+                };
+                for (read, level) in directives {
+                    match stage(f, kernel, &target, &read, &level, span) {
+                        Ok((loads, barriers)) => {
+                            cx.bump("staged", loads);
+                            cx.bump("barriers", barriers);
+                        }
+                        Err(d) => diags.push(d),
+                    }
+                }
+            }
+        }
+        diags.into_result()
+    }
+}
+
+/// Stages read `read` into memory level `level`; returns the number of
+/// loads redirected and barriers inserted.
+fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span: Span) -> Result<(u64, u64), Diagnostic> {
+    let mem = t.memory_level(level).ok_or_else(|| {
+        Diagnostic::error(format!("target `{}` has no memory level `{level}`", t.name))
+            .at(span, "in this kernel")
+            .with_note(format!("its memory levels are: {}", t.memory.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")))
+    })?;
+    let scope = mem.scope.as_deref().and_then(MemScope::from_name).ok_or_else(|| {
+        Diagnostic::error(format!("nothing can be staged into `{level}` of target `{}`", t.name)).at(span, "in this kernel")
+    })?;
+    let (li, _) = t.tile_levels.iter().enumerate().find(|(_, l)| l.memory == level).ok_or_else(|| {
+        Diagnostic::error(format!("no tile level of target `{}` lives in `{level}`", t.name)).at(span, "in this kernel")
+    })?;
+    let order = loop_order(t).map_err(|m| Diagnostic::error(m).at(span, "in this kernel"))?;
+    // Stage at the innermost loop of the level: its reduction loops if the
+    // template has them, else its spatial loops.
+    let staging_pos = order
+        .iter()
+        .rposition(|e| *e == OrderEntry::Reduction(li))
+        .or_else(|| order.iter().rposition(|e| *e == OrderEntry::Spatial(li)))
+        .ok_or_else(|| Diagnostic::error(format!("tile level `{level}` has no loops in the loop order")).at(span, "in this kernel"))?;
+    let position_of = |f: &Function, o: Op| -> Option<usize> {
+        let tag = for_loop(f, o)?.tag.as_ref()?;
+        let entry = match tag.level.as_str() {
+            "point" | "vector" => {
+                if tag.reduction {
+                    OrderEntry::ReductionPoint
+                } else {
+                    OrderEntry::SpatialPoint
+                }
+            }
+            "vthread" => OrderEntry::VThread,
+            name => {
+                let (l, _) = t.tile_level(name)?;
+                return entry_of_level(&order, tag.reduction, l);
+            }
+        };
+        order.iter().position(|&e| e == entry)
+    };
+    let is_thread_level = |f: &Function, o: Op| {
+        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| !tag.reduction && t.tile_level(&tag.level).is_some_and(|(_, l)| l.binding == Binding::Threads))
+            || matches!(for_loop(f, o).map(|l| l.mapping), Some(Mapping::Thread(_)))
+    };
+
+    let loads: Vec<Op> = subtree(f, kernel)
+        .into_iter()
+        .filter(|&o| matches!(&f.ops[o].kind, OpKind::Load(a) if a.read.as_deref() == Some(read)))
+        .collect();
+    if loads.is_empty() {
+        return Err(Diagnostic::error(format!("no loads of read `{read}` in this kernel")).at(span, "in this kernel"));
+    }
+    let mut barriers = 0;
+    for &load in &loads {
+        let OpKind::Load(access) = f.ops[load].kind.clone() else { unreachable!("filtered loads") };
+        if access.indices.iter().any(|e| e.divisor() != 1) {
+            return Err(Diagnostic::error(format!("read `{read}` divides its indices (`div`) and cannot be staged"))
+                .at(span, "in this kernel")
+                .with_note("its footprint is not a box in the source's index space"));
+        }
+        // Ancestors inside the kernel, outermost first.
+        let mut anc: Vec<Op> = f.ancestors(load).into_iter().take_while(|&a| a != kernel).collect();
+        anc.reverse();
+        let loops: Vec<Op> = anc.iter().copied().filter(|&a| for_loop(f, a).is_some()).collect();
+        let j = loops.iter().take_while(|&&l| position_of(f, l).is_some_and(|p| p <= staging_pos)).count();
+        // Staging point: before the op of the staging region that holds the load.
+        let (region, holder) = if j == 0 {
+            (f.ops[kernel].regions[0], anc.first().copied().unwrap_or(load))
+        } else {
+            let outer = loops[j - 1];
+            let body = f.ops[outer].regions[0];
+            let holder = anc.iter().copied().chain([load]).find(|&o| f.ops[o].parent == body).expect("the load is inside");
+            (body, holder)
+        };
+        let cooperative = scope == MemScope::Shared;
+        let varying: Vec<Op> = loops.iter().enumerate().filter(|&(i, &l)| i >= j || (cooperative && is_thread_level(f, l))).map(|(_, &l)| l).collect();
+        let trips: Vec<(Value, i64)> = varying.iter().map(|&l| (f.regions[f.ops[l].regions[0]].args[0], for_loop(f, l).expect("loop").extent as i64)).collect();
+        let trip_of = |v: Value| trips.iter().find(|(x, _)| *x == v).map(|&(_, n)| n);
+
+        let src = f.ops[load].operands[0];
+        let src_ty = f.value_type(src).readable().expect("verified: readable source");
+        let indices = f.access_indices(load);
+        let mut origin = Vec::new();
+        let mut sizes = Vec::new();
+        let mut local = Vec::new();
+        for e in indices.iter() {
+            let mut o_terms = Vec::new();
+            let mut o_const = e.constant_term();
+            let mut l_terms = Vec::new();
+            let mut l_const = 0;
+            let mut size = 1i64;
+            for &(v, c) in e.terms() {
+                match trip_of(v) {
+                    Some(n) => {
+                        size += c.abs() * (n - 1);
+                        l_terms.push((v, c));
+                        if c < 0 {
+                            o_const += c * (n - 1);
+                            l_const -= c * (n - 1);
+                        }
+                    }
+                    None => o_terms.push((v, c)),
+                }
+            }
+            origin.push(AffineExpr::from_parts(o_terms, o_const, 1).expect("small"));
+            local.push(AffineExpr::from_parts(l_terms, l_const, 1).expect("small"));
+            sizes.push(size as u64);
+        }
+        let buf_ty = BufferType::new(sizes.clone(), src_ty.elem, scope);
+        let pad = access.pad.or(Some(if src_ty.elem.is_int() { Literal::Int(0) } else { Literal::Float(0.0) }));
+        let hint = format!("{read}_{level}");
+
+        // Shared buffers live per block: outside the thread loops.
+        let holder_pos = f.regions[region].ops.iter().position(|&o| o == holder).expect("holder in region");
+        let buf = match (cooperative, loops.iter().find(|&&l| is_thread_level(f, l))) {
+            (true, Some(&first_thread)) => {
+                let r = f.ops[first_thread].parent;
+                let pos = f.regions[r].ops.iter().position(|&o| o == first_thread).expect("loop in region");
+                f.build_alloc(Cursor::at(r, pos), buf_ty, &hint, span)
+            }
+            _ => f.build_alloc(Cursor::at(region, holder_pos), buf_ty, &hint, span),
+        };
+        let holder_pos = f.regions[region].ops.iter().position(|&o| o == holder).expect("holder in region");
+        let zero = vec![AffineExpr::constant(0); sizes.len()];
+        // A read staged at the same place as an earlier one shares its
+        // barriers: its copy joins the others before the first barrier.
+        let ops = &f.regions[region].ops;
+        let is_barrier = |o: Option<&Op>| o.is_some_and(|&o| f.ops[o].kind == OpKind::Barrier);
+        let fenced = cooperative && holder_pos > 0 && is_barrier(ops.get(holder_pos - 1)) && is_barrier(ops.get(holder_pos + 1));
+        if fenced {
+            f.build_copy(Cursor::at(region, holder_pos - 1), src, &origin, buf, &zero, sizes, pad, cooperative, span);
+        } else {
+            f.build_copy(Cursor::at(region, holder_pos), src, &origin, buf, &zero, sizes, pad, cooperative, span);
+            if cooperative {
+                f.build_barrier(Cursor::at(region, holder_pos + 1), span);
+                let after = f.regions[region].ops.iter().position(|&o| o == holder).expect("holder in region") + 1;
+                f.build_barrier(Cursor::at(region, after), span);
+                barriers += 2;
+            }
+        }
+        // The load now reads the staged buffer, in bounds by construction.
+        f.ops[load].operands[0] = buf;
+        if let OpKind::Load(a) = &mut f.ops[load].kind {
+            a.pad = None;
+        }
+        f.set_access_indices(load, &local);
+    }
+    Ok((loads.len() as u64, barriers))
+}

@@ -1,0 +1,616 @@
+//! Execution of whole functions, level 0 and loop-level ops alike.
+//!
+//! Level-0 compute ops go to the vectorised evaluator (`compute.rs`);
+//! everything else is walked op by op. The GPU model is the spec's:
+//!
+//! - block-mapped loops and parallel loops run their iterations as
+//!   independent *agents* (one after another here); two agents touching the
+//!   same element of a buffer they share, with at least one write, is a race
+//!   and an error;
+//! - the body of a thread-mapped loop (or a directly nested set of them)
+//!   runs all its threads together in *phases* delimited by barriers: each
+//!   op between two barriers runs for every thread before the next op, and
+//!   loops containing barriers run in lockstep (their trip counts are
+//!   static, so uniform); within a phase, a thread reading what another
+//!   thread wrote, or two threads writing one element, is a race — the
+//!   missing barrier is reported, not tolerated;
+//! - buffers start uninitialised; reading an element never written is an
+//!   error (it would be garbage on hardware).
+//!
+//! This walker is for correctness on small shapes; it is not fast.
+
+use super::compute;
+use super::tensor::Tensor;
+use super::{InterpError, Limits};
+use crate::ir::ops::round_to;
+use crate::ir::scalar;
+use crate::ir::*;
+use std::collections::HashSet;
+
+/// A runtime value.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Val {
+    Index(i64),
+    F(f64),
+    I(i64),
+    Buf(usize),
+}
+
+/// Race bookkeeping for one element: the last writer and reader as
+/// `(epoch << 32) | (agent + 1)`; `READERS` marks several readers.
+#[derive(Clone, Default)]
+struct RaceCell {
+    write: u64,
+    read: u64,
+}
+
+const READERS: u64 = u32::MAX as u64;
+
+struct Buffer {
+    data: Tensor,
+    init: Vec<bool>,
+    name: String,
+    /// Function inputs and compute results: never written after creation,
+    /// so never raced on.
+    readonly: bool,
+    /// Allocated by this thread inside a thread region (private to it).
+    owner_thread: Option<u32>,
+    /// Allocated inside this block or parallel iteration (private to it).
+    owner_agent: Option<u32>,
+    /// Between threads of a block (phases delimited by barriers).
+    thread_races: Vec<RaceCell>,
+    /// Between blocks of a grid / iterations of a parallel loop.
+    agent_races: Vec<RaceCell>,
+}
+
+/// Per-thread (or, outside thread regions, the only) value environment.
+#[derive(Clone)]
+struct Env {
+    vals: Vec<Option<Val>>,
+}
+
+impl Env {
+    fn get(&self, v: Value) -> Result<Val, InterpError> {
+        self.vals[v.index()].ok_or_else(|| InterpError::new(format!("value #{} used before it was defined", v.as_u32())))
+    }
+
+    fn set(&mut self, v: Value, x: Val) {
+        self.vals[v.index()] = Some(x);
+    }
+}
+
+pub(super) struct Machine<'f> {
+    f: &'f Function,
+    buffers: Vec<Buffer>,
+    allocated: u64,
+    limits: Limits,
+    /// Ops that contain a barrier (or are one).
+    has_barrier: HashSet<Op>,
+    /// The thread running now inside a thread region, how many threads the
+    /// region has, and the barrier phase.
+    thread: Option<u32>,
+    thread_count: Option<u32>,
+    phase: u64,
+    /// The block or parallel iteration running now, and its epoch.
+    agent: Option<u32>,
+    agent_epoch: u64,
+}
+
+impl<'f> Machine<'f> {
+    pub(super) fn new(f: &'f Function, limits: &Limits) -> Self {
+        let mut has_barrier = HashSet::new();
+        for op in f.walk() {
+            if f.ops[op].kind == OpKind::Barrier {
+                has_barrier.insert(op);
+                has_barrier.extend(f.ancestors(op));
+            }
+        }
+        Machine { f, buffers: Vec::new(), allocated: 0, limits: limits.clone(), has_barrier, thread: None, thread_count: None, phase: 0, agent: None, agent_epoch: 0 }
+    }
+
+    fn new_buffer(&mut self, data: Tensor, init: bool, name: String) -> Result<usize, InterpError> {
+        // Initialised at creation means an input or a compute result.
+        let readonly = init;
+        self.allocated = self.allocated.saturating_add(data.ty.size_bytes().unwrap_or(u64::MAX));
+        if self.allocated > self.limits.max_bytes {
+            return Err(InterpError::new(format!("the run needs more than {} bytes of buffers, the interpreter's limit", self.limits.max_bytes)));
+        }
+        let n = data.len();
+        self.buffers.push(Buffer {
+            data,
+            init: vec![init; n],
+            name,
+            readonly,
+            owner_thread: self.thread,
+            owner_agent: self.agent,
+            thread_races: Vec::new(),
+            agent_races: Vec::new(),
+        });
+        Ok(self.buffers.len() - 1)
+    }
+
+    fn name_of(&self, v: Value) -> String {
+        match &self.f.values[v].name {
+            Some(n) => format!("%{n}"),
+            None => format!("#{}", v.as_u32()),
+        }
+    }
+
+    /// Runs the function on `inputs` and returns its results.
+    pub(super) fn run(mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, InterpError> {
+        let f = self.f;
+        let mut env = Env { vals: vec![None; f.values.len()] };
+        for (&p, t) in f.params.iter().zip(inputs) {
+            let b = self.new_buffer(t.clone(), true, self.name_of(p))?;
+            env.set(p, Val::Buf(b));
+        }
+        let ops = f.regions[f.body].ops.clone();
+        for op in ops {
+            if let OpKind::Return = f.ops[op].kind {
+                let mut out = Vec::new();
+                for (i, &v) in f.ops[op].operands.iter().enumerate() {
+                    let Val::Buf(b) = env.get(v)? else { return Err(InterpError::new("`return` of a non-tensor")) };
+                    let buf = &self.buffers[b];
+                    if let Some(e) = buf.init.iter().position(|&x| !x) {
+                        return Err(InterpError::new(format!("result {i} ({}) has element {e} never written", buf.name)));
+                    }
+                    let want = &f.result_types[i];
+                    out.push(Tensor { ty: want.clone(), data: buf.data.data.clone() });
+                }
+                return Ok(out);
+            }
+            self.exec(op, &mut env)?;
+        }
+        Err(InterpError::new(format!("@{} has no `return`", f.name)))
+    }
+
+    fn buf_of(&self, env: &Env, v: Value) -> Result<usize, InterpError> {
+        match env.get(v)? {
+            Val::Buf(b) => Ok(b),
+            other => Err(InterpError::new(format!("{} is not a buffer or tensor ({other:?})", self.name_of(v)))),
+        }
+    }
+
+    fn eval_index(&self, op: Op, env: &Env, e: &AffineExpr<Dim>) -> Result<i64, InterpError> {
+        let operands = &self.f.ops[op].operands;
+        let mut err = None;
+        let n = e.eval_numerator(|d| match env.get(operands[d.index()]) {
+            Ok(Val::Index(i)) => i,
+            Ok(_) | Err(_) => {
+                err = Some(InterpError::new("index expression over a non-index value"));
+                0
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        Ok(n)
+    }
+
+    /// Row-major offset of `idx` in `shape`, or `None` if out of bounds.
+    fn offset(shape: &[u64], idx: &[i64]) -> Option<usize> {
+        let mut off = 0usize;
+        for (&i, &n) in idx.iter().zip(shape) {
+            if i < 0 || i as u64 >= n {
+                return None;
+            }
+            off = off * n as usize + i as usize;
+        }
+        Some(off)
+    }
+
+    /// Records an access for race detection; `Err` on a race.
+    fn track(&mut self, b: usize, elem: usize, write: bool) -> Result<(), InterpError> {
+        let (thread, phase, agent, epoch) = (self.thread, self.phase, self.agent, self.agent_epoch);
+        let buf = &mut self.buffers[b];
+        let check = |cells: &mut Vec<RaceCell>, len: usize, epoch: u64, who: u32| -> Option<&'static str> {
+            if cells.is_empty() {
+                cells.resize(len, RaceCell::default());
+            }
+            let cell = &mut cells[elem];
+            let me = (epoch << 32) | (who as u64 + 1);
+            let same_epoch = |x: u64| x >> 32 == epoch && x & 0xffff_ffff != 0;
+            if write {
+                if same_epoch(cell.write) && cell.write != me {
+                    return Some("two writes");
+                }
+                if same_epoch(cell.read) && (cell.read & 0xffff_ffff == READERS || cell.read != me) {
+                    return Some("a read and a write");
+                }
+                cell.write = me;
+            } else {
+                if same_epoch(cell.write) && cell.write != me {
+                    return Some("a write and a read");
+                }
+                cell.read = if same_epoch(cell.read) && cell.read != me { (epoch << 32) | READERS } else { me };
+            }
+            None
+        };
+        let len = buf.init.len();
+        if let Some(t) = thread {
+            if buf.owner_thread.is_none() {
+                if let Some(what) = check(&mut buf.thread_races, len, phase, t) {
+                    return Err(InterpError::new(format!(
+                        "data race on {} element {elem}: {what} by different threads between two barriers (is a barrier missing?)",
+                        buf.name
+                    )));
+                }
+            }
+        }
+        if let Some(a) = agent {
+            if buf.owner_agent.is_none() {
+                if let Some(what) = check(&mut buf.agent_races, len, epoch, a) {
+                    return Err(InterpError::new(format!(
+                        "data race on {} element {elem}: {what} by different blocks or parallel iterations",
+                        buf.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_elem(&mut self, b: usize, elem: usize, what: &str) -> Result<Val, InterpError> {
+        if !self.buffers[b].init[elem] {
+            let hint = if self.thread.is_some() && self.buffers[b].owner_thread.is_none() {
+                " (another thread may write it later: is a barrier missing?)"
+            } else {
+                ""
+            };
+            return Err(InterpError::new(format!("{what} reads element {elem} of {}, which was never written{hint}", self.buffers[b].name)));
+        }
+        if !self.buffers[b].readonly {
+            self.track(b, elem, false)?;
+        }
+        let t = &self.buffers[b].data;
+        Ok(if t.ty.elem.is_int() { Val::I(t.get_i64(elem)) } else { Val::F(t.get_f64(elem)) })
+    }
+
+    fn write_elem(&mut self, b: usize, elem: usize, v: Val) -> Result<(), InterpError> {
+        if self.buffers[b].readonly {
+            return Err(InterpError::new(format!("store to {}, which is a tensor (read-only)", self.buffers[b].name)));
+        }
+        self.track(b, elem, true)?;
+        let buf = &mut self.buffers[b];
+        buf.init[elem] = true;
+        match v {
+            Val::F(x) => buf.data.scatter_f64(&[elem as i64], &[x]),
+            Val::I(x) => buf.data.scatter_i64(&[elem as i64], &[x]),
+            other => return Err(InterpError::new(format!("cannot store {other:?}"))),
+        }
+        Ok(())
+    }
+
+    fn literal_val(lit: Literal, ty: ElemType) -> Val {
+        match scalar::normalize(ty, lit) {
+            Literal::Int(i) => Val::I(i),
+            Literal::Float(x) => Val::F(x),
+        }
+    }
+
+    fn val_literal(v: Val) -> Literal {
+        match v {
+            Val::F(x) => Literal::Float(x),
+            Val::I(i) | Val::Index(i) => Literal::Int(i),
+            Val::Buf(_) => Literal::Int(0),
+        }
+    }
+
+    /// Executes one op (outside a thread region, or for the current thread).
+    fn exec(&mut self, op: Op, env: &mut Env) -> Result<(), InterpError> {
+        let f = self.f;
+        let data = &f.ops[op];
+        let result_elem = || data.results.first().and_then(|&r| f.value_type(r).as_scalar());
+        match &data.kind {
+            OpKind::Compute(_) => {
+                let inputs: Vec<Tensor> = data
+                    .operands
+                    .iter()
+                    .map(|&v| {
+                        let b = self.buf_of(env, v)?;
+                        let buf = &self.buffers[b];
+                        if buf.init.iter().any(|&x| !x) {
+                            return Err(InterpError::new(format!("compute reads {}, which is not fully written", buf.name)));
+                        }
+                        Ok(buf.data.clone())
+                    })
+                    .collect::<Result<_, _>>()?;
+                let refs: Vec<&Tensor> = inputs.iter().collect();
+                let out = compute::eval(f, op, refs)?;
+                let b = self.new_buffer(out, true, self.name_of(data.results[0]))?;
+                env.set(data.results[0], Val::Buf(b));
+            }
+            OpKind::Alloc => {
+                let r = data.results[0];
+                let Some(bt) = f.value_type(r).as_buffer() else { return Err(InterpError::new("alloc of a non-buffer")) };
+                let b = self.new_buffer(Tensor::zeros(&bt.as_tensor_type()), false, self.name_of(r))?;
+                env.set(r, Val::Buf(b));
+            }
+            OpKind::For(l) => self.exec_for(op, l.extent, l.mapping, env)?,
+            OpKind::Load(a) => {
+                let b = self.buf_of(env, data.operands[0])?;
+                let v = self.load(op, a, b, env)?;
+                env.set(data.results[0], v);
+            }
+            OpKind::Store(a) => {
+                let v = env.get(data.operands[0])?;
+                let b = self.buf_of(env, data.operands[1])?;
+                let idx: Vec<i64> = a.indices.iter().map(|e| self.eval_index(op, env, e)).collect::<Result<_, _>>()?;
+                let Some(off) = Self::offset(&self.buffers[b].data.ty.shape, &idx) else {
+                    return Err(InterpError::new(format!("store to {} at {idx:?} is out of bounds", self.buffers[b].name)));
+                };
+                self.write_elem(b, off, v)?;
+            }
+            OpKind::Copy(c) => self.copy(op, c, env)?,
+            OpKind::Fill(lit) => {
+                let b = self.buf_of(env, data.operands[0])?;
+                let elem = self.buffers[b].data.ty.elem;
+                let v = Self::literal_val(*lit, elem);
+                for i in 0..self.buffers[b].init.len() {
+                    self.write_elem(b, i, v)?;
+                }
+            }
+            // Outside a thread region a barrier has nothing to wait for;
+            // inside one, `exec_threads` handles it.
+            OpKind::Barrier => {}
+            OpKind::If(g) => {
+                if self.guard_holds(op, g, env)? {
+                    for o in f.regions[data.regions[0]].ops.clone() {
+                        self.exec(o, env)?;
+                    }
+                }
+            }
+            OpKind::Kernel(_) => {
+                for o in f.regions[data.regions[0]].ops.clone() {
+                    self.exec(o, env)?;
+                }
+            }
+            OpKind::IndexValue(e) => {
+                let x = self.eval_index(op, env, e)?;
+                let ty = result_elem().ok_or_else(|| InterpError::new("index value of a non-scalar type"))?;
+                env.set(data.results[0], if ty.is_int() { Val::I(scalar::wrap_int(ty, x)) } else { Val::F(round_to(ty, x as f64)) });
+            }
+            OpKind::Const(lit) => {
+                let ty = result_elem().ok_or_else(|| InterpError::new("constant of a non-scalar type"))?;
+                env.set(data.results[0], Self::literal_val(*lit, ty));
+            }
+            OpKind::Unary(u) => {
+                let ty = result_elem().ok_or_else(|| InterpError::new("unary op of a non-scalar type"))?;
+                let x = Self::val_literal(env.get(data.operands[0])?);
+                env.set(data.results[0], Self::literal_val(scalar::unary(*u, ty, x), ty));
+            }
+            OpKind::Binary(bop) => {
+                let ty = result_elem().ok_or_else(|| InterpError::new("binary op of a non-scalar type"))?;
+                let (x, y) = (Self::val_literal(env.get(data.operands[0])?), Self::val_literal(env.get(data.operands[1])?));
+                env.set(data.results[0], Self::literal_val(scalar::binary(*bop, ty, x, y), ty));
+            }
+            OpKind::Cast => {
+                let to = result_elem().ok_or_else(|| InterpError::new("cast to a non-scalar type"))?;
+                let from = f.value_type(data.operands[0]).as_scalar().ok_or_else(|| InterpError::new("cast from a non-scalar"))?;
+                let x = Self::val_literal(env.get(data.operands[0])?);
+                env.set(data.results[0], Self::literal_val(scalar::cast(from, to, x), to));
+            }
+            OpKind::AxisIndex(_) | OpKind::Yield | OpKind::Return => {
+                return Err(InterpError::new(format!("`{}` outside the place it belongs", data.kind.mnemonic())));
+            }
+        }
+        Ok(())
+    }
+
+    fn guard_holds(&self, op: Op, g: &Guard, env: &Env) -> Result<bool, InterpError> {
+        for (e, bound) in &g.conds {
+            if self.eval_index(op, env, e)? >= *bound {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn load(&mut self, op: Op, a: &Access, b: usize, env: &Env) -> Result<Val, InterpError> {
+        let mut idx = Vec::with_capacity(a.indices.len());
+        let mut inexact = false;
+        for e in &a.indices {
+            let n = self.eval_index(op, env, e)?;
+            let d = e.divisor();
+            if n.rem_euclid(d) != 0 {
+                inexact = true;
+            }
+            idx.push(n.div_euclid(d));
+        }
+        let elem = self.buffers[b].data.ty.elem;
+        let off = if inexact { None } else { Self::offset(&self.buffers[b].data.ty.shape, &idx) };
+        match (off, a.pad) {
+            (Some(off), _) => self.read_elem(b, off, "load"),
+            (None, Some(pad)) => Ok(Self::literal_val(pad, elem)),
+            (None, None) => Err(InterpError::new(format!("load from {} at {idx:?} is out of bounds (and has no pad value)", self.buffers[b].name))),
+        }
+    }
+
+    fn copy(&mut self, op: Op, c: &CopyOp, env: &Env) -> Result<(), InterpError> {
+        let data = &self.f.ops[op];
+        let src = self.buf_of(env, data.operands[0])?;
+        let dst = self.buf_of(env, data.operands[1])?;
+        let so: Vec<i64> = c.src.iter().map(|e| self.eval_index(op, env, e)).collect::<Result<_, _>>()?;
+        let d_o: Vec<i64> = c.dst.iter().map(|e| self.eval_index(op, env, e)).collect::<Result<_, _>>()?;
+        let total: u64 = c.sizes.iter().product();
+        // A cooperative copy inside a thread region is shared out: thread t
+        // of T copies elements t, t + T, ...
+        let (first, step) = match (c.cooperative, self.thread, self.thread_count) {
+            (true, Some(t), Some(n)) => (t as u64, n as u64),
+            _ => (0, 1),
+        };
+        let elem = self.buffers[dst].data.ty.elem;
+        let mut e = first;
+        while e < total {
+            let mut rem = e;
+            let mut box_idx = vec![0i64; c.sizes.len()];
+            for d in (0..c.sizes.len()).rev() {
+                box_idx[d] = (rem % c.sizes[d]) as i64;
+                rem /= c.sizes[d];
+            }
+            let s: Vec<i64> = so.iter().zip(&box_idx).map(|(o, i)| o + i).collect();
+            let t: Vec<i64> = d_o.iter().zip(&box_idx).map(|(o, i)| o + i).collect();
+            let v = match (Self::offset(&self.buffers[src].data.ty.shape, &s), c.pad) {
+                (Some(off), _) => self.read_elem(src, off, "copy")?,
+                (None, Some(p)) => Self::literal_val(p, elem),
+                (None, None) => return Err(InterpError::new(format!("copy from {} at {s:?} is out of bounds (and has no pad value)", self.buffers[src].name))),
+            };
+            let Some(doff) = Self::offset(&self.buffers[dst].data.ty.shape, &t) else {
+                return Err(InterpError::new(format!("copy to {} at {t:?} is out of bounds", self.buffers[dst].name)));
+            };
+            self.write_elem(dst, doff, v)?;
+            e += step;
+        }
+        Ok(())
+    }
+
+    fn exec_for(&mut self, op: Op, extent: u64, mapping: Mapping, env: &mut Env) -> Result<(), InterpError> {
+        let f = self.f;
+        let body = f.ops[op].regions[0];
+        let iv = f.regions[body].args[0];
+        match mapping {
+            Mapping::Thread(_) => {
+                if self.thread.is_some() {
+                    // Directly nested thread loops are gathered by the outer
+                    // one; anything else is a structure we do not execute.
+                    return Err(InterpError::new("thread-mapped loop inside a thread region that is not directly nested"));
+                }
+                self.exec_threads(op, env)
+            }
+            Mapping::Block(_) | Mapping::Parallel if self.agent.is_none() => {
+                // A new grid (or parallel loop): its iterations are agents,
+                // numbered across directly nested block loops.
+                self.agent_epoch += 1;
+                let nest = self.concurrent_nest(op);
+                let extents: Vec<u64> = nest.iter().map(|&o| match &f.ops[o].kind {
+                    OpKind::For(l) => l.extent,
+                    _ => 1,
+                }).collect();
+                let total: u64 = extents.iter().product();
+                let inner = f.ops[*nest.last().expect("nest has a loop")].regions[0];
+                for linear in 0..total {
+                    let mut rem = linear;
+                    for (k, &o) in nest.iter().enumerate().rev() {
+                        let v = f.regions[f.ops[o].regions[0]].args[0];
+                        env.set(v, Val::Index((rem % extents[k]) as i64));
+                        rem /= extents[k];
+                    }
+                    self.agent = Some(linear as u32);
+                    let result = f.regions[inner].ops.clone().into_iter().try_for_each(|o| self.exec(o, env));
+                    self.agent = None;
+                    result?;
+                }
+                Ok(())
+            }
+            _ => {
+                for i in 0..extent as i64 {
+                    env.set(iv, Val::Index(i));
+                    for o in f.regions[body].ops.clone() {
+                        self.exec(o, env)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The loop `op` and the block/parallel loops directly nested in it
+    /// (each the only op of its parent's body), outermost first.
+    fn concurrent_nest(&self, op: Op) -> Vec<Op> {
+        let f = self.f;
+        let mut nest = vec![op];
+        loop {
+            let body = f.ops[*nest.last().expect("non-empty")].regions[0];
+            match f.regions[body].ops.as_slice() {
+                [only] if matches!(&f.ops[*only].kind, OpKind::For(l) if matches!(l.mapping, Mapping::Block(_) | Mapping::Parallel)) => nest.push(*only),
+                _ => return nest,
+            }
+        }
+    }
+
+    /// Runs a thread-mapped loop (with directly nested thread loops) as a
+    /// block of threads.
+    fn exec_threads(&mut self, op: Op, env: &mut Env) -> Result<(), InterpError> {
+        let f = self.f;
+        let mut nest = vec![op];
+        loop {
+            let body = f.ops[*nest.last().expect("non-empty")].regions[0];
+            match f.regions[body].ops.as_slice() {
+                [only] if matches!(&f.ops[*only].kind, OpKind::For(l) if matches!(l.mapping, Mapping::Thread(_))) => nest.push(*only),
+                _ => break,
+            }
+        }
+        let extents: Vec<u64> = nest.iter().map(|&o| match &f.ops[o].kind {
+            OpKind::For(l) => l.extent,
+            _ => 1,
+        }).collect();
+        let total: u64 = extents.iter().product();
+        let mut envs: Vec<Env> = (0..total)
+            .map(|linear| {
+                let mut e = env.clone();
+                let mut rem = linear;
+                for (k, &o) in nest.iter().enumerate().rev() {
+                    let v = f.regions[f.ops[o].regions[0]].args[0];
+                    e.set(v, Val::Index((rem % extents[k]) as i64));
+                    rem /= extents[k];
+                }
+                e
+            })
+            .collect();
+        let inner = f.ops[*nest.last().expect("non-empty")].regions[0];
+        self.phase += 1;
+        self.thread_count = Some(total as u32);
+        let result = self.exec_collective(&f.regions[inner].ops.clone(), &mut envs);
+        self.thread = None;
+        self.thread_count = None;
+        self.phase += 1;
+        result
+    }
+
+    /// Runs `ops` for all threads: barrier-free ops one at a time for every
+    /// thread, ops containing barriers in lockstep.
+    fn exec_collective(&mut self, ops: &[Op], envs: &mut [Env]) -> Result<(), InterpError> {
+        let f = self.f;
+        for &op in ops {
+            if !self.has_barrier.contains(&op) {
+                for (t, env) in envs.iter_mut().enumerate() {
+                    self.thread = Some(t as u32);
+                    self.exec(op, env)?;
+                }
+                continue;
+            }
+            match &f.ops[op].kind {
+                OpKind::Barrier => self.phase += 1,
+                OpKind::For(l) => {
+                    if l.mapping.is_concurrent() {
+                        return Err(InterpError::new("a barrier inside a block, thread or parallel loop nested in a thread region"));
+                    }
+                    let body = f.ops[op].regions[0];
+                    let iv = f.regions[body].args[0];
+                    let body_ops = f.regions[body].ops.clone();
+                    for i in 0..l.extent as i64 {
+                        for env in envs.iter_mut() {
+                            env.set(iv, Val::Index(i));
+                        }
+                        self.exec_collective(&body_ops, envs)?;
+                    }
+                }
+                OpKind::If(g) => {
+                    let mut taken = Vec::with_capacity(envs.len());
+                    for env in envs.iter() {
+                        taken.push(self.guard_holds(op, g, env)?);
+                    }
+                    if taken.iter().any(|&t| t != taken[0]) {
+                        return Err(InterpError::new("a barrier inside a condition that differs between threads (they would not all reach it)"));
+                    }
+                    if taken.first().copied().unwrap_or(false) {
+                        self.exec_collective(&f.regions[f.ops[op].regions[0]].ops.clone(), envs)?;
+                    }
+                }
+                OpKind::Kernel(_) => self.exec_collective(&f.regions[f.ops[op].regions[0]].ops.clone(), envs)?,
+                other => return Err(InterpError::new(format!("`{}` contains a barrier, which is not supported", other.mnemonic()))),
+            }
+        }
+        Ok(())
+    }
+}

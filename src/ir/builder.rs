@@ -1,0 +1,196 @@
+//! Building loop-level IR: passes create loops, buffers and accesses
+//! through these helpers, which keep the op invariants (index variables
+//! among the operands, region arguments typed, spans set).
+//!
+//! Index expressions are given over `Value`s (`AffineExpr<Value>`); the
+//! helpers turn them into expressions over operand positions, appending
+//! each distinct index value to the op's operands.
+
+use super::loops::{Access, CopyOp, Dim, ForLoop, Guard, Kernel, LoopTag, Mapping};
+use super::*;
+use crate::diag::Span;
+
+/// Where a new op goes: a region, and a position in its op list (`None`:
+/// at the end).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub region: Region,
+    pub pos: Option<usize>,
+}
+
+impl Cursor {
+    pub fn end(region: Region) -> Cursor {
+        Cursor { region, pos: None }
+    }
+
+    pub fn at(region: Region, pos: usize) -> Cursor {
+        Cursor { region, pos: Some(pos) }
+    }
+}
+
+/// Operands and operand-relative expressions for index expressions over
+/// values: `fixed` operands come first, then each distinct index value in
+/// order of first appearance.
+pub fn pack_indices(fixed: Vec<Value>, groups: &[&[AffineExpr<Value>]]) -> (Vec<Value>, Vec<Vec<AffineExpr<Dim>>>) {
+    let mut operands = fixed;
+    let base = operands.len();
+    let mut packed = Vec::new();
+    for exprs in groups {
+        let mut out = Vec::new();
+        for e in exprs.iter() {
+            out.push(e.map_vars(|v| {
+                let pos = match operands[base..].iter().position(|&o| o == v) {
+                    Some(p) => base + p,
+                    None => {
+                        operands.push(v);
+                        operands.len() - 1
+                    }
+                };
+                Dim::new(pos)
+            }));
+        }
+        packed.push(out);
+    }
+    (operands, packed)
+}
+
+impl Function {
+    fn place(&mut self, at: Cursor, op: Op) {
+        match at.pos {
+            Some(p) => self.regions[at.region].ops.insert(p, op),
+            None => self.regions[at.region].ops.push(op),
+        }
+    }
+
+    fn new_op(&mut self, at: Cursor, kind: OpKind, operands: Vec<Value>, results: Vec<Type>, span: Span) -> Op {
+        let op = self.create_op(at.region, kind, operands, results, span);
+        self.place(at, op);
+        op
+    }
+
+    /// Gives an op's single result a name hint (printed when free).
+    pub fn name_result(&mut self, op: Op, hint: &str) -> Value {
+        let v = self.result(op);
+        self.values[v].name = Some(hint.to_string());
+        v
+    }
+
+    pub fn build_alloc(&mut self, at: Cursor, ty: BufferType, hint: &str, span: Span) -> Value {
+        let op = self.new_op(at, OpKind::Alloc, vec![], vec![Type::Buffer(ty)], span);
+        self.name_result(op, hint)
+    }
+
+    /// A loop; returns the op, its body region and its induction variable.
+    pub fn build_for(&mut self, at: Cursor, extent: u64, mapping: Mapping, tag: Option<LoopTag>, hint: &str, span: Span) -> (Op, Region, Value) {
+        let op = self.new_op(at, OpKind::For(Box::new(ForLoop { extent, mapping, tag })), vec![], vec![], span);
+        let body = self.new_region(Some(op));
+        self.ops[op].regions.push(body);
+        let iv = self.add_region_arg(body, Type::Index, Some(hint.to_string()));
+        (op, body, iv)
+    }
+
+    /// `load src[indices]`; the result has the source's element type.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build_load(&mut self, at: Cursor, src: Value, indices: &[AffineExpr<Value>], pad: Option<Literal>, read: Option<String>, hint: Option<&str>, span: Span) -> Value {
+        let elem = self.value_type(src).readable().map_or(ElemType::F32, |t| t.elem);
+        let (operands, mut exprs) = pack_indices(vec![src], &[indices]);
+        let access = Access { indices: exprs.remove(0), pad, read };
+        let op = self.new_op(at, OpKind::Load(Box::new(access)), operands, vec![Type::Scalar(elem)], span);
+        match hint {
+            Some(h) => self.name_result(op, h),
+            None => self.result(op),
+        }
+    }
+
+    pub fn build_store(&mut self, at: Cursor, value: Value, dst: Value, indices: &[AffineExpr<Value>], span: Span) -> Op {
+        let (operands, mut exprs) = pack_indices(vec![value, dst], &[indices]);
+        self.new_op(at, OpKind::Store(Box::new(Access { indices: exprs.remove(0), pad: None, read: None })), operands, vec![], span)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn build_copy(&mut self, at: Cursor, src: Value, src_idx: &[AffineExpr<Value>], dst: Value, dst_idx: &[AffineExpr<Value>], sizes: Vec<u64>, pad: Option<Literal>, cooperative: bool, span: Span) -> Op {
+        let (operands, mut exprs) = pack_indices(vec![src, dst], &[src_idx, dst_idx]);
+        let dst_e = exprs.remove(1);
+        let src_e = exprs.remove(0);
+        self.new_op(at, OpKind::Copy(Box::new(CopyOp { src: src_e, dst: dst_e, sizes, pad, cooperative })), operands, vec![], span)
+    }
+
+    pub fn build_fill(&mut self, at: Cursor, buf: Value, value: Literal, span: Span) -> Op {
+        self.new_op(at, OpKind::Fill(value), vec![buf], vec![], span)
+    }
+
+    pub fn build_barrier(&mut self, at: Cursor, span: Span) -> Op {
+        self.new_op(at, OpKind::Barrier, vec![], vec![], span)
+    }
+
+    /// `if e0 < b0, ... { }`; returns the op and its region.
+    pub fn build_if(&mut self, at: Cursor, conds: &[(AffineExpr<Value>, i64)], span: Span) -> (Op, Region) {
+        let exprs: Vec<AffineExpr<Value>> = conds.iter().map(|(e, _)| e.clone()).collect();
+        let (operands, mut packed) = pack_indices(vec![], &[&exprs]);
+        let conds = packed.remove(0).into_iter().zip(conds.iter().map(|&(_, b)| b)).collect();
+        let op = self.new_op(at, OpKind::If(Box::new(Guard { conds })), operands, vec![], span);
+        let body = self.new_region(Some(op));
+        self.ops[op].regions.push(body);
+        (op, body)
+    }
+
+    pub fn build_kernel(&mut self, at: Cursor, kernel: Kernel, span: Span) -> (Op, Region) {
+        let op = self.new_op(at, OpKind::Kernel(Box::new(kernel)), vec![], vec![], span);
+        let body = self.new_region(Some(op));
+        self.ops[op].regions.push(body);
+        (op, body)
+    }
+
+    /// `index expr : ty` — an index expression as a scalar.
+    pub fn build_index_value(&mut self, at: Cursor, expr: &AffineExpr<Value>, ty: ElemType, span: Span) -> Value {
+        let (operands, mut packed) = pack_indices(vec![], &[std::slice::from_ref(expr)]);
+        let op = self.new_op(at, OpKind::IndexValue(packed.remove(0).remove(0)), operands, vec![Type::Scalar(ty)], span);
+        self.result(op)
+    }
+
+    /// Any op with the given operands and result types, at a cursor.
+    pub fn build_op(&mut self, at: Cursor, kind: OpKind, operands: Vec<Value>, results: Vec<Type>, span: Span) -> Op {
+        self.new_op(at, kind, operands, results, span)
+    }
+
+    /// An operand-relative expression of `op` in terms of values.
+    pub fn expr_in_values(&self, op: Op, e: &AffineExpr<Dim>) -> AffineExpr<Value> {
+        let operands = &self.ops[op].operands;
+        e.map_vars(|d| operands[d.index()])
+    }
+
+    /// The index expressions of a load or store, in terms of values.
+    pub fn access_indices(&self, op: Op) -> Vec<AffineExpr<Value>> {
+        match &self.ops[op].kind {
+            OpKind::Load(a) | OpKind::Store(a) => a.indices.iter().map(|e| self.expr_in_values(op, e)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Replaces the index expressions of a load or store (rebuilding its
+    /// index operands).
+    pub fn set_access_indices(&mut self, op: Op, indices: &[AffineExpr<Value>]) {
+        let fixed_len = match self.ops[op].kind {
+            OpKind::Load(_) => 1,
+            OpKind::Store(_) => 2,
+            _ => return,
+        };
+        let fixed = self.ops[op].operands[..fixed_len].to_vec();
+        let (operands, mut packed) = pack_indices(fixed, &[indices]);
+        self.ops[op].operands = operands;
+        if let OpKind::Load(a) | OpKind::Store(a) = &mut self.ops[op].kind {
+            a.indices = packed.remove(0);
+        }
+    }
+
+    /// The ops enclosing `op`, innermost first.
+    pub fn ancestors(&self, op: Op) -> Vec<Op> {
+        let mut out = Vec::new();
+        let mut region = self.ops[op].parent;
+        while let Some(owner) = self.regions[region].owner {
+            out.push(owner);
+            region = self.ops[owner].parent;
+        }
+        out
+    }
+}
