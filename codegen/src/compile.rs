@@ -1,0 +1,180 @@
+//! MLIR text → LLVM dialect (MLIR's own conversion passes, through melior)
+//! → LLVM IR → optimised machine code (inkwell's TargetMachine, O3):
+//! assembly, objects and shared libraries for CPUs, PTX for NVIDIA GPUs.
+//!
+//! See `../shared/design/TOOLCHAIN.md` for the recipe and its pitfalls;
+//! the ones that matter here: the translated module has no triple or data
+//! layout (set them before optimising), and the ExecutionEngine is not used
+//! (we emit objects and load them), so a failed translation is an error
+//! value, never a null dereference.
+
+use melior::dialect::DialectRegistry;
+use melior::ir::{BlockLike, Module, OperationRef};
+use melior::ir::operation::OperationLike;
+use melior::pass::PassManager;
+use melior::utility::{parse_pass_pipeline, register_all_dialects, register_all_llvm_translations, register_all_passes};
+use melior::Context;
+use std::sync::{Arc, Mutex};
+
+/// Why compilation failed, with MLIR's or LLVM's own messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError(pub String);
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The MLIR conversion pipeline for CPU kernels (func + scf + memref +
+/// arith + math + vector → LLVM dialect, memrefs as bare pointers).
+pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-math-to-libm,convert-math-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
+
+/// The MLIR conversion pipeline for GPU kernels, up to NVVM; `{chip}` and
+/// `{features}` are filled in from the target.
+pub fn gpu_pipeline(chip: &str, features: &str) -> String {
+    format!(
+        "builtin.module(nvvm-attach-target{{chip={chip} features={features} O=3}},gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}},reconcile-unrealized-casts),gpu-module-to-binary{{format=isa}})"
+    )
+}
+
+/// A fresh MLIR context with every dialect, pass and LLVM translation,
+/// and a handler that collects MLIR's error messages.
+fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
+    let registry = DialectRegistry::new();
+    register_all_dialects(&registry);
+    let ctx = Context::new();
+    ctx.append_dialect_registry(&registry);
+    ctx.load_all_available_dialects();
+    register_all_llvm_translations(&ctx);
+    register_all_passes();
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let sink = messages.clone();
+    ctx.attach_diagnostic_handler(move |d| {
+        if let Ok(mut m) = sink.lock() {
+            m.push(format!("{}: {}", d.location(), d));
+        }
+        true
+    });
+    (ctx, messages)
+}
+
+fn drain(messages: &Arc<Mutex<Vec<String>>>) -> String {
+    messages.lock().map(|mut m| std::mem::take(&mut *m).join("\n")).unwrap_or_default()
+}
+
+/// The artifacts of one CPU compilation.
+pub struct CpuArtifacts {
+    /// The LLVM-dialect MLIR after conversion.
+    pub llvm_dialect: String,
+    pub llvm_ir: String,
+    pub asm: String,
+    pub object: Vec<u8>,
+}
+
+/// The LLVM target of a tilec target description.
+#[derive(Clone, Debug)]
+pub struct LlvmTarget {
+    pub triple: String,
+    pub cpu: String,
+    pub features: String,
+}
+
+impl LlvmTarget {
+    /// The machine tilec runs on.
+    pub fn host() -> LlvmTarget {
+        use inkwell::targets::TargetMachine;
+        LlvmTarget {
+            triple: TargetMachine::get_default_triple().as_str().to_string_lossy().into_owned(),
+            cpu: TargetMachine::get_host_cpu_name().to_string(),
+            features: TargetMachine::get_host_cpu_features().to_string(),
+        }
+    }
+}
+
+/// Lowers CPU kernels' MLIR and compiles them for `target`.
+pub fn compile_cpu(mlir: &str, target: &LlvmTarget) -> Result<CpuArtifacts, CompileError> {
+    let (ctx, messages) = context();
+    let mut module = Module::parse(&ctx, mlir).ok_or_else(|| CompileError(format!("MLIR did not parse:\n{}", drain(&messages))))?;
+    if !module.as_operation().verify() {
+        return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
+    }
+    let pm = PassManager::new(&ctx);
+    parse_pass_pipeline(pm.as_operation_pass_manager(), CPU_PIPELINE).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
+    pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering failed:\n{}", drain(&messages))))?;
+    let llvm_dialect = module.as_operation().to_string();
+    let (llvm_ir, asm, object) = llvm_codegen(&module, target, &messages)?;
+    Ok(CpuArtifacts { llvm_dialect, llvm_ir, asm, object })
+}
+
+/// Translates an LLVM-dialect module to LLVM IR, optimises it (O3) and
+/// emits assembly and an object for `target`.
+fn llvm_codegen(module: &Module, target: &LlvmTarget, messages: &Arc<Mutex<Vec<String>>>) -> Result<(String, String, Vec<u8>), CompileError> {
+    use inkwell::OptimizationLevel;
+    use inkwell::passes::PassBuilderOptions;
+    use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple};
+
+    Target::initialize_all(&InitializationConfig::default());
+    let llctx = inkwell::context::Context::create();
+    // SAFETY: MLIR and inkwell link the same LLVM; the context pointer is
+    // valid for the call, and a null result is checked before use.
+    let raw = unsafe { mlir_sys::mlirTranslateModuleToLLVMIR(module.as_operation().to_raw(), llctx.raw() as mlir_sys::LLVMContextRef) };
+    if raw.is_null() {
+        return Err(CompileError(format!("translation to LLVM IR failed:\n{}", drain(messages))));
+    }
+    // SAFETY: `raw` is a module created in `llctx`, which outlives it.
+    let m = unsafe { inkwell::module::Module::new(raw as inkwell::llvm_sys::prelude::LLVMModuleRef) };
+    let triple = TargetTriple::create(&target.triple);
+    let t = Target::from_triple(&triple).map_err(|e| CompileError(format!("unknown LLVM target `{}`: {e}", target.triple)))?;
+    let tm = t
+        .create_target_machine(&triple, &target.cpu, &target.features, OptimizationLevel::Aggressive, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| CompileError(format!("LLVM cannot make a target machine for {} ({} {})", target.triple, target.cpu, target.features)))?;
+    m.set_triple(&tm.get_triple());
+    m.set_data_layout(&tm.get_target_data().get_data_layout());
+    m.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(|e| CompileError(format!("LLVM optimisation failed: {e}")))?;
+    let llvm_ir = m.print_to_string().to_string();
+    let asm = tm.write_to_memory_buffer(&m, FileType::Assembly).map_err(|e| CompileError(format!("LLVM code generation failed: {e}")))?;
+    let obj = tm.write_to_memory_buffer(&m, FileType::Object).map_err(|e| CompileError(format!("LLVM code generation failed: {e}")))?;
+    Ok((llvm_ir, String::from_utf8_lossy(asm.as_slice()).into_owned(), obj.as_slice().to_vec()))
+}
+
+/// Lowers GPU kernels (a `gpu.container_module`) to PTX for `chip`.
+/// Returns the NVVM-level MLIR and the PTX text.
+pub fn compile_gpu(mlir: &str, chip: &str, features: &str) -> Result<(String, String), CompileError> {
+    let (ctx, messages) = context();
+    let mut module = Module::parse(&ctx, mlir).ok_or_else(|| CompileError(format!("MLIR did not parse:\n{}", drain(&messages))))?;
+    if !module.as_operation().verify() {
+        return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
+    }
+    let pm = PassManager::new(&ctx);
+    parse_pass_pipeline(pm.as_operation_pass_manager(), &gpu_pipeline(chip, features)).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
+    pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering to PTX failed:\n{}", drain(&messages))))?;
+    let lowered = module.as_operation().to_string();
+    let mut ptx = String::new();
+    let body = module.body();
+    let mut op: Option<OperationRef> = body.first_operation();
+    while let Some(o) = op {
+        if o.name().as_string_ref().as_str().ok() == Some("gpu.binary") {
+            ptx.push_str(&binary_object_text(&o)?);
+        }
+        op = o.next_in_block();
+    }
+    if ptx.is_empty() {
+        return Err(CompileError("no gpu.binary produced".into()));
+    }
+    Ok((lowered, ptx))
+}
+
+/// The PTX held by a `gpu.binary` op's first object.
+fn binary_object_text(op: &OperationRef) -> Result<String, CompileError> {
+    use melior::ir::attribute::{ArrayAttribute, AttributeLike};
+    let attr = op.attribute("objects").map_err(|_| CompileError("gpu.binary without objects".into()))?;
+    let array = ArrayAttribute::try_from(attr).map_err(|_| CompileError("gpu.binary objects is not an array".into()))?;
+    let first = array.element(0).map_err(|_| CompileError("gpu.binary has no object".into()))?;
+    // SAFETY: `first` is a #gpu.object attribute (checked by MLIR's
+    // verifier of gpu.binary); the returned string lives in the context.
+    let s = unsafe { mlir_sys::mlirGPUObjectAttrGetObject(first.to_raw()) };
+    // SAFETY: the string ref points into attribute storage of the context.
+    let bytes = unsafe { std::slice::from_raw_parts(s.data as *const u8, s.length) };
+    Ok(String::from_utf8_lossy(bytes).into_owned())
+}

@@ -1,0 +1,1106 @@
+//! Loop-level tile IR → MLIR text (func, scf, memref, arith, math, vector;
+//! gpu for CUDA targets).
+//!
+//! Each `kernel` op of a function becomes one MLIR function: the buffers and
+//! tensors it uses from outside are its parameters (static-shape memrefs,
+//! passed as bare pointers), in the order recorded in the [`KernelAbi`].
+//! The host (the runtime in `run.rs`, or a user's program through the C
+//! ABI in `docs/codegen.md`) allocates global buffers and calls the
+//! kernels in order.
+//!
+//! Loops map as follows: serial loops to `scf.for`; `unroll` loops are
+//! unrolled here, so register tiles become straight-line code whose
+//! accumulators LLVM keeps in registers; `vector` loops become vector
+//! operations (contiguous loads and stores as `vector.load`/`vector.store`,
+//! uniform values broadcast, anything else gathered lane by lane); CPU
+//! `parallel` loops become the kernel's `[lo, hi)` parameters, so the host
+//! splits them over cores; GPU block and thread loops become
+//! `gpu.block_id`/`gpu.thread_id`, shared buffers workgroup memory,
+//! barriers `gpu.barrier`, cooperative copies loops strided by the block's
+//! thread count.
+//!
+//! Arithmetic follows `tilec::ir::scalar`: f16/bf16 ops are computed by
+//! LLVM in f32 and rounded per op; `max`/`min` propagate NaN
+//! (`arith.maximumf`); float→int casts saturate and map NaN to 0. Products
+//! feeding sums may be contracted into FMAs (`fastmath<contract>`), which
+//! rounds once instead of twice: results match the interpreter within the
+//! element type's tolerance, not bit for bit.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use tilec::ir::*;
+
+/// How a kernel is called: its MLIR/C symbol, its parameters (values of
+/// the tile function, in order) and the trip count of its parallel region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelAbi {
+    pub symbol: String,
+    pub params: Vec<Value>,
+    /// CPU: iterations of the outermost parallel loop nest, shared out by
+    /// the `[lo, hi)` parameters; 1 when the kernel has none.
+    pub parallel_trip: u64,
+    /// GPU: grid and block dimensions (x, y, z) and shared-memory bytes.
+    pub grid: [u64; 3],
+    pub block: [u64; 3],
+    pub shared_bytes: u64,
+}
+
+/// Why code could not be generated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmitError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, EmitError> {
+    Err(EmitError(msg.into()))
+}
+
+pub fn mlir_elem(t: ElemType) -> &'static str {
+    match t {
+        ElemType::F32 => "f32",
+        ElemType::F16 => "f16",
+        ElemType::BF16 => "bf16",
+        ElemType::I8 => "i8",
+        ElemType::I32 => "i32",
+    }
+}
+
+fn memref_type(shape: &[u64], elem: ElemType, space: &str) -> String {
+    let mut s = String::from("memref<");
+    for d in shape {
+        write!(s, "{d}x").unwrap();
+    }
+    s.push_str(mlir_elem(elem));
+    s.push_str(space);
+    s.push('>');
+    s
+}
+
+/// An emitted value: its SSA name and shape.
+#[derive(Clone, Debug)]
+enum Ev {
+    Index(String),
+    Scalar(String, ElemType),
+    /// A vector of `lanes` values (inside a vector loop).
+    Vector(String, ElemType),
+    Memref(String, String),
+}
+
+impl Ev {
+    fn name(&self) -> &str {
+        match self {
+            Ev::Index(n) | Ev::Scalar(n, _) | Ev::Vector(n, _) | Ev::Memref(n, _) => n,
+        }
+    }
+}
+
+/// Which loop the emitter is inside, for vector mode.
+#[derive(Clone, Copy)]
+struct Lanes {
+    /// The vector loop's induction variable.
+    iv: Value,
+    width: u64,
+}
+
+pub struct Emitter<'f> {
+    f: &'f Function,
+    gpu: bool,
+    out: String,
+    depth: usize,
+    next: usize,
+    vals: HashMap<Value, Ev>,
+    lanes: Option<Lanes>,
+    /// Allocations of local buffers, hoisted to the function entry (an
+    /// `alloca` inside a loop would grow the stack every iteration).
+    hoisted: Vec<String>,
+    /// GPU: shared buffers, as workgroup attributions (name, type).
+    shared: Vec<(String, String)>,
+    /// GPU: the block's linear thread index and thread count, once known.
+    thread_linear: Option<(String, u64)>,
+    shared_bytes: u64,
+}
+
+/// The MLIR text of every kernel of `f`, and how to call each.
+pub fn emit_function(f: &Function, gpu: bool) -> Result<(String, Vec<KernelAbi>), EmitError> {
+    let mut text = String::new();
+    let mut abis = Vec::new();
+    for &op in &f.regions[f.body].ops {
+        match &f.ops[op].kind {
+            OpKind::Kernel(_) => {
+                let symbol = format!("{}_k{}", f.name, abis.len());
+                let (t, abi) = Emitter::kernel(f, op, &symbol, gpu)?;
+                text.push_str(&t);
+                abis.push(abi);
+            }
+            OpKind::Compute(c) => {
+                return err(format!(
+                    "compute op {} has no loop nest: schedule and tile it before code generation",
+                    c.label.as_deref().map(|l| format!("\"{l}\"")).unwrap_or_default()
+                ));
+            }
+            OpKind::Alloc | OpKind::Return => {}
+            other => return err(format!("`{}` outside a kernel cannot be compiled", other.mnemonic())),
+        }
+    }
+    Ok((text, abis))
+}
+
+impl<'f> Emitter<'f> {
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("%{prefix}{}", self.next)
+    }
+
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn constant_index(&mut self, x: i64) -> String {
+        let n = self.fresh("c");
+        self.line(&format!("{n} = arith.constant {x} : index"));
+        n
+    }
+
+    fn get(&self, v: Value) -> Result<&Ev, EmitError> {
+        self.vals.get(&v).ok_or_else(|| EmitError(format!("value #{} has no code (defined outside the kernel?)", v.as_u32())))
+    }
+
+    /// Emits one kernel as an MLIR function (CPU) or a GPU module with a
+    /// kernel function.
+    fn kernel(f: &'f Function, op: Op, symbol: &str, gpu: bool) -> Result<(String, KernelAbi), EmitError> {
+        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, hoisted: Vec::new(), shared: Vec::new(), thread_linear: None, shared_bytes: 0 };
+        // Parameters: values used inside and defined outside the kernel.
+        let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
+        let mut params: Vec<Value> = Vec::new();
+        for &o in &inside {
+            for &v in &f.ops[o].operands {
+                let defined_inside = f.def_op(v).is_some_and(|d| inside.contains(&d))
+                    || matches!(f.values[v].def, ValueDef::RegionArg(r, _) if f.regions[r].owner.is_some_and(|w| inside.contains(&w) || w == op));
+                if !defined_inside && !params.contains(&v) {
+                    params.push(v);
+                }
+            }
+        }
+        params.sort();
+        let mut sig = Vec::new();
+        for (i, &p) in params.iter().enumerate() {
+            let ty = match f.value_type(p) {
+                Type::Tensor(t) => memref_type(&t.shape, t.elem, ""),
+                Type::Buffer(b) if b.scope == MemScope::Global => memref_type(&b.shape, b.elem, ""),
+                other => return err(format!("kernel uses {other} from outside; only tensors and global buffers can be passed")),
+            };
+            let name = format!("%arg{i}");
+            sig.push(format!("{name}: {ty}"));
+            e.vals.insert(p, Ev::Memref(name, ty));
+        }
+        let body = f.ops[op].regions[0];
+        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.clone(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+        if gpu {
+            e.gpu_kernel_body(body, &mut abi)?;
+        } else {
+            e.cpu_kernel_body(body, &mut abi)?;
+        }
+        let mut text = String::new();
+        if gpu {
+            let mut workgroup = Vec::new();
+            for (name, ty) in e.shared.iter() {
+                workgroup.push(format!("{name}: {ty}"));
+            }
+            let wg = if workgroup.is_empty() { String::new() } else { format!(" workgroup({})", workgroup.join(", ")) };
+            writeln!(text, "  gpu.module @{symbol}_module {{").unwrap();
+            writeln!(text, "    gpu.func @{symbol}({}){wg} kernel attributes {{known_block_size = array<i32: {}, {}, {}>}} {{", sig.join(", "), abi.block[0], abi.block[1], abi.block[2]).unwrap();
+            for h in &e.hoisted {
+                writeln!(text, "      {h}").unwrap();
+            }
+            text.push_str(&e.out);
+            writeln!(text, "      gpu.return").unwrap();
+            writeln!(text, "    }}").unwrap();
+            writeln!(text, "  }}").unwrap();
+        } else {
+            writeln!(text, "  func.func @{symbol}({}, %lo: index, %hi: index) attributes {{llvm.emit_c_interface}} {{", sig.join(", ")).unwrap();
+            for h in &e.hoisted {
+                writeln!(text, "    {h}").unwrap();
+            }
+            text.push_str(&e.out);
+            writeln!(text, "    return").unwrap();
+            writeln!(text, "  }}").unwrap();
+        }
+        Ok((text, abi))
+    }
+}
+
+/// Every op inside `op`'s regions.
+fn tilec_ops_inside(f: &Function, op: Op) -> std::collections::HashSet<Op> {
+    let mut out = std::collections::HashSet::new();
+    let mut stack: Vec<Region> = f.ops[op].regions.clone();
+    while let Some(r) = stack.pop() {
+        for &o in &f.regions[r].ops {
+            out.insert(o);
+            stack.extend(f.ops[o].regions.iter().copied());
+        }
+    }
+    out
+}
+
+/// A float literal as MLIR reads it exactly: the bit pattern in hex.
+fn float_literal(x: f64, ty: ElemType) -> String {
+    match ty {
+        ElemType::F16 => format!("0x{:04X}", half::f16::from_f64(x).to_bits()),
+        ElemType::BF16 => format!("0x{:04X}", half::bf16::from_f64(x).to_bits()),
+        _ => format!("0x{:08X}", (x as f32).to_bits()),
+    }
+}
+
+/// How each access index is split in vector mode: the part that is the
+/// same in every lane, and the lane coefficient.
+struct LaneSplit {
+    uniform: AffineExpr<Value>,
+    lane: i64,
+}
+
+impl<'f> Emitter<'f> {
+    // ---------------------------------------------------------------
+    // Kernel bodies.
+
+    fn cpu_kernel_body(&mut self, body: Region, abi: &mut KernelAbi) -> Result<(), EmitError> {
+        let f = self.f;
+        let ops = f.regions[body].ops.clone();
+        // A parallel nest at the top becomes the [lo, hi) range.
+        let nest = match ops.as_slice() {
+            [only] => parallel_nest(f, *only),
+            _ => Vec::new(),
+        };
+        if nest.is_empty() {
+            return self.region(body);
+        }
+        let extents: Vec<u64> = nest.iter().map(|&o| loop_of(f, o).extent).collect();
+        abi.parallel_trip = extents.iter().product();
+        let one = self.constant_index(1);
+        let lin = self.fresh("par");
+        self.line(&format!("scf.for {lin} = %lo to %hi step {one} {{"));
+        self.depth += 1;
+        // Decompose the linear index, innermost loop fastest.
+        let mut rem = lin.clone();
+        for (k, &o) in nest.iter().enumerate().rev() {
+            let iv = induction(f, o);
+            let n = self.constant_index(extents[k] as i64);
+            let x = self.fresh("pi");
+            self.line(&format!("{x} = arith.remui {rem}, {n} : index"));
+            let q = self.fresh("pq");
+            self.line(&format!("{q} = arith.divui {rem}, {n} : index"));
+            self.vals.insert(iv, Ev::Index(x));
+            rem = q;
+        }
+        let inner = f.ops[*nest.last().expect("non-empty")].regions[0];
+        self.region(inner)?;
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    fn gpu_kernel_body(&mut self, body: Region, abi: &mut KernelAbi) -> Result<(), EmitError> {
+        // Launch dimensions come from the block and thread loops.
+        for o in tilec_ops_inside(self.f, self.f.regions[body].owner.expect("kernel region")) {
+            if let OpKind::For(l) = &self.f.ops[o].kind {
+                match l.mapping {
+                    Mapping::Block(d) => abi.grid[d as usize] = l.extent,
+                    Mapping::Thread(d) => abi.block[d as usize] = l.extent,
+                    _ => {}
+                }
+            }
+        }
+        let threads: u64 = abi.block.iter().product();
+        let (x, y, z) = (self.fresh("tx"), self.fresh("ty"), self.fresh("tz"));
+        self.line(&format!("{x} = gpu.thread_id x"));
+        self.line(&format!("{y} = gpu.thread_id y"));
+        self.line(&format!("{z} = gpu.thread_id z"));
+        let bx = self.constant_index(abi.block[0] as i64);
+        let bxy = self.constant_index((abi.block[0] * abi.block[1]) as i64);
+        let (t1, t2, t3, lin) = (self.fresh("t"), self.fresh("t"), self.fresh("t"), self.fresh("tlin"));
+        self.line(&format!("{t1} = arith.muli {y}, {bx} : index"));
+        self.line(&format!("{t2} = arith.muli {z}, {bxy} : index"));
+        self.line(&format!("{t3} = arith.addi {x}, {t1} : index"));
+        self.line(&format!("{lin} = arith.addi {t3}, {t2} : index"));
+        self.thread_linear = Some((lin, threads));
+        self.region(body)?;
+        abi.shared_bytes = self.shared_bytes;
+        Ok(())
+    }
+
+    fn region(&mut self, r: Region) -> Result<(), EmitError> {
+        for o in self.f.regions[r].ops.clone() {
+            self.op(o)?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // Ops.
+
+    fn op(&mut self, op: Op) -> Result<(), EmitError> {
+        let f = self.f;
+        let data = &f.ops[op];
+        match &data.kind {
+            OpKind::Alloc => self.alloc(op),
+            OpKind::For(l) => self.for_loop(op, l.extent, l.mapping),
+            OpKind::Load(a) => {
+                let v = self.load(op, a)?;
+                self.vals.insert(data.results[0], v);
+                Ok(())
+            }
+            OpKind::Store(a) => self.store(op, a),
+            OpKind::Copy(c) => self.copy(op, c),
+            OpKind::Fill(lit) => self.fill(op, *lit),
+            OpKind::Barrier => {
+                if self.gpu {
+                    self.line("gpu.barrier");
+                }
+                Ok(())
+            }
+            OpKind::If(g) => self.guard(op, g),
+            OpKind::Kernel(_) => self.region(data.regions[0]),
+            OpKind::IndexValue(e) => {
+                let ty = f.value_type(data.results[0]).as_scalar().ok_or_else(|| EmitError("index value of a non-scalar type".into()))?;
+                let e = f.expr_in_values(op, e);
+                let v = self.index_value(&e, ty)?;
+                self.vals.insert(data.results[0], v);
+                Ok(())
+            }
+            OpKind::Const(lit) => {
+                let ty = f.value_type(data.results[0]).as_scalar().ok_or_else(|| EmitError("constant of a non-scalar type".into()))?;
+                let n = self.scalar_constant(*lit, ty);
+                self.vals.insert(data.results[0], Ev::Scalar(n, ty));
+                Ok(())
+            }
+            OpKind::Unary(u) => {
+                let ty = f.value_type(data.results[0]).as_scalar().ok_or_else(|| EmitError("unary op of a non-scalar type".into()))?;
+                let x = self.get(data.operands[0])?.clone();
+                let v = self.unary(*u, ty, x)?;
+                self.vals.insert(data.results[0], v);
+                Ok(())
+            }
+            OpKind::Binary(b) => {
+                let ty = f.value_type(data.results[0]).as_scalar().ok_or_else(|| EmitError("binary op of a non-scalar type".into()))?;
+                let (x, y) = (self.get(data.operands[0])?.clone(), self.get(data.operands[1])?.clone());
+                let v = self.binary(*b, ty, x, y)?;
+                self.vals.insert(data.results[0], v);
+                Ok(())
+            }
+            OpKind::Cast => {
+                let to = f.value_type(data.results[0]).as_scalar().ok_or_else(|| EmitError("cast to a non-scalar type".into()))?;
+                let from = f.value_type(data.operands[0]).as_scalar().ok_or_else(|| EmitError("cast from a non-scalar".into()))?;
+                let x = self.get(data.operands[0])?.clone();
+                let v = self.cast(x, from, to)?;
+                self.vals.insert(data.results[0], v);
+                Ok(())
+            }
+            other => err(format!("`{}` cannot be compiled here", other.mnemonic())),
+        }
+    }
+
+    fn alloc(&mut self, op: Op) -> Result<(), EmitError> {
+        let r = self.f.ops[op].results[0];
+        let b = self.f.value_type(r).as_buffer().ok_or_else(|| EmitError("alloc of a non-buffer".into()))?.clone();
+        let name = self.fresh("buf");
+        match b.scope {
+            MemScope::Local => {
+                let ty = memref_type(&b.shape, b.elem, "");
+                self.hoisted.push(format!("{name} = memref.alloca() : {ty}"));
+                self.vals.insert(r, Ev::Memref(name, ty));
+            }
+            MemScope::Shared if self.gpu => {
+                let ty = memref_type(&b.shape, b.elem, ", #gpu.address_space<workgroup>");
+                self.shared_bytes += b.size_bytes().unwrap_or(0);
+                self.shared.push((name.clone(), ty.clone()));
+                self.vals.insert(r, Ev::Memref(name, ty));
+            }
+            MemScope::Shared => return err("shared buffers exist on GPUs only"),
+            MemScope::Global => return err("global buffers are allocated by the host, outside kernels"),
+        }
+        Ok(())
+    }
+
+    fn for_loop(&mut self, op: Op, extent: u64, mapping: Mapping) -> Result<(), EmitError> {
+        let f = self.f;
+        let body = f.ops[op].regions[0];
+        let iv = induction(f, op);
+        match mapping {
+            Mapping::Block(d) | Mapping::Thread(d) if self.gpu => {
+                let kind = if matches!(mapping, Mapping::Block(_)) { "block_id" } else { "thread_id" };
+                let n = self.fresh("id");
+                self.line(&format!("{n} = gpu.{kind} {}", ["x", "y", "z"][d as usize]));
+                self.vals.insert(iv, Ev::Index(n));
+                self.region(body)
+            }
+            Mapping::Unroll | Mapping::VThread => {
+                for i in 0..extent as i64 {
+                    let c = self.constant_index(i);
+                    self.vals.insert(iv, Ev::Index(c));
+                    self.region(body)?;
+                }
+                Ok(())
+            }
+            Mapping::Vector if self.lanes.is_none() && self.vectorizable(body) => {
+                self.lanes = Some(Lanes { iv, width: extent });
+                let result = self.region(body);
+                self.lanes = None;
+                result
+            }
+            _ => {
+                if self.lanes.is_some() {
+                    return err("a loop inside a vector loop");
+                }
+                let (lo, hi, one) = (self.constant_index(0), self.constant_index(extent as i64), self.constant_index(1));
+                let n = self.fresh("i");
+                self.line(&format!("scf.for {n} = {lo} to {hi} step {one} {{"));
+                self.depth += 1;
+                self.vals.insert(iv, Ev::Index(n));
+                self.region(body)?;
+                self.depth -= 1;
+                self.line("}");
+                Ok(())
+            }
+        }
+    }
+
+    /// Can a vector loop's body be emitted as vector code? (No loops,
+    /// buffers, copies or barriers inside, and guards the same in every
+    /// lane.) Otherwise the loop runs as a scalar loop.
+    fn vectorizable(&self, body: Region) -> bool {
+        let f = self.f;
+        let iv = f.regions[body].args[0];
+        let mut stack = vec![body];
+        while let Some(r) = stack.pop() {
+            for &o in &f.regions[r].ops {
+                match &f.ops[o].kind {
+                    OpKind::For(_) | OpKind::Alloc | OpKind::Copy(_) | OpKind::Fill(_) | OpKind::Barrier | OpKind::Kernel(_) => return false,
+                    OpKind::If(g) => {
+                        if g.conds.iter().any(|(e, _)| f.expr_in_values(o, e).uses(iv)) {
+                            return false;
+                        }
+                        stack.push(f.ops[o].regions[0]);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        true
+    }
+
+    // ---------------------------------------------------------------
+    // Index arithmetic.
+
+    fn index_of(&mut self, v: Value) -> Result<String, EmitError> {
+        match self.get(v)? {
+            Ev::Index(n) => Ok(n.clone()),
+            other => err(format!("index expression over a non-index value ({other:?})")),
+        }
+    }
+
+    /// Emits the numerator of an affine expression as an `index` value
+    /// (the lane variable, in vector mode, must not occur).
+    fn numerator(&mut self, e: &AffineExpr<Value>) -> Result<String, EmitError> {
+        let mut acc = self.constant_index(e.constant_term());
+        for &(v, c) in e.terms() {
+            let x = self.index_of(v)?;
+            let term = if c == 1 {
+                x
+            } else {
+                let k = self.constant_index(c);
+                let t = self.fresh("m");
+                self.line(&format!("{t} = arith.muli {x}, {k} : index"));
+                t
+            };
+            let s = self.fresh("a");
+            self.line(&format!("{s} = arith.addi {acc}, {term} : index"));
+            acc = s;
+        }
+        Ok(acc)
+    }
+
+    fn split_lanes(&self, e: &AffineExpr<Value>) -> LaneSplit {
+        match self.lanes {
+            Some(l) if e.uses(l.iv) => LaneSplit {
+                uniform: AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != l.iv), e.constant_term(), 1).expect("small").with_divisor(e.divisor()),
+                lane: e.coeff(l.iv),
+            },
+            _ => LaneSplit { uniform: e.clone(), lane: 0 },
+        }
+    }
+
+    /// `idx` with the lane variable fixed to `lane`.
+    fn at_lane(&self, e: &AffineExpr<Value>, lane: i64) -> AffineExpr<Value> {
+        match self.lanes {
+            Some(l) if e.uses(l.iv) => {
+                let c = e.coeff(l.iv);
+                AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != l.iv), e.constant_term() + c * lane, 1).expect("small").with_divisor(e.divisor())
+            }
+            _ => e.clone(),
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Memory.
+
+    fn memref_of(&self, v: Value) -> Result<(String, String), EmitError> {
+        match self.get(v)? {
+            Ev::Memref(n, t) => Ok((n.clone(), t.clone())),
+            other => err(format!("not a buffer: {other:?}")),
+        }
+    }
+
+    /// A scalar load with padding semantics (bounds and exact division).
+    fn scalar_load(&mut self, m: &str, mty: &str, shape: &[u64], elem: ElemType, idx: &[AffineExpr<Value>], pad: Option<Literal>) -> Result<String, EmitError> {
+        let nums: Vec<String> = idx.iter().map(|e| self.numerator(&AffineExpr::from_parts(e.terms().iter().copied(), e.constant_term(), 1).expect("small"))).collect::<Result<_, _>>()?;
+        let checked = pad.is_some();
+        let mut quots = Vec::new();
+        let mut conds = Vec::new();
+        for ((n, e), &dim) in nums.iter().zip(idx).zip(shape) {
+            let d = e.divisor();
+            if d == 1 {
+                quots.push(n.clone());
+            } else {
+                let dc = self.constant_index(d);
+                let q = self.fresh("q");
+                self.line(&format!("{q} = arith.floordivsi {n}, {dc} : index"));
+                let r = self.fresh("r");
+                self.line(&format!("{r} = arith.remsi {n}, {dc} : index"));
+                let zero = self.constant_index(0);
+                let exact = self.fresh("ex");
+                self.line(&format!("{exact} = arith.cmpi eq, {r}, {zero} : index"));
+                conds.push(exact);
+                quots.push(q);
+            }
+            if checked {
+                let q = quots.last().expect("pushed").clone();
+                let zero = self.constant_index(0);
+                let hi = self.constant_index(dim as i64);
+                let (ge, lt) = (self.fresh("ge"), self.fresh("lt"));
+                self.line(&format!("{ge} = arith.cmpi sge, {q}, {zero} : index"));
+                self.line(&format!("{lt} = arith.cmpi slt, {q}, {hi} : index"));
+                conds.push(ge);
+                conds.push(lt);
+            }
+        }
+        let et = mlir_elem(elem);
+        let load = |e: &mut Self, quots: &[String]| {
+            let v = e.fresh("ld");
+            e.line(&format!("{v} = memref.load {m}[{}] : {mty}", quots.join(", ")));
+            v
+        };
+        let Some(pad) = pad else {
+            return Ok(load(self, &quots));
+        };
+        let mut all = conds[0].clone();
+        for c in &conds[1..] {
+            let a = self.fresh("and");
+            self.line(&format!("{a} = arith.andi {all}, {c} : i1"));
+            all = a;
+        }
+        let v = self.fresh("pl");
+        self.line(&format!("{v} = scf.if {all} -> ({et}) {{"));
+        self.depth += 1;
+        let x = load(self, &quots);
+        self.line(&format!("scf.yield {x} : {et}"));
+        self.depth -= 1;
+        self.line("} else {");
+        self.depth += 1;
+        let p = self.scalar_constant(pad, elem);
+        self.line(&format!("scf.yield {p} : {et}"));
+        self.depth -= 1;
+        self.line("}");
+        Ok(v)
+    }
+
+    fn load(&mut self, op: Op, a: &Access) -> Result<Ev, EmitError> {
+        let f = self.f;
+        let src = f.ops[op].operands[0];
+        let (m, mty) = self.memref_of(src)?;
+        let t = f.value_type(src).readable().ok_or_else(|| EmitError("load from a non-buffer".into()))?;
+        let idx: Vec<AffineExpr<Value>> = a.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let splits: Vec<LaneSplit> = idx.iter().map(|e| self.split_lanes(e)).collect();
+        let Some(lanes) = self.lanes.filter(|_| splits.iter().any(|s| s.lane != 0)) else {
+            let v = self.scalar_load(&m, &mty, &t.shape, t.elem, &idx, a.pad)?;
+            return Ok(Ev::Scalar(v, t.elem));
+        };
+        let last = idx.len() - 1;
+        let contiguous = a.pad.is_none()
+            && idx.iter().all(|e| e.divisor() == 1)
+            && splits[last].lane == 1
+            && splits[..last].iter().all(|s| s.lane == 0);
+        let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(t.elem));
+        if contiguous {
+            let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
+            let v = self.fresh("vl");
+            self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
+            return Ok(Ev::Vector(v, t.elem));
+        }
+        // Gather lane by lane.
+        let mut parts = Vec::new();
+        for l in 0..lanes.width as i64 {
+            let at: Vec<AffineExpr<Value>> = idx.iter().map(|e| self.at_lane(e, l)).collect();
+            parts.push(self.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad)?);
+        }
+        let v = self.fresh("vg");
+        self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
+        Ok(Ev::Vector(v, t.elem))
+    }
+
+    fn store(&mut self, op: Op, a: &Access) -> Result<(), EmitError> {
+        let f = self.f;
+        let value = self.get(f.ops[op].operands[0])?.clone();
+        let dst = f.ops[op].operands[1];
+        let (m, mty) = self.memref_of(dst)?;
+        let idx: Vec<AffineExpr<Value>> = a.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let splits: Vec<LaneSplit> = idx.iter().map(|e| self.split_lanes(e)).collect();
+        let varying_index = splits.iter().any(|s| s.lane != 0);
+        match (self.lanes, &value, varying_index) {
+            (Some(lanes), _, true) => {
+                let elem = match &value {
+                    Ev::Scalar(_, t) | Ev::Vector(_, t) => *t,
+                    _ => return err("store of a non-scalar"),
+                };
+                let vec = self.as_vector(value.clone(), lanes.width)?;
+                let last = idx.len() - 1;
+                let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(elem));
+                if splits[last].lane == 1 && splits[..last].iter().all(|s| s.lane == 0) {
+                    let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
+                    self.line(&format!("vector.store {vec}, {m}[{}] : {mty}, {vty}", base.join(", ")));
+                } else {
+                    for l in 0..lanes.width as i64 {
+                        let x = self.fresh("x");
+                        self.line(&format!("{x} = vector.extract {vec}[{l}] : {} from {vty}", mlir_elem(elem)));
+                        let at: Vec<String> = idx.iter().map(|e| self.at_lane(e, l)).map(|e| self.numerator(&e)).collect::<Result<_, _>>()?;
+                        self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+                    }
+                }
+            }
+            (_, Ev::Vector(..), false) => return err("a vector stored to one element"),
+            (_, v, false) => {
+                let at: Vec<String> = idx.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+                self.line(&format!("memref.store {}, {m}[{}] : {mty}", v.name(), at.join(", ")));
+            }
+            (None, _, true) => unreachable!("lanes vary only in vector mode"),
+        }
+        Ok(())
+    }
+
+    /// `for e in box: dst[p + e] = src[o + e]` (cooperative on GPUs: the
+    /// block's threads take every `threads`-th element).
+    fn copy(&mut self, op: Op, c: &CopyOp) -> Result<(), EmitError> {
+        let f = self.f;
+        let (src, dst) = (f.ops[op].operands[0], f.ops[op].operands[1]);
+        let (sm, smty) = self.memref_of(src)?;
+        let (dm, dmty) = self.memref_of(dst)?;
+        let st = f.value_type(src).readable().ok_or_else(|| EmitError("copy from a non-buffer".into()))?;
+        let so: Vec<AffineExpr<Value>> = c.src.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let d_o: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let so_n: Vec<String> = so.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+        let do_n: Vec<String> = d_o.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+        let total: u64 = c.sizes.iter().product();
+        let (first, step) = match (&self.thread_linear, c.cooperative && self.gpu) {
+            (Some((lin, n)), true) => (lin.clone(), *n as i64),
+            _ => (self.constant_index(0), 1),
+        };
+        let (hi, st_c) = (self.constant_index(total as i64), self.constant_index(step));
+        let e = self.fresh("e");
+        self.line(&format!("scf.for {e} = {first} to {hi} step {st_c} {{"));
+        self.depth += 1;
+        // Box coordinates of element e, innermost fastest.
+        let mut coords = vec![String::new(); c.sizes.len()];
+        let mut rem = e.clone();
+        for d in (0..c.sizes.len()).rev() {
+            let n = self.constant_index(c.sizes[d] as i64);
+            let x = self.fresh("bx");
+            self.line(&format!("{x} = arith.remui {rem}, {n} : index"));
+            let q = self.fresh("bq");
+            self.line(&format!("{q} = arith.divui {rem}, {n} : index"));
+            coords[d] = x;
+            rem = q;
+        }
+        let mut s_idx = Vec::new();
+        let mut d_idx = Vec::new();
+        for d in 0..c.sizes.len() {
+            let (a, b) = (self.fresh("s"), self.fresh("d"));
+            self.line(&format!("{a} = arith.addi {}, {} : index", so_n[d], coords[d]));
+            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[d]));
+            s_idx.push(a);
+            d_idx.push(b);
+        }
+        let v = self.padded_load_names(&sm, &smty, &st.shape, st.elem, &s_idx, c.pad)?;
+        self.line(&format!("memref.store {v}, {dm}[{}] : {dmty}", d_idx.join(", ")));
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A load at already-emitted indices, with bounds checks if `pad`.
+    fn padded_load_names(&mut self, m: &str, mty: &str, shape: &[u64], elem: ElemType, idx: &[String], pad: Option<Literal>) -> Result<String, EmitError> {
+        let et = mlir_elem(elem);
+        let Some(pad) = pad else {
+            let v = self.fresh("ld");
+            self.line(&format!("{v} = memref.load {m}[{}] : {mty}", idx.join(", ")));
+            return Ok(v);
+        };
+        let mut all: Option<String> = None;
+        for (q, &dim) in idx.iter().zip(shape) {
+            let zero = self.constant_index(0);
+            let hi = self.constant_index(dim as i64);
+            let (ge, lt, both) = (self.fresh("ge"), self.fresh("lt"), self.fresh("and"));
+            self.line(&format!("{ge} = arith.cmpi sge, {q}, {zero} : index"));
+            self.line(&format!("{lt} = arith.cmpi slt, {q}, {hi} : index"));
+            self.line(&format!("{both} = arith.andi {ge}, {lt} : i1"));
+            all = Some(match all {
+                None => both,
+                Some(prev) => {
+                    let a = self.fresh("and");
+                    self.line(&format!("{a} = arith.andi {prev}, {both} : i1"));
+                    a
+                }
+            });
+        }
+        let Some(cond) = all else {
+            // Rank 0: always in bounds.
+            let v = self.fresh("ld");
+            self.line(&format!("{v} = memref.load {m}[] : {mty}"));
+            return Ok(v);
+        };
+        let v = self.fresh("pl");
+        self.line(&format!("{v} = scf.if {cond} -> ({et}) {{"));
+        self.depth += 1;
+        let x = self.fresh("ld");
+        self.line(&format!("{x} = memref.load {m}[{}] : {mty}", idx.join(", ")));
+        self.line(&format!("scf.yield {x} : {et}"));
+        self.depth -= 1;
+        self.line("} else {");
+        self.depth += 1;
+        let p = self.scalar_constant(pad, elem);
+        self.line(&format!("scf.yield {p} : {et}"));
+        self.depth -= 1;
+        self.line("}");
+        Ok(v)
+    }
+
+    fn fill(&mut self, op: Op, lit: Literal) -> Result<(), EmitError> {
+        let buf = self.f.ops[op].operands[0];
+        let (m, mty) = self.memref_of(buf)?;
+        let b = self.f.value_type(buf).as_buffer().ok_or_else(|| EmitError("fill of a non-buffer".into()))?.clone();
+        let c = self.scalar_constant(lit, b.elem);
+        let mut ivs = Vec::new();
+        for &d in &b.shape {
+            let (lo, hi, one) = (self.constant_index(0), self.constant_index(d as i64), self.constant_index(1));
+            let i = self.fresh("f");
+            self.line(&format!("scf.for {i} = {lo} to {hi} step {one} {{"));
+            self.depth += 1;
+            ivs.push(i);
+        }
+        self.line(&format!("memref.store {c}, {m}[{}] : {mty}", ivs.join(", ")));
+        for _ in &b.shape {
+            self.depth -= 1;
+            self.line("}");
+        }
+        Ok(())
+    }
+
+    fn guard(&mut self, op: Op, g: &Guard) -> Result<(), EmitError> {
+        let f = self.f;
+        let mut all: Option<String> = None;
+        for (e, bound) in &g.conds {
+            let e = f.expr_in_values(op, e);
+            let n = self.numerator(&e)?;
+            let b = self.constant_index(*bound);
+            let c = self.fresh("g");
+            self.line(&format!("{c} = arith.cmpi slt, {n}, {b} : index"));
+            all = Some(match all {
+                None => c,
+                Some(prev) => {
+                    let a = self.fresh("and");
+                    self.line(&format!("{a} = arith.andi {prev}, {c} : i1"));
+                    a
+                }
+            });
+        }
+        let Some(cond) = all else { return self.region(f.ops[op].regions[0]) };
+        self.line(&format!("scf.if {cond} {{"));
+        self.depth += 1;
+        self.region(f.ops[op].regions[0])?;
+        self.depth -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // Scalars and vectors.
+
+    fn scalar_constant(&mut self, lit: Literal, ty: ElemType) -> String {
+        let n = self.fresh("k");
+        let text = match (lit, ty.is_int()) {
+            (Literal::Int(i), true) => i.to_string(),
+            (Literal::Float(x), true) => (x as i64).to_string(),
+            (l, false) => float_literal(l.as_f64(), ty),
+        };
+        self.line(&format!("{n} = arith.constant {text} : {}", mlir_elem(ty)));
+        n
+    }
+
+    fn vty(&self, elem: ElemType) -> String {
+        match self.lanes {
+            Some(l) => format!("vector<{}x{}>", l.width, mlir_elem(elem)),
+            None => mlir_elem(elem).to_string(),
+        }
+    }
+
+    /// A value as a vector (broadcasting scalars).
+    fn as_vector(&mut self, v: Ev, width: u64) -> Result<String, EmitError> {
+        match v {
+            Ev::Vector(n, _) => Ok(n),
+            Ev::Scalar(n, t) => {
+                let b = self.fresh("bc");
+                self.line(&format!("{b} = vector.broadcast {n} : {} to vector<{width}x{}>", mlir_elem(t), mlir_elem(t)));
+                Ok(b)
+            }
+            other => err(format!("cannot broadcast {other:?}")),
+        }
+    }
+
+    /// Brings operands to one shape: all scalars stay scalars; otherwise
+    /// everything becomes a vector. Returns the names and the result kind.
+    fn align(&mut self, xs: Vec<Ev>) -> Result<(Vec<String>, bool), EmitError> {
+        let any_vector = xs.iter().any(|x| matches!(x, Ev::Vector(..)));
+        if !any_vector {
+            return Ok((xs.iter().map(|x| x.name().to_string()).collect(), false));
+        }
+        let width = self.lanes.map(|l| l.width).ok_or_else(|| EmitError("vector outside a vector loop".into()))?;
+        let names = xs.into_iter().map(|x| self.as_vector(x, width)).collect::<Result<_, _>>()?;
+        Ok((names, true))
+    }
+
+    fn result(&self, name: String, ty: ElemType, vector: bool) -> Ev {
+        if vector { Ev::Vector(name, ty) } else { Ev::Scalar(name, ty) }
+    }
+
+    /// The MLIR type of a value of element type `ty` (scalar or vector).
+    fn ty_of(&self, ty: ElemType, vector: bool) -> String {
+        if vector { self.vty(ty) } else { mlir_elem(ty).to_string() }
+    }
+
+    fn binary(&mut self, op: BinaryOp, ty: ElemType, x: Ev, y: Ev) -> Result<Ev, EmitError> {
+        let (names, vector) = self.align(vec![x, y])?;
+        let t = self.ty_of(ty, vector);
+        let float = ty.is_float();
+        let (mnemonic, flags) = match (op, float) {
+            (BinaryOp::Add, true) => ("arith.addf", " fastmath<contract>"),
+            (BinaryOp::Sub, true) => ("arith.subf", " fastmath<contract>"),
+            (BinaryOp::Mul, true) => ("arith.mulf", " fastmath<contract>"),
+            (BinaryOp::Div, true) => ("arith.divf", ""),
+            (BinaryOp::Max, true) => ("arith.maximumf", ""),
+            (BinaryOp::Min, true) => ("arith.minimumf", ""),
+            (BinaryOp::Add, false) => ("arith.addi", ""),
+            (BinaryOp::Sub, false) => ("arith.subi", ""),
+            (BinaryOp::Mul, false) => ("arith.muli", ""),
+            (BinaryOp::Max, false) => ("arith.maxsi", ""),
+            (BinaryOp::Min, false) => ("arith.minsi", ""),
+            (BinaryOp::Div, false) => return err("integer division is not in the dialect"),
+        };
+        let n = self.fresh("v");
+        self.line(&format!("{n} = {mnemonic} {}, {}{flags} : {t}", names[0], names[1]));
+        Ok(self.result(n, ty, vector))
+    }
+
+    fn zero_like(&mut self, ty: ElemType, vector: bool) -> Result<String, EmitError> {
+        let z = self.scalar_constant(if ty.is_int() { Literal::Int(0) } else { Literal::Float(0.0) }, ty);
+        if vector {
+            let w = self.lanes.map(|l| l.width).unwrap_or(1);
+            self.as_vector(Ev::Scalar(z, ty), w)
+        } else {
+            Ok(z)
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, ty: ElemType, x: Ev) -> Result<Ev, EmitError> {
+        let vector = matches!(x, Ev::Vector(..));
+        let t = self.ty_of(ty, vector);
+        let xn = x.name().to_string();
+        let n = self.fresh("u");
+        match (op, ty.is_float()) {
+            (UnaryOp::Neg, true) => self.line(&format!("{n} = arith.negf {xn} : {t}")),
+            (UnaryOp::Neg, false) => {
+                let z = self.zero_like(ty, vector)?;
+                self.line(&format!("{n} = arith.subi {z}, {xn} : {t}"));
+            }
+            (UnaryOp::Abs, true) => self.line(&format!("{n} = math.absf {xn} : {t}")),
+            (UnaryOp::Abs, false) => self.line(&format!("{n} = math.absi {xn} : {t}")),
+            (UnaryOp::Relu, float) => {
+                let z = self.zero_like(ty, vector)?;
+                let m = if float { "arith.maximumf" } else { "arith.maxsi" };
+                self.line(&format!("{n} = {m} {xn}, {z} : {t}"));
+            }
+            (_, false) => return err(format!("`{}` on integers", op.mnemonic())),
+            (op, true) => {
+                // Transcendentals of f16/bf16 are computed in f32 and rounded.
+                let narrow = ty != ElemType::F32;
+                let wt = self.ty_of(ElemType::F32, vector);
+                let arg = if narrow {
+                    let w = self.fresh("w");
+                    self.line(&format!("{w} = arith.extf {xn} : {t} to {wt}"));
+                    w
+                } else {
+                    xn.clone()
+                };
+                let r = self.transcendental(op, &arg, &wt, vector)?;
+                if narrow {
+                    self.line(&format!("{n} = arith.truncf {r} : {wt} to {t}"));
+                } else {
+                    return Ok(self.result(r, ty, vector));
+                }
+            }
+        }
+        Ok(self.result(n, ty, vector))
+    }
+
+    /// `op(arg)` in f32 (`wt` is f32 or a vector of it); returns its name.
+    fn transcendental(&mut self, op: UnaryOp, arg: &str, wt: &str, vector: bool) -> Result<String, EmitError> {
+        let r = self.fresh("m");
+        let math = match op {
+            UnaryOp::Exp => "math.exp",
+            UnaryOp::Log => "math.log",
+            UnaryOp::Sqrt => "math.sqrt",
+            UnaryOp::Rsqrt => "math.rsqrt",
+            UnaryOp::Tanh => "math.tanh",
+            UnaryOp::Erf => "math.erf",
+            UnaryOp::Sigmoid => {
+                // 1 / (1 + exp(-x))
+                let (ng, ex, den) = (self.fresh("s"), self.fresh("s"), self.fresh("s"));
+                self.line(&format!("{ng} = arith.negf {arg} : {wt}"));
+                self.line(&format!("{ex} = math.exp {ng} : {wt}"));
+                let one = self.scalar_constant(Literal::Float(1.0), ElemType::F32);
+                let one = if vector { self.as_vector(Ev::Scalar(one, ElemType::F32), self.lanes.map(|l| l.width).unwrap_or(1))? } else { one };
+                self.line(&format!("{den} = arith.addf {ex}, {one} : {wt}"));
+                self.line(&format!("{r} = arith.divf {one}, {den} : {wt}"));
+                return Ok(r);
+            }
+            other => return err(format!("`{}` is not a transcendental", other.mnemonic())),
+        };
+        self.line(&format!("{r} = {math} {arg} : {wt}"));
+        Ok(r)
+    }
+
+    fn cast(&mut self, x: Ev, from: ElemType, to: ElemType) -> Result<Ev, EmitError> {
+        let vector = matches!(x, Ev::Vector(..));
+        let (ft, tt) = (self.ty_of(from, vector), self.ty_of(to, vector));
+        let xn = x.name().to_string();
+        if from == to {
+            return Ok(x);
+        }
+        let n = self.fresh("cv");
+        match (from.is_float(), to.is_float()) {
+            (true, true) => {
+                let wider = |a: ElemType, b: ElemType| a.size_bytes() < b.size_bytes();
+                if wider(from, to) {
+                    self.line(&format!("{n} = arith.extf {xn} : {ft} to {tt}"));
+                } else if wider(to, from) {
+                    self.line(&format!("{n} = arith.truncf {xn} : {ft} to {tt}"));
+                } else {
+                    // f16 <-> bf16 through f32 (exact widening, one rounding).
+                    let w = self.fresh("w");
+                    let wt = self.ty_of(ElemType::F32, vector);
+                    self.line(&format!("{w} = arith.extf {xn} : {ft} to {wt}"));
+                    self.line(&format!("{n} = arith.truncf {w} : {wt} to {tt}"));
+                }
+            }
+            (false, true) => self.line(&format!("{n} = arith.sitofp {xn} : {ft} to {tt}")),
+            (false, false) => {
+                if from.size_bytes() < to.size_bytes() {
+                    self.line(&format!("{n} = arith.extsi {xn} : {ft} to {tt}"));
+                } else {
+                    self.line(&format!("{n} = arith.trunci {xn} : {ft} to {tt}"));
+                }
+            }
+            (true, false) => {
+                // Saturate, and map NaN to 0, as the dialect's cast does.
+                let (lo, hi) = to.int_range().expect("integer type");
+                let lo_c = self.scalar_constant(Literal::Float(lo as f64), from);
+                let hi_c = self.scalar_constant(Literal::Float(hi as f64), from);
+                let (lo_v, hi_v) = if vector {
+                    let w = self.lanes.map(|l| l.width).unwrap_or(1);
+                    (self.as_vector(Ev::Scalar(lo_c, from), w)?, self.as_vector(Ev::Scalar(hi_c, from), w)?)
+                } else {
+                    (lo_c, hi_c)
+                };
+                let (a, b, nan, z, i) = (self.fresh("c"), self.fresh("c"), self.fresh("c"), self.fresh("c"), self.fresh("c"));
+                self.line(&format!("{a} = arith.maxnumf {xn}, {lo_v} : {ft}"));
+                self.line(&format!("{b} = arith.minnumf {a}, {hi_v} : {ft}"));
+                self.line(&format!("{i} = arith.fptosi {b} : {ft} to {tt}"));
+                let bool_t = if vector { format!("vector<{}xi1>", self.lanes.map(|l| l.width).unwrap_or(1)) } else { "i1".into() };
+                self.line(&format!("{nan} = arith.cmpf uno, {xn}, {xn} : {ft}"));
+                let zero = self.zero_like(to, vector)?;
+                self.line(&format!("{z} = arith.select {nan}, {zero}, {i} : {bool_t}, {tt}"));
+                return Ok(self.result(z, to, vector));
+            }
+        }
+        Ok(self.result(n, to, vector))
+    }
+
+    /// An index expression as a scalar (or, if it varies with the lane, a
+    /// vector) of element type `ty`.
+    fn index_value(&mut self, e: &AffineExpr<Value>, ty: ElemType) -> Result<Ev, EmitError> {
+        let s = self.split_lanes(e);
+        let base = self.numerator(&s.uniform)?;
+        let as_elem = |this: &mut Self, idx: &str, vector: bool| -> String {
+            let it = if vector { format!("vector<{}xindex>", this.lanes.map(|l| l.width).unwrap_or(1)) } else { "index".into() };
+            let i64t = if vector { format!("vector<{}xi64>", this.lanes.map(|l| l.width).unwrap_or(1)) } else { "i64".into() };
+            let i = this.fresh("ic");
+            this.line(&format!("{i} = arith.index_cast {idx} : {it} to {i64t}"));
+            let out = this.fresh("iv");
+            let tt = this.ty_of(ty, vector);
+            if ty.is_float() {
+                this.line(&format!("{out} = arith.sitofp {i} : {i64t} to {tt}"));
+            } else {
+                this.line(&format!("{out} = arith.trunci {i} : {i64t} to {tt}"));
+            }
+            out
+        };
+        if s.lane == 0 {
+            let v = as_elem(self, &base, false);
+            return Ok(Ev::Scalar(v, ty));
+        }
+        let w = self.lanes.map(|l| l.width).unwrap_or(1);
+        let steps: Vec<String> = (0..w as i64).map(|l| (l * s.lane).to_string()).collect();
+        let (c, b, sum) = (self.fresh("lv"), self.fresh("lb"), self.fresh("ls"));
+        self.line(&format!("{c} = arith.constant dense<[{}]> : vector<{w}xindex>", steps.join(", ")));
+        self.line(&format!("{b} = vector.broadcast {base} : index to vector<{w}xindex>"));
+        self.line(&format!("{sum} = arith.addi {b}, {c} : vector<{w}xindex>"));
+        let v = as_elem(self, &sum, true);
+        Ok(Ev::Vector(v, ty))
+    }
+}
+
+fn loop_of(f: &Function, op: Op) -> &ForLoop {
+    match &f.ops[op].kind {
+        OpKind::For(l) => l,
+        _ => unreachable!("a loop"),
+    }
+}
+
+fn induction(f: &Function, op: Op) -> Value {
+    f.regions[f.ops[op].regions[0]].args[0]
+}
+
+/// Loop `op` and the parallel loops directly nested in it, if `op` is a
+/// parallel loop; else nothing.
+fn parallel_nest(f: &Function, op: Op) -> Vec<Op> {
+    let mut nest = Vec::new();
+    let mut cur = op;
+    loop {
+        match &f.ops[cur].kind {
+            OpKind::For(l) if l.mapping == Mapping::Parallel => nest.push(cur),
+            _ => return nest,
+        }
+        match f.regions[f.ops[cur].regions[0]].ops.as_slice() {
+            [only] => cur = *only,
+            _ => return nest,
+        }
+    }
+}

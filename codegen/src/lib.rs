@@ -1,0 +1,66 @@
+//! tilec's code generation: loop-level tile IR → MLIR → LLVM → x86
+//! objects and shared libraries, or PTX; and running compiled CPU code.
+//! This crate links LLVM and MLIR; the core crate never does.
+
+pub mod compile;
+pub mod emit;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use tilec::ir::Function;
+
+pub use compile::{CompileError, LlvmTarget};
+pub use emit::KernelAbi;
+pub use run::{CpuProgram, HostPlan};
+
+/// A function compiled for a CPU.
+pub struct CpuCompiled {
+    pub mlir: String,
+    pub artifacts: compile::CpuArtifacts,
+    pub kernels: Vec<KernelAbi>,
+    pub plan: HostPlan,
+}
+
+/// Wraps kernels' MLIR in a module.
+pub fn cpu_module_text(kernels: &str) -> String {
+    format!("module {{\n{kernels}}}\n")
+}
+
+/// Compiles the kernels of `f` (a function whose compute ops are all
+/// tiled) for `target`.
+pub fn compile_function_cpu(f: &Function, target: &LlvmTarget) -> Result<CpuCompiled, CompileError> {
+    let (text, kernels) = emit::emit_function(f, false).map_err(|e| CompileError(e.0))?;
+    let mlir = cpu_module_text(&text);
+    let artifacts = compile::compile_cpu(&mlir, target)?;
+    Ok(CpuCompiled { mlir, artifacts, kernels, plan: HostPlan::of(f) })
+}
+
+/// Links an object into a shared library with the system C compiler.
+pub fn link_shared(object: &[u8], dir: &Path, name: &str) -> Result<PathBuf, CompileError> {
+    std::fs::create_dir_all(dir).map_err(|e| CompileError(format!("cannot create `{}`: {e}", dir.display())))?;
+    let obj = dir.join(format!("{name}.o"));
+    let so = dir.join(format!("lib{name}.so"));
+    std::fs::write(&obj, object).map_err(|e| CompileError(format!("cannot write `{}`: {e}", obj.display())))?;
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-o"])
+        .arg(&so)
+        .arg(&obj)
+        .arg("-lm")
+        .output()
+        .map_err(|e| CompileError(format!("cannot run `cc` to link: {e} (install build-essential)")))?;
+    if !out.status.success() {
+        return Err(CompileError(format!("linking failed:\n{}", String::from_utf8_lossy(&out.stderr))));
+    }
+    Ok(so)
+}
+
+/// Compiles, links and loads `f` for this machine.
+pub fn build_for_host(f: &Function, dir: &Path) -> Result<(CpuCompiled, CpuProgram), CompileError> {
+    let compiled = compile_function_cpu(f, &LlvmTarget::host())?;
+    let so = link_shared(&compiled.artifacts.object, dir, &f.name)?;
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(CompileError)?;
+    Ok((compiled, program))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+//! Running compiled CPU kernels: a shared library loaded with
+//! `libloading`, global buffers allocated here, kernels called in order,
+//! each kernel's parallel range shared out over threads.
+
+use crate::emit::KernelAbi;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tilec::interp::{Tensor, TensorData};
+use tilec::ir::*;
+
+/// A tile function compiled for this machine.
+pub struct CpuProgram {
+    /// Keeps the shared library loaded while `kernels` point into it.
+    _lib: libloading::Library,
+    path: PathBuf,
+    kernels: Vec<(KernelAbi, *const ())>,
+    plan: HostPlan,
+}
+
+// SAFETY: the kernel pointers point into the loaded library, which lives
+// as long as the program; kernels are pure functions of their buffers.
+unsafe impl Send for CpuProgram {}
+unsafe impl Sync for CpuProgram {}
+
+/// What the host does around the kernels: which values are inputs,
+/// which buffers it allocates, what it returns.
+#[derive(Clone, Debug)]
+pub struct HostPlan {
+    pub params: Vec<Value>,
+    pub buffers: Vec<(Value, TensorType)>,
+    pub results: Vec<Value>,
+    pub result_types: Vec<TensorType>,
+}
+
+impl HostPlan {
+    pub fn of(f: &Function) -> HostPlan {
+        let buffers = f.regions[f.body]
+            .ops
+            .iter()
+            .filter(|&&o| f.ops[o].kind == OpKind::Alloc)
+            .filter_map(|&o| {
+                let v = f.result(o);
+                f.value_type(v).as_buffer().map(|b| (v, b.as_tensor_type()))
+            })
+            .collect();
+        let results = f.return_op().map(|r| f.ops[r].operands.clone()).unwrap_or_default();
+        HostPlan { params: f.params.clone(), buffers, results, result_types: f.result_types.clone() }
+    }
+}
+
+/// Most buffer parameters a kernel may have (the host calls kernels
+/// through a fixed set of C signatures).
+pub const MAX_KERNEL_PARAMS: usize = 16;
+
+/// One buffer the host owns: bytes aligned for vector loads.
+struct HostBuffer {
+    words: Vec<u64>,
+    bytes: usize,
+}
+
+impl HostBuffer {
+    fn zeroed(bytes: usize) -> HostBuffer {
+        // 64-byte alignment would need a custom allocator; u64 gives 8,
+        // and the generated code uses unaligned vector loads.
+        HostBuffer { words: vec![0u64; bytes.div_ceil(8).max(1)], bytes }
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr() as *mut u8
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the words own at least `bytes` bytes.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.bytes) }
+    }
+}
+
+fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    match &t.data {
+        TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+fn tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Tensor {
+    let data = match ty.elem {
+        ElemType::F32 => TensorData::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+        ElemType::F16 => TensorData::F16(b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]])).collect()),
+        ElemType::BF16 => TensorData::BF16(b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]])).collect()),
+        ElemType::I8 => TensorData::I8(b.iter().map(|&x| x as i8).collect()),
+        ElemType::I32 => TensorData::I32(b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+    };
+    Tensor { ty: ty.clone(), data }
+}
+
+impl CpuProgram {
+    /// Loads a compiled library.
+    pub fn load(path: &Path, kernels: Vec<KernelAbi>, plan: HostPlan) -> Result<CpuProgram, String> {
+        // SAFETY: the library is one tilec just built; loading runs no
+        // initialisers beyond the C runtime's.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("cannot load `{}`: {e}", path.display()))?;
+        let mut ks = Vec::new();
+        for k in kernels {
+            if k.params.len() > MAX_KERNEL_PARAMS {
+                return Err(format!("kernel `{}` takes {} buffers; at most {MAX_KERNEL_PARAMS} are supported", k.symbol, k.params.len()));
+            }
+            // SAFETY: the symbol is a function generated with the C ABI
+            // `void(ptr x params, i64 lo, i64 hi)`.
+            let sym: libloading::Symbol<'_, unsafe extern "C" fn()> =
+                unsafe { lib.get(k.symbol.as_bytes()) }.map_err(|e| format!("kernel `{}` missing from `{}`: {e}", k.symbol, path.display()))?;
+            let p = *sym as *const ();
+            ks.push((k, p));
+        }
+        Ok(CpuProgram { _lib: lib, path: path.to_path_buf(), kernels: ks, plan })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs the function on `inputs` with `threads` threads.
+    pub fn run(&self, inputs: &[Tensor], threads: usize) -> Result<Vec<Tensor>, String> {
+        if inputs.len() != self.plan.params.len() {
+            return Err(format!("{} inputs given, {} expected", inputs.len(), self.plan.params.len()));
+        }
+        let mut bufs: HashMap<Value, HostBuffer> = HashMap::new();
+        for (&p, t) in self.plan.params.iter().zip(inputs) {
+            let bytes = tensor_bytes(t);
+            let mut b = HostBuffer::zeroed(bytes.len());
+            // SAFETY: `b` holds at least bytes.len() bytes.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.ptr(), bytes.len()) };
+            bufs.insert(p, b);
+        }
+        for (v, ty) in &self.plan.buffers {
+            bufs.insert(*v, HostBuffer::zeroed(ty.size_bytes().unwrap_or(0) as usize));
+        }
+        for (k, f) in &self.kernels {
+            let ptrs: Vec<usize> = k.params.iter().map(|v| bufs.get_mut(v).map(|b| b.ptr() as usize).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
+            let trip = k.parallel_trip.max(1);
+            let threads = threads.clamp(1, trip as usize);
+            let chunk = trip.div_ceil(threads as u64);
+            std::thread::scope(|s| {
+                for t in 0..threads as u64 {
+                    let (lo, hi) = (t * chunk, ((t + 1) * chunk).min(trip));
+                    if lo >= hi {
+                        continue;
+                    }
+                    let ptrs = &ptrs;
+                    let f = *f as usize;
+                    s.spawn(move || call(f, ptrs, lo as i64, hi as i64));
+                }
+            });
+        }
+        self.plan
+            .results
+            .iter()
+            .zip(&self.plan.result_types)
+            .map(|(v, ty)| bufs.get(v).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))
+            .collect()
+    }
+}
+
+/// Calls kernel `f` with `ptrs` and the range: one C signature per arity.
+fn call(f: usize, ptrs: &[usize], lo: i64, hi: i64) {
+    type P = usize;
+    macro_rules! arity {
+        ($($i:tt),*) => {{
+            // SAFETY: `f` has exactly this C signature (see `load`).
+            let g: unsafe extern "C" fn($(arity!(@ty $i),)* i64, i64) = unsafe { std::mem::transmute(f) };
+            unsafe { g($(ptrs[$i],)* lo, hi) }
+        }};
+        (@ty $i:tt) => { P };
+    }
+    match ptrs.len() {
+        0 => arity!(),
+        1 => arity!(0),
+        2 => arity!(0, 1),
+        3 => arity!(0, 1, 2),
+        4 => arity!(0, 1, 2, 3),
+        5 => arity!(0, 1, 2, 3, 4),
+        6 => arity!(0, 1, 2, 3, 4, 5),
+        7 => arity!(0, 1, 2, 3, 4, 5, 6),
+        8 => arity!(0, 1, 2, 3, 4, 5, 6, 7),
+        9 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8),
+        10 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+        11 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+        12 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11),
+        13 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+        14 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),
+        15 => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14),
+        _ => arity!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+    }
+}
