@@ -160,6 +160,8 @@ struct Part {
     what: String,
     bytes: u64,
     span: Span,
+    /// A read (not the accumulator or output tile).
+    read: bool,
 }
 
 impl Checker<'_> {
@@ -386,16 +388,16 @@ impl Checker<'_> {
             let mut parts: Vec<Part> = Vec::new();
             if m.managed {
                 for r in self.cached_at(&m.name) {
-                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r) });
+                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r), read: true });
                 }
                 if level == innermost {
-                    parts.push(Part { what: "accumulator".into(), bytes: self.accumulator_tile(level), span: Span::DUMMY });
+                    parts.push(Part { what: "accumulator".into(), bytes: self.accumulator_tile(level), span: Span::DUMMY, read: false });
                 }
             } else {
                 for r in 0..self.info.reads.len().min(self.c.reads.len() + self.c.epilogue_reads.len()) {
-                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r) });
+                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r), read: true });
                 }
-                parts.push(Part { what: "output".into(), bytes: self.output_tile(level), span: Span::DUMMY });
+                parts.push(Part { what: "output".into(), bytes: self.output_tile(level), span: Span::DUMMY, read: false });
             }
             let fits = self.report_footprint(level, m, &parts);
             if level == innermost && !fits {
@@ -409,7 +411,7 @@ impl Checker<'_> {
                 continue;
             }
             let parts: Vec<Part> =
-                self.cached_at(&m.name).into_iter().map(|r| Part { what: self.read_name(r), bytes: self.read_footprint(r, innermost), span: self.read_span(r) }).collect();
+                self.cached_at(&m.name).into_iter().map(|r| Part { what: self.read_name(r), bytes: self.read_footprint(r, innermost), span: self.read_span(r), read: true }).collect();
             if !parts.is_empty() {
                 self.report_footprint(innermost, m, &parts);
             }
@@ -432,7 +434,9 @@ impl Checker<'_> {
             None => format!("the {cap} bytes of `{}`", m.name),
         };
         let tl = &self.t.tile_levels[level].name;
-        let mut d = self.error(format!("{}-memory footprint of tile level `{tl}` is {total} bytes ({}), {} bytes over {of}", m.name, list.join(", "), total - cap), "footprint too large");
+        // "shared-memory footprint", "`l1` footprint".
+        let what = if m.name == "shared" { "shared-memory".to_string() } else { format!("`{}`", m.name) };
+        let mut d = self.error(format!("{what} footprint of tile level `{tl}` is {total} bytes ({}), {} bytes over {of}", list.join(", "), total - cap), "footprint too large");
         for p in parts.iter().filter(|p| p.bytes > 0) {
             d = d.with_secondary(p.span, format!("{}: {} bytes at tile level `{tl}`", p.what, p.bytes));
         }
@@ -442,7 +446,8 @@ impl Checker<'_> {
             "every read and the output tile".into()
         };
         d = d.with_note(format!("the footprint counts {what}: distinct elements a `{tl}` tile touches times their size (docs/targets.md)"));
-        d = d.with_help(if m.managed { format!("use smaller `{tl}` tiles or stage fewer reads in `{}`", m.name) } else { format!("use smaller `{tl}` tiles") });
+        let staged = m.managed && parts.iter().any(|p| p.read);
+        d = d.with_help(if staged { format!("use smaller `{tl}` tiles or stage fewer reads in `{}`", m.name) } else { format!("use smaller `{tl}` tiles") });
         self.diags.push(d);
         false
     }
