@@ -331,7 +331,7 @@ pub(crate) fn fmt_num(x: f64) -> String {
     format!("{}", round3(x))
 }
 
-/// `48 KiB`, `2 MiB`, `105 MiB`, `23.5 GiB`.
+/// `48 KiB`, `1.25 MiB`, `105 MiB`, `23.54 GiB`.
 pub(crate) fn fmt_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
     let mut x = b as f64;
@@ -340,7 +340,7 @@ pub(crate) fn fmt_bytes(b: u64) -> String {
         x /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b} bytes") } else { format!("{} {}", (x * 10.0).round() / 10.0, UNITS[u]) }
+    if u == 0 { format!("{b} bytes") } else { format!("{} {}", (x * 100.0).round() / 100.0, UNITS[u]) }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ impl Target {
         format!("{:<12} {:<5} {}", self.name, self.kind.name(), self.description)
     }
 
-    /// Every field, readably, indented by two spaces.
+    /// Every field, readably, indented by four spaces (to follow
+    /// [`Target::summary_line`] in a listing).
     pub fn details(&self) -> String {
         let mut s = String::new();
         let _ = self.write_details(&mut s);
@@ -20,7 +21,7 @@ impl Target {
 
     fn write_details(&self, s: &mut String) -> std::fmt::Result {
         let isa = &self.isa;
-        write!(s, "  isa: {}, cpu {}, features {}", isa.triple, isa.cpu, isa.features)?;
+        write!(s, "    isa: {}, cpu {}, features {}", isa.triple, isa.cpu, isa.features)?;
         if isa.vector_bits > 0 {
             write!(s, ", {}-bit vectors", isa.vector_bits)?;
         }
@@ -30,7 +31,7 @@ impl Target {
         writeln!(s)?;
         let c = &self.compute;
         let unit = if self.kind == TargetKind::Cuda { "SMs" } else { "cores" };
-        write!(s, "  compute: {} {unit} at {} GHz", c.units, fmt_num(c.clock_ghz))?;
+        write!(s, "    compute: {} {unit} at {} GHz", c.units, fmt_num(c.clock_ghz))?;
         if self.kind == TargetKind::Cuda {
             write!(
                 s,
@@ -40,8 +41,8 @@ impl Target {
         }
         writeln!(s)?;
         let peaks: Vec<String> = self.peak_gflops.iter().map(|(t, v)| format!("{t} {}", fmt_num(*v))).collect();
-        writeln!(s, "  peak GFLOP/s: {}", peaks.join(", "))?;
-        writeln!(s, "  memory levels (slowest first):")?;
+        writeln!(s, "    peak GFLOP/s: {}", peaks.join(", "))?;
+        writeln!(s, "    memory levels (slowest first):")?;
         for m in &self.memory {
             let mut extra = Vec::new();
             if let Some(u) = m.unit_capacity_bytes {
@@ -50,14 +51,14 @@ impl Target {
             if m.banks > 0 {
                 extra.push(format!("{} banks x {} bytes", m.banks, m.bank_width_bytes));
             }
-            extra.push(if m.managed { "software-managed".into() } else { "hardware cache".into() });
+            extra.push(if m.managed { "software-managed".into() } else { "hardware-managed".into() });
             match &m.scope {
                 Some(scope) => extra.push(format!("scope {scope}")),
                 None => extra.push("cannot be staged into".into()),
             }
             writeln!(
                 s,
-                "    {:<10} {:>10} per {:<6} {:>9} GB/s {:>7} ns  {:>3}-byte lines; {}",
+                "      {:<10} {:>10} per {:<6} {:>9} GB/s {:>7} ns  {:>3}-byte lines; {}",
                 m.name,
                 fmt_bytes(m.capacity_bytes),
                 m.per.name(),
@@ -67,20 +68,20 @@ impl Target {
                 extra.join(", ")
             )?;
         }
-        writeln!(s, "  tile levels (outermost first):")?;
+        writeln!(s, "    tile levels (outermost first):")?;
         for l in &self.tile_levels {
-            writeln!(s, "    {:<10} memory {:<10} binding {}", l.name, l.memory, l.binding.name())?;
+            writeln!(s, "      {:<10} memory {:<10} binding {}", l.name, l.memory, l.binding.name())?;
         }
-        writeln!(s, "  loop order: {}", self.loop_order.join(" "))?;
+        writeln!(s, "    loop order: {}", self.loop_order.join(" "))?;
         if !self.intrinsics.is_empty() {
-            writeln!(s, "  intrinsics:")?;
+            writeln!(s, "    intrinsics:")?;
             for x in &self.intrinsics {
-                writeln!(s, "    {:<38} {:<4} {}x{}x{} {} x {} -> {}", x.name, x.kind, x.m, x.n, x.k, x.a, x.b, x.acc)?;
+                writeln!(s, "      {:<38} {:<4} {}x{}x{} {} x {} -> {}", x.name, x.kind, x.m, x.n, x.k, x.a, x.b, x.acc)?;
             }
         }
-        writeln!(s, "  sources:")?;
+        writeln!(s, "    sources:")?;
         for src in &self.sources {
-            writeln!(s, "    - {src}")?;
+            writeln!(s, "      - {src}")?;
         }
         Ok(())
     }

@@ -244,7 +244,7 @@ fn listing_shows_levels() {
     let t = parse(builtin("sm80")).unwrap();
     assert!(t.summary_line().starts_with("sm80         cuda  NVIDIA A100"));
     let d = t.details();
-    assert!(d.contains("block      memory shared     binding grid"), "{d}");
+    assert!(d.contains("      block      memory shared     binding grid"), "{d}");
     assert!(d.contains("shared"), "{d}");
     assert!(d.contains("loop order: S.block S.thread R.block R.thread R.point V S.point"), "{d}");
 }
