@@ -81,6 +81,8 @@ fn parse_registered(sources: &SourceMap, file: FileId) -> Result<(Target, Span),
     let loc = Locator { file, doc: &doc };
     let mut v = Validator { t: &target, loc: &loc, diags: Diagnostics::new() };
     v.run();
+    // In file order, however the checks ran.
+    v.diags.0.sort_by_key(|d| d.span().map_or(0, |s| s.start));
     let name_span = loc.value(&[K("name")]);
     v.diags.into_result().map(|()| (target, name_span))
 }
