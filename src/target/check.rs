@@ -146,6 +146,16 @@ pub fn check_schedule(c: &Compute, info: &ComputeInfo, s: &Schedule, t: &Target,
     k.diags
 }
 
+/// [`check_schedule`] for compute op `op` of `f` with its own schedule;
+/// errors point at the schedule (or the op when the schedule has no span).
+/// Nothing to check (no schedule, not a compute op) is no error.
+pub fn check_op_schedule(f: &Function, op: Op, t: &Target) -> Diagnostics {
+    let Some(c) = f.op(op).kind.as_compute() else { return Diagnostics::new() };
+    let (Some(s), Some(info)) = (&c.schedule, ComputeInfo::of(f, op)) else { return Diagnostics::new() };
+    let span = if s.span.is_dummy() { f.op_spans[op] } else { s.span };
+    check_schedule(c, &info, s, t, span)
+}
+
 struct Checker<'a> {
     c: &'a Compute,
     info: &'a ComputeInfo,
@@ -182,7 +192,8 @@ impl Checker<'_> {
         let n = self.t.tile_levels.len();
         let mut ok = true;
         for (axis, sizes) in &self.s.tiles {
-            if sizes.len() != n {
+            // Unknown axes are the structural check's to report.
+            if sizes.len() != n && self.c.axis_by_name(axis).is_some() {
                 ok = false;
                 let d = self
                     .error(
@@ -468,11 +479,16 @@ impl Checker<'_> {
             }
         }
         let limit = t.compute.max_threads_per_block as u64;
+        let (gl, tl) = (&t.tile_levels[g].name, &t.tile_levels[th].name);
         if threads > limit {
-            let (gl, tl) = (&t.tile_levels[g].name, &t.tile_levels[th].name);
             let d = self
                 .error(
-                    format!("a block has {threads} threads ({}), {} over the {limit} threads per block of `{}`", parts.join(", "), threads - limit, t.name),
+                    format!(
+                        "a `{gl}` tile has {threads} threads ({}: `{gl}` sizes over `{tl}` sizes), {} over the {limit} threads per block of `{}`",
+                        parts.join(", "),
+                        threads - limit,
+                        t.name
+                    ),
                     "too many threads",
                 )
                 .with_note(format!("threads per block are the product over spatial axes of the `{gl}` size over the `{tl}` size"))
@@ -506,7 +522,7 @@ impl Checker<'_> {
             let tl = &t.tile_levels[innermost].name;
             let d = self
                 .error(
-                    format!("a thread needs about {total} registers ({}), {} over the {limit} registers per thread of `{}`", list.join(", "), total - limit, t.name),
+                    format!("a `{tl}` tile needs about {total} registers per thread ({}), {} over the {limit} registers per thread of `{}`", list.join(", "), total - limit, t.name),
                     "too many registers",
                 )
                 .with_note("the estimate counts 32-bit registers: accumulators, reads staged in registers, one per other read, and indexing")

@@ -250,14 +250,14 @@ fn register_estimate() {
     // 15x16 accumulators fit the 1020 bytes, but with two reads and
     // indexing the estimate is 240 + 2 + 16 = 258 registers.
     let s = sched("sm80", &[("i", &[120, 15]), ("j", &[128, 16]), ("k", &[32, 8])]);
-    c.one_error(&s, "sm80", &["a thread needs about 258 registers (accumulator: 240, other reads: 2, indexing (assumed): 16), 3 over the 255 registers per thread of `sm80`"]);
+    c.one_error(&s, "sm80", &["a `thread` tile needs about 258 registers per thread (accumulator: 240, other reads: 2, indexing (assumed): 16), 3 over the 255 registers per thread of `sm80`"]);
 }
 
 #[test]
 fn threads_per_block() {
     let c = Case::new(GEMM);
     let s = sched("sm90", &[("i", &[256, 2]), ("j", &[256, 4]), ("k", &[8, 8])]);
-    c.one_error(&s, "sm90", &["a block has 8192 threads (i: 256 / 2, j: 256 / 4), 7168 over the 1024 threads per block of `sm90`"]);
+    c.one_error(&s, "sm90", &["a `block` tile has 8192 threads (i: 256 / 2, j: 256 / 4: `block` sizes over `thread` sizes), 7168 over the 1024 threads per block of `sm90`"]);
 }
 
 #[test]
@@ -267,6 +267,38 @@ fn vthreads_on_spatial_axes_only() {
     s.vthreads = vec![("k".into(), 2)];
     let text = c.one_error(&s, "sm80", &["virtual threads split spatial axes only; `k` is a reduction axis"]);
     assert!(text.contains("declared as a reduction axis here"), "{text}");
+    // A target without a `V` loop has no virtual threads.
+    let mut t = (*target_named("sm80")).clone();
+    t.loop_order.retain(|e| e != "V");
+    let mut s = gpu_gemm(&c, "sm80");
+    s.vthreads = vec![("i".into(), 2)];
+    let (f, op) = c.op();
+    let d = check_schedule(c.compute(), &c.info(), &s, &t, f.op_spans[op]);
+    assert_eq!(d.len(), 1);
+    assert!(d.0[0].message.contains("has no virtual-thread loop (`V` in its loop order), so `i` cannot have 2 virtual threads"), "{:?}", d);
+}
+
+#[test]
+fn unknown_axes_are_left_to_the_structural_check() {
+    let c = Case::new(GEMM);
+    let mut s = gpu_gemm(&c, "sm80");
+    s.tiles.push(("q".into(), vec![1, 2, 3]));
+    c.ok(&s, "sm80");
+}
+
+#[test]
+fn checking_an_op_with_its_schedule() {
+    let mut c = Case::new(GEMM);
+    let s = sched("sm80", &[("i", &[256, 8]), ("j", &[256, 8]), ("k", &[128, 8])]);
+    let s = cache(cache(s, &c, "a", "shared"), &c, "b", "shared");
+    let (_, op) = c.op();
+    let t = target_named("sm80");
+    assert!(check_op_schedule(&c.module.funcs[0], op, &t).is_empty(), "no schedule yet");
+    c.module.funcs[0].ops[op].kind.as_compute_mut().unwrap().schedule = Some(s);
+    let d = check_op_schedule(&c.module.funcs[0], op, &t);
+    assert_eq!(d.len(), 1);
+    let text = c.sources.render(&d.0);
+    assert!(text.contains("test.tile:3:3"), "the op's span stands in for the schedule's:\n{text}");
 }
 
 #[test]
