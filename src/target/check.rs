@@ -289,10 +289,8 @@ impl Checker<'_> {
             consider(self.info.output.elem, "the output".into());
         }
         for (i, r) in self.c.all_reads() {
-            if r.indices.iter().any(|e| e.uses(id)) {
-                if let Some(ri) = self.info.reads.get(i) {
-                    consider(ri.tensor.elem, ri.name.clone());
-                }
+            if let Some(ri) = self.info.reads.get(i).filter(|_| r.indices.iter().any(|e| e.uses(id))) {
+                consider(ri.tensor.elem, ri.name.clone());
             }
         }
         let Some((bits, ty, who)) = widest else { return };

@@ -201,7 +201,7 @@ impl Validator<'_, '_, '_> {
                         self.err(span, format!("cuda target needs a positive `compute.{field}`"), label);
                     }
                 }
-                if c.warp_size != 0 && c.max_threads_per_block % c.warp_size != 0 {
+                if c.warp_size != 0 && !c.max_threads_per_block.is_multiple_of(c.warp_size) {
                     let span = self.loc.value(&[K("compute"), K("max_threads_per_block")]);
                     self.err(span, format!("`compute.max_threads_per_block` ({}) is not a multiple of the warp size ({})", c.max_threads_per_block, c.warp_size), "");
                 }
@@ -218,7 +218,7 @@ impl Validator<'_, '_, '_> {
             }
         }
         let bits = self.t.isa.vector_bits;
-        if bits % 8 != 0 {
+        if !bits.is_multiple_of(8) {
             let span = self.loc.value(&[K("isa"), K("vector_bits")]);
             self.err(span, format!("`isa.vector_bits` ({bits}) is not a whole number of bytes"), "");
         }
@@ -277,17 +277,13 @@ impl Validator<'_, '_, '_> {
                 let span = self.loc.key(&at(field));
                 self.err(span, format!("memory level `{}` gives `{field}` without the other of `banks` and `bank_width_bytes`", m.name), "");
             }
-            if let Some(unit) = m.unit_capacity_bytes {
-                if unit < m.capacity_bytes {
-                    let span = self.loc.value(&at("unit_capacity_bytes"));
-                    self.err(span, format!("`unit_capacity_bytes` of `{}` ({unit}) is less than its `capacity_bytes` ({})", m.name, m.capacity_bytes), "");
-                }
+            if let Some(unit) = m.unit_capacity_bytes.filter(|&u| u < m.capacity_bytes) {
+                let span = self.loc.value(&at("unit_capacity_bytes"));
+                self.err(span, format!("`unit_capacity_bytes` of `{}` ({unit}) is less than its `capacity_bytes` ({})", m.name, m.capacity_bytes), "");
             }
-            if let Some(scope) = &m.scope {
-                if MemScope::from_name(scope).is_none() {
-                    let span = self.loc.value(&at("scope"));
-                    self.err(span, format!("unknown buffer scope `{scope}`"), "not a scope").notes.push("note: scopes are `global`, `shared` and `local`".into());
-                }
+            if let Some(scope) = m.scope.as_ref().filter(|s| MemScope::from_name(s).is_none()) {
+                let span = self.loc.value(&at("scope"));
+                self.err(span, format!("unknown buffer scope `{scope}`"), "not a scope").notes.push("note: scopes are `global`, `shared` and `local`".into());
             }
             if m.per == Per::Block && t.kind != TargetKind::Cuda {
                 let span = self.loc.value(&at("per"));
@@ -337,15 +333,13 @@ impl Validator<'_, '_, '_> {
                     d.notes.push(format!("note: memory levels: {}", names.join(", ")));
                 }
                 Some(m) => {
-                    if let Some((prev, prev_level)) = last_memory {
-                        if m < prev {
-                            let span = self.loc.value(&at("memory"));
-                            self.err(
-                                span,
-                                format!("tile level `{}` uses `{}`, a slower memory than `{}` of the outer level `{prev_level}`", l.name, l.memory, t.memory[prev].name),
-                                "inner tile levels use the same or faster memory",
-                            );
-                        }
+                    if let Some((prev, prev_level)) = last_memory.filter(|&(prev, _)| m < prev) {
+                        let span = self.loc.value(&at("memory"));
+                        self.err(
+                            span,
+                            format!("tile level `{}` uses `{}`, a slower memory than `{}` of the outer level `{prev_level}`", l.name, l.memory, t.memory[prev].name),
+                            "inner tile levels use the same or faster memory",
+                        );
                     }
                     last_memory = Some((m, &l.name));
                 }
