@@ -606,7 +606,6 @@ fn build_op_decls() -> Vec<OpDecl> {
             place: OpPlace::Scalar,
         },
     ];
-    decls.extend(loop_op_decls());
     for &u in UnaryOp::ALL {
         decls.push(OpDecl {
             mnemonic: u.mnemonic(),
@@ -627,6 +626,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             place: OpPlace::Scalar,
         });
     }
+    decls.extend(loop_op_decls());
     decls
 }
 
