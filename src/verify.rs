@@ -1220,8 +1220,8 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
             err(Diagnostic::error(format!("axis `{name}` has an empty list of tile sizes")).at(span, "no tile sizes").with_note("give one size per tile level of the target"));
             continue;
         }
-        if let Some(l) = sizes.iter().position(|&t| t == 0) {
-            err(Diagnostic::error(format!("tile size {l} of axis `{name}` is 0")).at(span, "tile sizes must be at least 1"));
+        if sizes.contains(&0) {
+            err(Diagnostic::error(format!("axis `{name}` has a tile size of 0")).at(span, "tile sizes must be at least 1"));
             continue;
         }
         for w in sizes.windows(2) {

@@ -1225,26 +1225,26 @@ impl Resolver {
             seen.push(&e.key);
             match key {
                 "tile" => {
-                    for (axis, v) in self.axis_dict(e, &owner, "{axis = [size, ...], ...}") {
+                    for (axis, v) in self.axis_dict(e, &owner, "`{axis = [size, ...], ...}`") {
                         let AttrValue::List(items, _) = v else {
-                            self.shape_error(key, "{axis = [size, ...], ...}", v, "expected a list of tile sizes");
+                            self.shape_error(key, "`{axis = [size, ...], ...}`", v, "expected a list of tile sizes");
                             continue;
                         };
-                        let sizes: Vec<Option<u64>> = items.iter().map(|x| self.attr_int(key, "{axis = [size, ...], ...}", x)).collect();
+                        let sizes: Vec<Option<u64>> = items.iter().map(|x| self.attr_int(key, "`{axis = [size, ...], ...}`", x)).collect();
                         if let Some(sizes) = sizes.into_iter().collect::<Option<Vec<u64>>>() {
                             sched.tiles.push((axis.text.clone(), sizes));
                         }
                     }
                 }
                 "vthread" => {
-                    for (axis, v) in self.axis_dict(e, &owner, "{axis = count, ...}") {
-                        if let Some(n) = self.attr_int(key, "{axis = count, ...}", v) {
+                    for (axis, v) in self.axis_dict(e, &owner, "`{axis = count, ...}`") {
+                        if let Some(n) = self.attr_int(key, "`{axis = count, ...}`", v) {
                             sched.vthreads.push((axis.text.clone(), n));
                         }
                     }
                 }
                 "cache" => {
-                    let shape = "{read = memory level, ...}";
+                    let shape = "`{read = memory level, ...}`";
                     let AttrValue::Dict(entries, _) = &e.value else {
                         self.shape_error(key, shape, &e.value, "expected a dictionary");
                         continue;
@@ -1276,7 +1276,7 @@ impl Resolver {
                 }
                 "unroll" => sched.unroll = self.attr_int(key, "an integer", &e.value).unwrap_or(0),
                 "vector" => {
-                    let entries = self.axis_dict(e, &owner, "{axis = width}");
+                    let entries = self.axis_dict(e, &owner, "`{axis = width}`");
                     if let AttrValue::Dict(all, span) = &e.value {
                         if all.is_empty() {
                             self.error(Diagnostic::error("`vector` names no axis").at(*span, "empty").with_help("write `vector = {j = 8}`"));
@@ -1289,7 +1289,7 @@ impl Resolver {
                         }
                     }
                     if let Some((axis, v)) = entries.first() {
-                        if let Some(w) = self.attr_int(key, "{axis = width}", v) {
+                        if let Some(w) = self.attr_int(key, "`{axis = width}`", v) {
                             sched.vector = Some((axis.text.clone(), w));
                         }
                     }
@@ -1322,11 +1322,11 @@ impl Resolver {
                     let found = axes.iter().any(|a| a.name == x.key.text);
                     if !found {
                         let names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
-                        let mut d = Diagnostic::error(format!("unknown axis `{}` in `{}`", x.key.text, e.key.text)).at(x.key.span, "not an axis of this compute op");
-                        if let Some(best) = crate::diag::closest(&x.key.text, names.iter().copied()) {
-                            d = d.with_help(format!("did you mean `{best}`?"));
-                        }
-                        self.error(d.with_note(format!("the axes are: {}", names.join(", "))));
+                        self.error(
+                            Diagnostic::error(format!("unknown axis `{}` in `{}`", x.key.text, e.key.text))
+                                .at(x.key.span, "not an axis of this compute op")
+                                .with_note(format!("the axes are: {}", names.join(", "))),
+                        );
                     }
                     found
                 }
@@ -1366,7 +1366,7 @@ impl Resolver {
     }
 
     fn shape_error(&mut self, key: &str, shape: &str, found: &AttrValue, label: &str) {
-        self.error(Diagnostic::error(format!("`{key}` expects `{shape}`, found {}", found.describe())).at(found.span(), label.to_string()));
+        self.error(Diagnostic::error(format!("`{key}` expects {shape}, found {}", found.describe())).at(found.span(), label.to_string()));
     }
 }
 
