@@ -489,10 +489,13 @@ impl Verifier<'_> {
             return;
         };
         let tt = &tt;
+        // Messages name the type as written (a tensor or a buffer).
+        let ty = f.value_type(tensor);
         let read_span = read.index_spans.iter().copied().reduce(Span::to).unwrap_or(self.value_span(tensor));
         if read.indices.len() != tt.rank() {
+            let what = if ty.as_buffer().is_some() { "buffer" } else { "tensor" };
             self.err(
-                Diagnostic::error(format!("read of a rank-{} tensor `{tt}` has {} index expression(s)", tt.rank(), read.indices.len()))
+                Diagnostic::error(format!("read of a rank-{} {what} `{ty}` has {} index expression(s)", tt.rank(), read.indices.len()))
                     .at(read_span, format!("expected {} indices", tt.rank())),
             );
             return;
@@ -544,7 +547,7 @@ impl Verifier<'_> {
             let (vlo, vhi) = e.value_range(range).unwrap_or((lo, hi));
             if vlo < 0 || vhi >= dim as i64 {
                 self.err(
-                    Diagnostic::error(format!("index `{text}` of dimension {d} ranges over [{vlo}, {vhi}], outside [0, {}] of `{tt}`", dim as i64 - 1))
+                    Diagnostic::error(format!("index `{text}` of dimension {d} ranges over [{vlo}, {vhi}], outside [0, {}] of `{ty}`", dim as i64 - 1))
                         .at(span, "may read out of bounds")
                         .with_help("add `pad(<value>)` to the read to define out-of-bounds elements (e.g. `pad(0.0)` for zero padding)"),
                 );
