@@ -1242,8 +1242,9 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
             }
         }
     }
-    if let Some((first, first_sizes)) = s.tiles.first() {
-        if let Some((other, sizes)) = s.tiles.iter().find(|(_, t)| t.len() != first_sizes.len()) {
+    // (Empty lists are reported above.)
+    if let Some((first, first_sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty()) {
+        if let Some((other, sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty() && t.len() != first_sizes.len()) {
             err(Diagnostic::error(format!(
                 "axes have different numbers of tile sizes: `{first}` has {}, `{other}` has {}",
                 first_sizes.len(),
@@ -1342,4 +1343,202 @@ fn is_mixed_radix_onto(c: &Compute, e: &AffineExpr<AxisId>, dim: u64) -> bool {
 
 fn read_scalar_type(f: &Function, tensor: Value) -> Type {
     Type::Scalar(f.value_type(tensor).readable().map_or(ElemType::F32, |t| t.elem))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Rules that parsed input cannot break (the resolver refuses such
+    //! input first) but passes can: IR is parsed, then edited as a pass
+    //! might, then verified.
+    use super::*;
+    use crate::syntax::parse_str;
+
+    const LOOPS: &str = "func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %y = alloc : buffer<8xf32, global>
+  kernel schedule \"sm90\" {
+    tile = {i = [4, 2]},
+    cache = {a = shared}
+  } {
+    for %i = 0 to 8 {
+      %a = load %x[%i] read(a) : f32
+      %n = index %i : i32
+      if %i < 8 {
+        store %a, %y[%i]
+      }
+      barrier
+    }
+  }
+  return %y
+}
+";
+
+    const COMPUTE: &str = "func @f(%A: tensor<8x4xf32>) -> tensor<8xf32> {
+  %C = compute (i: 8) reduce sum (k: 4) reads(%a = %A[i, k]) -> tensor<8xf32>[i] schedule \"sm90\" {tile = {i = [4], k = [2]}} {
+    %0 = index i : i32
+    yield %a : f32
+  }
+  return %C
+}
+";
+
+    fn parse(src: &str) -> Function {
+        let (m, _) = parse_str("t.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+        let f = m.funcs.into_iter().next().unwrap();
+        assert!(!verify_function(&f).has_errors(), "the unedited IR must verify");
+        f
+    }
+
+    fn find(f: &Function, mnemonic: &str) -> Op {
+        f.walk().into_iter().find(|&o| f.ops[o].kind.mnemonic() == mnemonic).unwrap_or_else(|| panic!("no `{mnemonic}`"))
+    }
+
+    /// Verifies `f` and checks that some error contains `message`.
+    fn expect(f: &Function, message: &str) {
+        let d = verify_function(f);
+        let all: Vec<&str> = d.0.iter().map(|x| x.message.as_str()).collect();
+        assert!(all.iter().any(|m| m.contains(message)), "no error containing {message:?} in {all:#?}");
+    }
+
+    fn kernel_schedule(f: &mut Function) -> &mut Schedule {
+        let k = find(f, "kernel");
+        match &mut f.ops[k].kind {
+            OpKind::Kernel(k) => &mut k.schedule,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn malformed_loop_ops() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "for");
+        f.ops[l].regions.clear();
+        expect(&f, "malformed `for`: 0 operand(s), 0 result(s) and 0 region(s)");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "for");
+        let body = f.ops[l].regions[0];
+        let iv = f.regions[body].args[0];
+        f.values[iv].ty = Type::Scalar(ElemType::I32);
+        expect(&f, "the body of `for` must have one argument of type `index`");
+
+        let mut f = parse(LOOPS);
+        let g = find(&f, "if");
+        f.ops[g].kind = OpKind::If(Box::new(Guard { conds: vec![] }));
+        expect(&f, "`if` has no condition");
+
+        let mut f = parse(LOOPS);
+        let a = find(&f, "alloc");
+        let r = f.ops[a].results[0];
+        f.values[r].ty = Type::Scalar(ElemType::F32);
+        expect(&f, "`alloc` must define a buffer, not `f32`");
+    }
+
+    #[test]
+    fn index_expressions_use_index_operands() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        if let OpKind::Load(a) = &mut f.ops[l].kind {
+            a.indices = vec![AffineExpr::var(Dim::new(0))];
+        }
+        expect(&f, "an index expression of `load` uses operand 0, which is not one of its index operands");
+
+        let mut f = parse(LOOPS);
+        let s = find(&f, "store");
+        if let OpKind::Store(a) = &mut f.ops[s].kind {
+            a.indices = vec![AffineExpr::var(Dim::new(7))];
+        }
+        expect(&f, "an index expression of `store` uses operand 7");
+    }
+
+    #[test]
+    fn loads_and_stores_of_pass_built_ir() {
+        let mut f = parse(LOOPS);
+        let s = find(&f, "store");
+        if let OpKind::Store(a) = &mut f.ops[s].kind {
+            a.pad = Some(Literal::Float(0.0));
+        }
+        expect(&f, "`store` has a pad value");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        let iv = f.ops[l].operands[1];
+        f.ops[l].operands[0] = iv;
+        expect(&f, "`load` reads `%i`, which is not a tensor or buffer but `index`");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        if let OpKind::Load(a) = &mut f.ops[l].kind {
+            a.pad = Some(Literal::Int(1));
+        }
+        expect(&f, "integer pad value for elements of f32");
+
+        let mut f = parse(LOOPS);
+        let a = find(&f, "alloc");
+        let y = f.ops[a].results[0];
+        let fill = f.create_op(f.body, OpKind::Fill(Literal::Int(300)), vec![y], vec![], Span::DUMMY);
+        f.regions[f.body].ops.insert(1, fill);
+        expect(&f, "integer fill value for elements of f32");
+    }
+
+    #[test]
+    fn values_of_a_loop_are_not_visible_after_it() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        let v = f.ops[l].results[0];
+        let a = find(&f, "alloc");
+        let y = f.ops[a].results[0];
+        let store = f.create_op(f.body, OpKind::Store(Box::new(Access { indices: vec![AffineExpr::constant(0)], pad: None, read: None })), vec![v, y], vec![], Span::DUMMY);
+        let n = f.regions[f.body].ops.len();
+        f.regions[f.body].ops.insert(n - 1, store);
+        expect(&f, "operand `%a` of `store` is not defined before its use");
+    }
+
+    #[test]
+    fn index_forms_belong_to_their_regions() {
+        let mut f = parse(LOOPS);
+        let i = find(&f, "index");
+        f.ops[i].kind = OpKind::AxisIndex(AxisId::new(0));
+        f.ops[i].operands.clear();
+        expect(&f, "`index` names an axis, but there is no compute op here");
+
+        let mut f = parse(COMPUTE);
+        let i = find(&f, "index");
+        f.ops[i].kind = OpKind::IndexValue(AffineExpr::constant(0));
+        expect(&f, "`index` over index values belongs in loops");
+
+        let mut f = parse(LOOPS);
+        let b = find(&f, "barrier");
+        let a = find(&f, "load");
+        let v = f.ops[a].results[0];
+        f.ops[b].kind = OpKind::Yield;
+        f.ops[b].operands = vec![v];
+        expect(&f, "`yield` cannot appear in a loop region");
+    }
+
+    #[test]
+    fn schedules_of_pass_built_ir() {
+        let mut f = parse(COMPUTE);
+        let c = find(&f, "compute");
+        let s = f.ops[c].kind.as_compute_mut().unwrap().schedule.as_mut().unwrap();
+        s.tiles.push(("zz".into(), vec![1]));
+        s.cache.push(CacheDirective { read: 5, read_name: "q".into(), level: "shared".into() });
+        expect(&f, "`tile` names axis `zz`, which the compute op does not have");
+        expect(&f, "`cache` names read 5 (`q`), but the compute op has 1 read(s)");
+
+        let mut f = parse(LOOPS);
+        let s = kernel_schedule(&mut f);
+        s.cache.push(CacheDirective { read: 1, read_name: "b".into(), level: "local".into() });
+        s.vthreads.push(("i.x".into(), 2));
+        expect(&f, "`cache` names read `b`, but no load of the kernel is tagged `read(b)`");
+        expect(&f, "axis name `i.x` in `vthread` contains a dot");
+
+        // Errors of schedules without a source location point at the op.
+        let mut f = parse(LOOPS);
+        let s = kernel_schedule(&mut f);
+        s.span = Span::DUMMY;
+        s.tiles[0].1 = vec![4, 3];
+        let d = verify_function(&f);
+        let k = find(&f, "kernel");
+        assert_eq!(d.0[0].primary.as_ref().map(|l| l.span), Some(f.op_spans[k]), "{:?}", d.0);
+    }
 }
