@@ -803,23 +803,21 @@ impl Verifier<'_> {
             }
             _ => {}
         }
-        if let Mapping::Thread(_) = m {
-            if find(self, &|x| matches!(x, Mapping::Block(_))).is_none() {
-                self.err(
-                    Diagnostic::error(format!("thread-mapped loop `map({m})` is not inside a block-mapped loop"))
-                        .at(span, "no enclosing block loop")
-                        .with_help("GPU threads run inside blocks: nest this loop in a `map(block.x)` loop"),
-                );
-            }
+        if matches!(m, Mapping::Thread(_)) && find(self, &|x| matches!(x, Mapping::Block(_))).is_none() {
+            self.err(
+                Diagnostic::error(format!("thread-mapped loop `map({m})` is not inside a block-mapped loop"))
+                    .at(span, "no enclosing block loop")
+                    .with_help("GPU threads run inside blocks: nest this loop in a `map(block.x)` loop"),
+            );
         }
-        if let Mapping::Block(_) = m {
-            if let Some(o) = find(self, &|x| matches!(x, Mapping::Thread(_))) {
-                self.err(
-                    Diagnostic::error(format!("block-mapped loop `map({m})` inside a thread-mapped loop"))
-                        .at(span, "blocks contain threads, not the other way round")
-                        .with_secondary(self.op_span(o), "thread-mapped loop"),
-                );
-            }
+        if matches!(m, Mapping::Block(_))
+            && let Some(o) = find(self, &|x| matches!(x, Mapping::Thread(_)))
+        {
+            self.err(
+                Diagnostic::error(format!("block-mapped loop `map({m})` inside a thread-mapped loop"))
+                    .at(span, "blocks contain threads, not the other way round")
+                    .with_secondary(self.op_span(o), "thread-mapped loop"),
+            );
         }
     }
 
@@ -848,7 +846,7 @@ impl Verifier<'_> {
         if !self.f.regions[body].args.is_empty() {
             self.err(Diagnostic::error("the body of `kernel` takes no arguments").at(self.op_span(op), "malformed kernel"));
         }
-        let tags = load_tags(self.f, body);
+        let tags = self.f.load_read_tags(body);
         verify_schedule_structure(&k.schedule, &ScheduleOwner::Kernel { read_tags: &tags }, self.op_span(op), &mut self.diags);
         let inner = LoopCtx { function_level: false, ..ctx.clone() };
         self.loop_region(body, &inner, visible);
@@ -1147,25 +1145,6 @@ fn loop_extent(f: &Function, v: Value) -> Option<u64> {
     }
 }
 
-/// The distinct `read(...)` tags of the loads in `region` and below, in
-/// program order: the reads a kernel's `cache` may name.
-fn load_tags(f: &Function, region: Region) -> Vec<String> {
-    let mut tags: Vec<String> = Vec::new();
-    let mut pending: Vec<(Region, usize)> = vec![(region, 0)];
-    while let Some((r, i)) = pending.pop() {
-        let Some(&op) = f.regions[r].ops.get(i) else { continue };
-        pending.push((r, i + 1));
-        if let OpKind::Load(a) = &f.ops[op].kind {
-            if let Some(t) = a.read.as_ref().filter(|t| !tags.contains(t)) {
-                tags.push(t.clone());
-            }
-        }
-        for &sub in f.ops[op].regions.iter().rev() {
-            pending.push((sub, 0));
-        }
-    }
-    tags
-}
 
 /// What a schedule belongs to, for [`verify_schedule_structure`].
 pub enum ScheduleOwner<'a> {
@@ -1234,25 +1213,25 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
                     .with_note("each tile level splits the tiles of the level above it into whole tiles"));
             }
         }
-        if let Some(a) = axis(name) {
-            if sizes[0] > a.extent {
-                err(Diagnostic::error(format!("the outermost tile size of axis `{name}`, {}, is larger than its extent {}", sizes[0], a.extent))
-                    .at(span, "tile larger than the axis")
-                    .with_help(format!("use a size of at most {}", a.extent)));
-            }
+        if let Some(a) = axis(name)
+            && sizes[0] > a.extent
+        {
+            err(Diagnostic::error(format!("the outermost tile size of axis `{name}`, {}, is larger than its extent {}", sizes[0], a.extent))
+                .at(span, "tile larger than the axis")
+                .with_help(format!("use a size of at most {}", a.extent)));
         }
     }
     // (Empty lists are reported above.)
-    if let Some((first, first_sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty()) {
-        if let Some((other, sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty() && t.len() != first_sizes.len()) {
-            err(Diagnostic::error(format!(
-                "axes have different numbers of tile sizes: `{first}` has {}, `{other}` has {}",
-                first_sizes.len(),
-                sizes.len()
-            ))
-            .at(span, "tile lists of different lengths")
-            .with_note("a schedule gives every axis one size per tile level of the target"));
-        }
+    if let Some((first, first_sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty())
+        && let Some((other, sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty() && t.len() != first_sizes.len())
+    {
+        err(Diagnostic::error(format!(
+            "axes have different numbers of tile sizes: `{first}` has {}, `{other}` has {}",
+            first_sizes.len(),
+            sizes.len()
+        ))
+        .at(span, "tile lists of different lengths")
+        .with_note("a schedule gives every axis one size per tile level of the target"));
     }
     // The innermost tile of an axis: its last tile size, or the whole axis
     // when it is not tiled (unknown for kernels).
@@ -1283,15 +1262,15 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
         }
     }
     // vector
-    if let Some((name, w)) = &s.vector {
-        if known(name, "vector", &mut err) {
-            if *w == 0 {
-                err(Diagnostic::error(format!("vector width of axis `{name}` is 0")).at(span, "at least 1"));
-            } else if let Some(t) = innermost(name).filter(|&t| t % w != 0) {
-                err(Diagnostic::error(format!("vector width {w} does not divide the innermost tile of axis `{name}` ({t})"))
-                    .at(span, "not a divisor")
-                    .with_note("the innermost loop of the axis runs in whole vectors"));
-            }
+    if let Some((name, w)) = &s.vector
+        && known(name, "vector", &mut err)
+    {
+        if *w == 0 {
+            err(Diagnostic::error(format!("vector width of axis `{name}` is 0")).at(span, "at least 1"));
+        } else if let Some(t) = innermost(name).filter(|&t| t % w != 0) {
+            err(Diagnostic::error(format!("vector width {w} does not divide the innermost tile of axis `{name}` ({t})"))
+                .at(span, "not a divisor")
+                .with_note("the innermost loop of the axis runs in whole vectors"));
         }
     }
     // cache
@@ -1425,6 +1404,18 @@ mod tests {
         let g = find(&f, "if");
         f.ops[g].kind = OpKind::If(Box::new(Guard { conds: vec![] }));
         expect(&f, "`if` has no condition");
+
+        let mut f = parse(LOOPS);
+        let g = find(&f, "if");
+        let body = f.ops[g].regions[0];
+        f.add_region_arg(body, Type::Index, None);
+        expect(&f, "the body of `if` takes no arguments");
+
+        let mut f = parse(LOOPS);
+        let k = find(&f, "kernel");
+        let body = f.ops[k].regions[0];
+        f.add_region_arg(body, Type::Index, None);
+        expect(&f, "the body of `kernel` takes no arguments");
 
         let mut f = parse(LOOPS);
         let a = find(&f, "alloc");

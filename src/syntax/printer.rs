@@ -183,7 +183,7 @@ impl Printer<'_> {
                     write!(self.out, " pad({})", pad.to_string_as(self.elem_of(data.operands.first()))).unwrap();
                 }
                 if let Some(r) = &a.read {
-                    write!(self.out, " read({r})").unwrap();
+                    write!(self.out, " read({})", name_text(r)).unwrap();
                 }
                 write!(self.out, " : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
@@ -233,7 +233,7 @@ impl Printer<'_> {
                 if let Some(label) = &k.label {
                     write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
                 }
-                let read_name = |pos: usize| k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone()).unwrap_or_default();
+                let read_name = |pos: usize| name_text(&k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone()).unwrap_or_default());
                 self.schedule(&k.schedule, depth, &read_name);
                 let mark = scope.mark();
                 self.loop_body(scope, data.regions.first().copied(), depth, mark);
@@ -385,7 +385,7 @@ impl Printer<'_> {
                 (0..c.reads.len()).map(|i| arg_name(0, i)).chain((0..c.epilogue_reads.len()).map(|i| arg_name(1, i + 1))).collect();
             let read_name = |pos: usize| {
                 let name = names.get(pos).cloned().flatten();
-                name.or_else(|| s.cache.iter().find(|d| d.read == pos).map(|d| d.read_name.clone())).unwrap_or_default()
+                name_text(&name.or_else(|| s.cache.iter().find(|d| d.read == pos).map(|d| d.read_name.clone())).unwrap_or_default())
             };
             self.out.push('\n');
             self.indent(depth + 2);
@@ -395,6 +395,16 @@ impl Printer<'_> {
         self.out.push_str(&regions);
         self.out.push('\n');
     }
+}
+
+/// A read name as a schedule key or `read(...)` argument: bare when it is
+/// an identifier, quoted otherwise (value names such as `%1st` or `%out$1`
+/// are not identifiers).
+fn name_text(name: &str) -> String {
+    let mut chars = name.chars();
+    let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.split('.').all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    if ident { name.to_string() } else { format!("\"{}\"", escape_label(name)) }
 }
 
 /// Escapes a label for a string literal the lexer reads back.

@@ -1050,7 +1050,7 @@ impl Resolver {
         let op = func.append_op(place.region, kind, vec![], vec![], k.head_span);
         let body = self.loop_region(func, scope, op, &[], &k.body);
         // The schedule's `cache` names reads by the tags of the loads inside.
-        let tags = load_tags(func, body);
+        let tags = func.load_read_tags(body);
         let schedule = self.schedule(&k.schedule, ScheduleOwner::Kernel, &tags);
         if let OpKind::Kernel(kernel) = &mut func.ops[op].kind {
             kernel.schedule = schedule;
@@ -1118,7 +1118,11 @@ impl Resolver {
         let (exprs, t) = (exprs?, t?);
         let mut operands = vec![source];
         let indices = index_operands(&mut operands, &exprs);
-        let access = Access { indices, pad, read: read.map(|w| w.text.clone()) };
+        let read = match read {
+            Some(w) => Some(self.unescape(w)?),
+            None => None,
+        };
+        let access = Access { indices, pad, read };
         let op = func.append_op(place.region, OpKind::Load(Box::new(access)), operands, vec![Type::Scalar(t)], span);
         Some(func.result(op))
     }
@@ -1288,10 +1292,10 @@ impl Resolver {
                             );
                         }
                     }
-                    if let Some((axis, v)) = entries.first() {
-                        if let Some(w) = self.attr_int(key, "`{axis = width}`", v) {
-                            sched.vector = Some((axis.text.clone(), w));
-                        }
+                    if let Some((axis, v)) = entries.first()
+                        && let Some(w) = self.attr_int(key, "`{axis = width}`", v)
+                    {
+                        sched.vector = Some((axis.text.clone(), w));
                     }
                 }
                 _ => unreachable!("checked against SCHEDULE_KEYS"),
@@ -1403,26 +1407,5 @@ fn index_operands(operands: &mut Vec<Value>, exprs: &[AffineExpr<Value>]) -> Vec
     exprs.iter().map(|e| e.map_vars(position)).collect()
 }
 
-/// The `read(name)` tags of the loads in `region` and the regions nested in
-/// it, distinct, in program order: the reads a kernel's `cache` refers to.
-fn load_tags(func: &Function, region: Region) -> Vec<String> {
-    let mut tags: Vec<String> = Vec::new();
-    let mut pending: Vec<(Region, usize)> = vec![(region, 0)];
-    while let Some((r, i)) = pending.pop() {
-        let Some(&op) = func.regions[r].ops.get(i) else { continue };
-        pending.push((r, i + 1));
-        if let OpKind::Load(a) = &func.ops[op].kind {
-            if let Some(t) = &a.read {
-                if !tags.contains(t) {
-                    tags.push(t.clone());
-                }
-            }
-        }
-        for &sub in func.ops[op].regions.iter().rev() {
-            pending.push((sub, 0));
-        }
-    }
-    tags
-}
 
 
