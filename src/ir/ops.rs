@@ -646,7 +646,7 @@ pub fn op_decl(mnemonic: &str) -> Option<&'static OpDecl> {
 /// `ir-spec/ops.md`, generated from [`op_decls`].
 pub fn reference_markdown() -> String {
     let mut out = String::from(
-        "# Tile dialect ops\n\n<!-- Generated from the op declarations in src/ir/ops.rs; do not edit by hand.\n     A test fails when this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nSee [README.md](README.md) for the grammar and the semantics of reads, padding and folds.\n\n| op | where | summary |\n|---|---|---|\n",
+        "# Tile dialect ops\n\n<!-- Generated from the op declarations in src/ir/ops.rs; do not edit by hand.\n     A test fails when this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nSee [README.md](README.md) for the grammar and the semantics of reads, padding, folds, schedules and loops.\n\n| op | where | summary |\n|---|---|---|\n",
     );
     let place = |p: OpPlace| match p {
         OpPlace::Function => "function body",
