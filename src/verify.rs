@@ -12,7 +12,14 @@ use crate::ir::types;
 use std::collections::HashSet;
 
 /// Verifies every function of a module (and that names are distinct).
+/// Schedules are checked against the built-in targets.
 pub fn verify_module(m: &Module) -> Diagnostics {
+    verify_module_with(m, None)
+}
+
+/// Like [`verify_module`], resolving schedules naming `target` to it (the
+/// `--target` of a run) and others to the built-in targets.
+pub fn verify_module_with(m: &Module, target: Option<&crate::target::Target>) -> Diagnostics {
     let mut diags = Diagnostics::new();
     for (i, f) in m.funcs.iter().enumerate() {
         if let Some(first) = m.funcs[..i].iter().find(|g| g.name == f.name) {
@@ -22,13 +29,17 @@ pub fn verify_module(m: &Module) -> Diagnostics {
                     .with_secondary(first.span, "first defined here"),
             );
         }
-        diags.extend(verify_function(f));
+        diags.extend(verify_function_with(f, target));
     }
     diags
 }
 
 pub fn verify_function(f: &Function) -> Diagnostics {
-    let mut v = Verifier { f, diags: Diagnostics::new() };
+    verify_function_with(f, None)
+}
+
+pub fn verify_function_with(f: &Function, target: Option<&crate::target::Target>) -> Diagnostics {
+    let mut v = Verifier { f, diags: Diagnostics::new(), target };
     v.function();
     v.diags
 }
@@ -36,6 +47,8 @@ pub fn verify_function(f: &Function) -> Diagnostics {
 struct Verifier<'f> {
     f: &'f Function,
     diags: Diagnostics,
+    /// The run's target, for schedules naming it.
+    target: Option<&'f crate::target::Target>,
 }
 
 impl Verifier<'_> {
@@ -253,7 +266,12 @@ impl Verifier<'_> {
         self.tensor_size(out_ty, span);
         if let Some(sched) = &c.schedule {
             let owner = ScheduleOwner::Compute { axes: &c.axes, reads: nreads };
+            let before = self.diags.len();
             verify_schedule_structure(sched, &owner, span, &mut self.diags);
+            // Resource limits need a well-formed schedule and its target.
+            if self.diags.len() == before {
+                self.schedule_resources(op, sched, span);
+            }
         }
         for (i, (pos, read)) in c.all_reads().enumerate() {
             let epilogue = i >= c.reads.len();
@@ -785,12 +803,17 @@ impl Verifier<'_> {
                 }
             }
             Mapping::Parallel => {
-                if let Some(o) = find(self, &|x| x == Mapping::Parallel) {
+                // Directly nested parallel loops (each the only op of the
+                // outer one's body) form one parallel region over their
+                // product; a parallel loop deeper inside is an error.
+                let parent_region = self.f.ops[op].parent;
+                let direct = |o: Op| self.f.regions[parent_region].owner == Some(o) && self.f.regions[parent_region].ops.len() == 1;
+                if let Some(o) = find(self, &|x| x == Mapping::Parallel).filter(|&o| !direct(o)) {
                     self.err(
                         Diagnostic::error("`parallel` loop nested in a `parallel` loop")
                             .at(span, "nested parallel loop")
                             .with_secondary(self.op_span(o), "outer `parallel` loop")
-                            .with_help("parallelise one loop of a nest; the outer loop already uses the cores"),
+                            .with_help("parallel loops form one region only when directly nested, each the only op of the loop around it"),
                     );
                 }
                 if let Some(o) = find(self, &gpu) {
@@ -802,13 +825,6 @@ impl Verifier<'_> {
                 }
             }
             _ => {}
-        }
-        if matches!(m, Mapping::Thread(_)) && find(self, &|x| matches!(x, Mapping::Block(_))).is_none() {
-            self.err(
-                Diagnostic::error(format!("thread-mapped loop `map({m})` is not inside a block-mapped loop"))
-                    .at(span, "no enclosing block loop")
-                    .with_help("GPU threads run inside blocks: nest this loop in a `map(block.x)` loop"),
-            );
         }
         if matches!(m, Mapping::Block(_))
             && let Some(o) = find(self, &|x| matches!(x, Mapping::Thread(_)))
@@ -1165,6 +1181,28 @@ pub enum ScheduleOwner<'a> {
 /// per block, memory sizes) is checked with the target description, in
 /// `crate::target`. Errors point at the schedule (`at` when it has no
 /// source location).
+impl Verifier<'_> {
+    /// Checks a compute op's schedule against its target's capacities and
+    /// limits (`target::check`).
+    fn schedule_resources(&mut self, op: Op, s: &Schedule, span: Span) {
+        let found = match self.target {
+            Some(t) if t.name == s.target => Some(std::sync::Arc::new(t.clone())),
+            _ => crate::target::builtin(&s.target),
+        };
+        match found {
+            Some(t) => self.diags.extend(crate::target::check_op_schedule(self.f, op, &t)),
+            None => {
+                let at = if s.span.is_dummy() { span } else { s.span };
+                let mut d = Diagnostic::error(format!("unknown target `{}` in schedule", s.target)).at(at, "no target of this name");
+                if let Some(best) = crate::diag::closest(&s.target, crate::target::TargetSet::new().names().map(|n| n.to_string()).collect::<Vec<_>>().iter().map(String::as_str)) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                self.err(d.with_note("`tilec --list-targets` lists the targets; a description file given with --target names its own"));
+            }
+        }
+    }
+}
+
 pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Span, diags: &mut Diagnostics) {
     let span = if s.span.is_dummy() { at } else { s.span };
     let mut err = |d: Diagnostic| diags.push(d);

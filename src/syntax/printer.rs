@@ -218,7 +218,7 @@ impl Printer<'_> {
                     write!(self.out, " map({})", l.mapping).unwrap();
                 }
                 if let Some(tag) = &l.tag {
-                    write!(self.out, " axis({tag})").unwrap();
+                    write!(self.out, " {tag}").unwrap();
                 }
                 self.loop_body(scope, body, depth, mark);
             }

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 /// The keys of a schedule dictionary, in printing order.
 const SCHEDULE_KEYS: [&str; 5] = ["tile", "vthread", "cache", "unroll", "vector"];
 /// The clauses of a `for` loop.
-const LOOP_CLAUSES: [&str; 2] = ["map", "axis"];
+const LOOP_CLAUSES: [&str; 3] = ["map", "axis", "reduce"];
 
 pub fn resolve(ast: &ModuleAst) -> Result<Module, Diagnostics> {
     let mut r = Resolver { diags: Diagnostics::new() };
@@ -976,7 +976,11 @@ impl Resolver {
                     ),
                 }
             } else {
-                tag = self.loop_tag(&c.arg);
+                if tag.is_some() {
+                    self.error(Diagnostic::error("a loop has one tag: `axis(...)` or `reduce(...)`").at(c.name.span, "second tag"));
+                    continue;
+                }
+                tag = self.loop_tag(&c.arg, c.name.text == "reduce");
             }
         }
         let kind = OpKind::For(Box::new(ForLoop { extent, mapping, tag }));
@@ -984,10 +988,11 @@ impl Resolver {
         self.loop_region(func, scope, op, &[(&l.var, Type::Index)], &l.body);
     }
 
-    /// `axis.level`: the axis before the first dot, the tile level after it.
-    fn loop_tag(&mut self, w: &Word) -> Option<LoopTag> {
+    /// `axis.level`: the axis before the first dot, the tile level after
+    /// it; `reduce(...)` tags a reduction axis' loop.
+    fn loop_tag(&mut self, w: &Word, reduction: bool) -> Option<LoopTag> {
         match w.text.split_once('.') {
-            Some((axis, level)) if !level.contains('.') => Some(LoopTag { axis: axis.to_string(), level: level.to_string() }),
+            Some((axis, level)) if !level.contains('.') => Some(LoopTag { axis: axis.to_string(), level: level.to_string(), reduction }),
             Some(_) => {
                 self.error(
                     Diagnostic::error(format!("loop tag `{}` has more than one dot", w.text))

@@ -17,7 +17,7 @@ use tilec::ir::Module;
 use tilec::pass::{DumpDir, IrPrinting, PassManager, Pipeline, PrintWhen, Registry, parse_pipeline, timing_report};
 use tilec::syntax::{parse_range, print_module};
 use tilec::target::{Origin, Target, TargetSet};
-use tilec::verify::verify_module;
+use tilec::verify::verify_module_with;
 
 #[derive(Parser, Debug)]
 #[command(name = "tilec", version, about = "The tilec tensor compiler: parse, verify, transform and print tile IR")]
@@ -359,7 +359,7 @@ impl Driver {
             Err(d) => return (Err(()), d),
         };
         let start = Instant::now();
-        let diags = verify_module(&module);
+        let diags = verify_module_with(&module, self.target.as_deref());
         timings.push(("verify input".into(), start.elapsed()));
         if diags.has_errors() {
             return (Err(()), diags);
