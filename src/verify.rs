@@ -12,7 +12,14 @@ use crate::ir::types;
 use std::collections::HashSet;
 
 /// Verifies every function of a module (and that names are distinct).
+/// Schedules are checked against the built-in targets.
 pub fn verify_module(m: &Module) -> Diagnostics {
+    verify_module_with(m, None)
+}
+
+/// Like [`verify_module`], resolving schedules naming `target` to it (the
+/// `--target` of a run) and others to the built-in targets.
+pub fn verify_module_with(m: &Module, target: Option<&crate::target::Target>) -> Diagnostics {
     let mut diags = Diagnostics::new();
     for (i, f) in m.funcs.iter().enumerate() {
         if let Some(first) = m.funcs[..i].iter().find(|g| g.name == f.name) {
@@ -22,13 +29,17 @@ pub fn verify_module(m: &Module) -> Diagnostics {
                     .with_secondary(first.span, "first defined here"),
             );
         }
-        diags.extend(verify_function(f));
+        diags.extend(verify_function_with(f, target));
     }
     diags
 }
 
 pub fn verify_function(f: &Function) -> Diagnostics {
-    let mut v = Verifier { f, diags: Diagnostics::new() };
+    verify_function_with(f, None)
+}
+
+pub fn verify_function_with(f: &Function, target: Option<&crate::target::Target>) -> Diagnostics {
+    let mut v = Verifier { f, diags: Diagnostics::new(), target };
     v.function();
     v.diags
 }
@@ -36,6 +47,8 @@ pub fn verify_function(f: &Function) -> Diagnostics {
 struct Verifier<'f> {
     f: &'f Function,
     diags: Diagnostics,
+    /// The run's target, for schedules naming it.
+    target: Option<&'f crate::target::Target>,
 }
 
 impl Verifier<'_> {
@@ -81,10 +94,7 @@ impl Verifier<'_> {
                 self.tensor_size(t, self.value_span(p));
             }
         }
-        // Dominance: function values visible in the body, in order.
-        let mut visible: HashSet<Value> = f.params.iter().copied().collect();
-        let ops = f.regions[f.body].ops.clone();
-        match ops.last() {
+        match f.regions[f.body].ops.last() {
             Some(&last) if matches!(f.ops[last].kind, OpKind::Return) => {}
             _ => self.err(
                 Diagnostic::error(format!("function `@{}` does not end with `return`", f.name))
@@ -92,29 +102,53 @@ impl Verifier<'_> {
                     .with_help("end the body with `return %result`"),
             ),
         }
+        // Dominance: function values visible in the body, in order; loop
+        // regions see what encloses them.
+        let mut visible = Visible::default();
+        for &p in &f.params {
+            visible.add(p);
+        }
+        self.block(f.body, OpPlace::Function, &LoopCtx { function_level: true, ..LoopCtx::default() }, &mut visible);
+    }
+
+    /// Checks the ops of the function body or of a loop-level region.
+    fn block(&mut self, r: Region, place: OpPlace, ctx: &LoopCtx, visible: &mut Visible) {
+        let f = self.f;
+        let ops = &f.regions[r].ops;
         for (i, &op) in ops.iter().enumerate() {
-            self.check_operands_visible(op, &visible);
-            self.check_place(op, OpPlace::Function);
+            self.check_operands_visible(op, &visible.set);
+            self.check_place(op, place);
             match &f.ops[op].kind {
                 OpKind::Compute(c) => self.compute(op, c),
                 OpKind::Return => {
-                    if i + 1 != ops.len() {
+                    if place == OpPlace::Function && i + 1 != ops.len() {
                         self.err(Diagnostic::error("`return` must be the last op of the function").at(self.op_span(op), "ops follow it"));
                     }
                     self.return_op(op);
                 }
+                kind if kind.is_loop_level() => self.loop_op(op, ctx, visible),
+                _ if place == OpPlace::Loops => {
+                    self.scalar_op(None, op, false);
+                }
                 _ => {}
             }
-            visible.extend(f.ops[op].results.iter().copied());
+            for &v in &f.ops[op].results {
+                visible.add(v);
+            }
         }
     }
 
     fn tensor_size(&mut self, t: &TensorType, span: Span) {
+        self.shape_size(&t.to_string(), "tensor", t, span);
+    }
+
+    /// Dimensions at least 1 and at most 2^48 bytes, for tensors and buffers.
+    fn shape_size(&mut self, text: &str, what: &str, t: &TensorType, span: Span) {
         if t.shape.contains(&0) {
-            self.err(Diagnostic::error(format!("tensor type `{t}` has a dimension of size 0")).at(span, "dimensions must be at least 1"));
+            self.err(Diagnostic::error(format!("{what} type `{text}` has a dimension of size 0")).at(span, "dimensions must be at least 1"));
         }
         if t.size_bytes().is_none_or(|b| b > types::MAX_TENSOR_BYTES) {
-            self.err(Diagnostic::error(format!("tensor type `{t}` is too large")).at(span, "larger than 2^48 bytes"));
+            self.err(Diagnostic::error(format!("{what} type `{text}` is too large")).at(span, "larger than 2^48 bytes"));
         }
     }
 
@@ -134,7 +168,11 @@ impl Verifier<'_> {
         let kind = &self.f.ops[op].kind;
         if let Some(decl) = op_decl(kind.mnemonic()) {
             if !decl.place.allows(place) {
-                let where_ = if place == OpPlace::Function { "a function body" } else { "a compute region" };
+                let where_ = match place {
+                    OpPlace::Function => "a function body",
+                    OpPlace::Loops => "a loop region",
+                    _ => "a compute region",
+                };
                 self.err(Diagnostic::error(format!("`{}` cannot appear in {where_}", kind.mnemonic())).at(self.op_span(op), "misplaced op"));
             }
         }
@@ -152,7 +190,22 @@ impl Verifier<'_> {
             return;
         }
         for (i, (&v, t)) in operands.iter().zip(&f.result_types).enumerate() {
-            if f.value_type(v) != &Type::Tensor(t.clone()) {
+            let ok = match f.value_type(v) {
+                Type::Tensor(tt) => tt == t,
+                // A kernel's result buffer is returned as the tensor it holds.
+                Type::Buffer(b) if b.as_tensor_type() == *t => {
+                    if b.scope != MemScope::Global {
+                        self.err(
+                            Diagnostic::error(format!("result {i} of `@{}` is a `{}` buffer; only `global` buffers can be returned", f.name, b.scope.name()))
+                                .at(self.op_span(op), "not a global buffer")
+                                .with_secondary(self.value_span(v), "allocated here"),
+                        );
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if !ok {
                 self.err(
                     Diagnostic::error(format!("result {i} of `@{}` is declared `{t}` but `return` gives `{}`", f.name, f.value_type(v)))
                         .at(self.op_span(op), "type mismatch")
@@ -211,6 +264,15 @@ impl Verifier<'_> {
             return;
         };
         self.tensor_size(out_ty, span);
+        if let Some(sched) = &c.schedule {
+            let owner = ScheduleOwner::Compute { axes: &c.axes, reads: nreads };
+            let before = self.diags.len();
+            verify_schedule_structure(sched, &owner, span, &mut self.diags);
+            // Resource limits need a well-formed schedule and its target.
+            if self.diags.len() == before {
+                self.schedule_resources(op, sched, span);
+            }
+        }
         for (i, (pos, read)) in c.all_reads().enumerate() {
             let epilogue = i >= c.reads.len();
             self.read(c, read, data.operands[pos], epilogue);
@@ -281,7 +343,7 @@ impl Verifier<'_> {
         for (i, &op) in ops.iter().enumerate() {
             self.check_operands_visible(op, &visible);
             self.check_place(op, OpPlace::ComputeRegion);
-            let ty = self.scalar_op(c, op, epilogue);
+            let ty = self.scalar_op(Some(c), op, epilogue);
             if f.ops[op].kind == OpKind::Yield {
                 if i + 1 != ops.len() {
                     self.err(Diagnostic::error("`yield` must be the last op of its region").at(self.op_span(op), "ops follow it"));
@@ -295,11 +357,24 @@ impl Verifier<'_> {
 
     /// Checks a scalar op; returns its result type (or, for `yield`, the
     /// yielded type).
-    fn scalar_op(&mut self, c: &Compute, op: Op, epilogue: bool) -> Option<ElemType> {
+    /// `c` is the enclosing compute op, `None` in loops.
+    fn scalar_op(&mut self, c: Option<&Compute>, op: Op, epilogue: bool) -> Option<ElemType> {
         let f = self.f;
         let data = &f.ops[op];
         let span = self.op_span(op);
         let m = data.kind.mnemonic();
+        if let OpKind::IndexValue(_) = data.kind {
+            // In loops `loop_op` checks it; here it is the wrong form.
+            self.err(
+                Diagnostic::error("`index` over index values belongs in loops; in a compute region it names an axis")
+                    .at(span, "index expression in a compute region"),
+            );
+            return None;
+        }
+        if data.kind.is_loop_level() {
+            // Misplaced, which `check_place` reports.
+            return None;
+        }
         let operand_types: Vec<Option<ElemType>> = data.operands.iter().map(|&v| f.value_type(v).as_scalar()).collect();
         if operand_types.iter().any(Option::is_none) {
             self.err(Diagnostic::error(format!("`{m}` takes scalar operands")).at(span, "tensor operand"));
@@ -336,6 +411,14 @@ impl Verifier<'_> {
                     return None;
                 }
                 let t = result.flatten()?;
+                let Some(c) = c else {
+                    self.err(
+                        Diagnostic::error("`index` names an axis, but there is no compute op here")
+                            .at(span, "axis index in a loop region")
+                            .with_help("in loops, `index` takes an expression over index values: `%x = index %i * 4 + %p : i32`"),
+                    );
+                    return Some(t);
+                };
                 match c.axes.get(a.index()) {
                     None => self.err(Diagnostic::error(format!("`index` names {a}, which this compute op does not have")).at(span, "unknown axis")),
                     Some(axis) if epilogue && axis.kind == AxisKind::Reduction => {
@@ -402,21 +485,35 @@ impl Verifier<'_> {
                 Some(operand_types[0])
             }
             OpKind::Return | OpKind::Compute(_) => None,
-            // TEMPORARY (branch level2): loop-level verification is being written.
-            _ => None,
+            // Filtered out above.
+            OpKind::IndexValue(_)
+            | OpKind::Alloc
+            | OpKind::For(_)
+            | OpKind::Load(_)
+            | OpKind::Store(_)
+            | OpKind::Copy(_)
+            | OpKind::Fill(_)
+            | OpKind::Barrier
+            | OpKind::If(_)
+            | OpKind::Kernel(_) => None,
         }
     }
 
     fn read(&mut self, c: &Compute, read: &Read, tensor: Value, epilogue: bool) {
         let f = self.f;
-        let Some(tt) = f.value_type(tensor).as_tensor() else {
-            self.err(Diagnostic::error(format!("compute reads {tensor}, which is not a tensor")).at(self.value_span(tensor), "not a tensor"));
+        // Compute ops read tensors, and buffers that loops wrote.
+        let Some(tt) = f.value_type(tensor).readable() else {
+            self.err(Diagnostic::error(format!("compute reads {tensor}, which is not a tensor or buffer")).at(self.value_span(tensor), "not a tensor"));
             return;
         };
+        let tt = &tt;
+        // Messages name the type as written (a tensor or a buffer).
+        let ty = f.value_type(tensor);
         let read_span = read.index_spans.iter().copied().reduce(Span::to).unwrap_or(self.value_span(tensor));
         if read.indices.len() != tt.rank() {
+            let what = if ty.as_buffer().is_some() { "buffer" } else { "tensor" };
             self.err(
-                Diagnostic::error(format!("read of a rank-{} tensor `{tt}` has {} index expression(s)", tt.rank(), read.indices.len()))
+                Diagnostic::error(format!("read of a rank-{} {what} `{ty}` has {} index expression(s)", tt.rank(), read.indices.len()))
                     .at(read_span, format!("expected {} indices", tt.rank())),
             );
             return;
@@ -468,7 +565,7 @@ impl Verifier<'_> {
             let (vlo, vhi) = e.value_range(range).unwrap_or((lo, hi));
             if vlo < 0 || vhi >= dim as i64 {
                 self.err(
-                    Diagnostic::error(format!("index `{text}` of dimension {d} ranges over [{vlo}, {vhi}], outside [0, {}] of `{tt}`", dim as i64 - 1))
+                    Diagnostic::error(format!("index `{text}` of dimension {d} ranges over [{vlo}, {vhi}], outside [0, {}] of `{ty}`", dim as i64 - 1))
                         .at(span, "may read out of bounds")
                         .with_help("add `pad(<value>)` to the read to define out-of-bounds elements (e.g. `pad(0.0)` for zero padding)"),
                 );
@@ -519,6 +616,725 @@ impl Verifier<'_> {
     }
 }
 
+/// Values visible where ops are being checked: a set for lookups and the
+/// order they were added in, so a region's values can be dropped when it
+/// ends (values of loop regions are not visible after them).
+#[derive(Default)]
+struct Visible {
+    set: HashSet<Value>,
+    order: Vec<Value>,
+}
+
+impl Visible {
+    fn add(&mut self, v: Value) {
+        if self.set.insert(v) {
+            self.order.push(v);
+        }
+    }
+
+    fn mark(&self) -> usize {
+        self.order.len()
+    }
+
+    fn end(&mut self, mark: usize) {
+        for v in self.order.drain(mark..) {
+            self.set.remove(&v);
+        }
+    }
+}
+
+/// Where loop-level ops being checked are.
+#[derive(Clone, Default)]
+struct LoopCtx {
+    /// The enclosing `for` ops, outermost first.
+    loops: Vec<Op>,
+    /// Inside an `if`: accesses are bounds-checked at run time (by the
+    /// interpreter), not statically, because the guard is what keeps them in
+    /// bounds.
+    guarded: bool,
+    /// Directly in the function body.
+    function_level: bool,
+}
+
+/// The loop-level rules (level 2): op shapes and types, placement of
+/// allocations, mappings of loop nests, static bounds of accesses.
+impl Verifier<'_> {
+    fn loop_op(&mut self, op: Op, ctx: &LoopCtx, visible: &mut Visible) {
+        let f = self.f;
+        match &f.ops[op].kind {
+            OpKind::Alloc => self.alloc(op, ctx),
+            OpKind::For(l) => self.for_op(op, l, ctx, visible),
+            OpKind::If(g) => self.if_op(op, g, ctx, visible),
+            OpKind::Kernel(k) => self.kernel_op(op, k, ctx, visible),
+            OpKind::Load(a) => self.load(op, a, ctx),
+            OpKind::Store(a) => self.store(op, a, ctx),
+            OpKind::Copy(c) => self.copy(op, c, ctx),
+            OpKind::Fill(lit) => self.fill(op, lit),
+            OpKind::Barrier => {
+                self.arity(op, Some(0), 0, 0);
+            }
+            OpKind::IndexValue(e) => self.index_value(op, e),
+            _ => {}
+        }
+    }
+
+    /// Checks the numbers of operands (`None`: at least the ones the op
+    /// needs, checked by the caller), results and regions.
+    fn arity(&mut self, op: Op, operands: Option<usize>, results: usize, regions: usize) -> bool {
+        let data = &self.f.ops[op];
+        let ok = operands.is_none_or(|n| data.operands.len() == n) && data.results.len() == results && data.regions.len() == regions;
+        if !ok {
+            self.err(
+                Diagnostic::error(format!(
+                    "malformed `{}`: {} operand(s), {} result(s) and {} region(s)",
+                    data.kind.mnemonic(),
+                    data.operands.len(),
+                    data.results.len(),
+                    data.regions.len()
+                ))
+                .at(self.op_span(op), "malformed op"),
+            );
+        }
+        ok
+    }
+
+    /// Enters a loop-level region: its arguments become visible, its ops are
+    /// checked, and its values are dropped afterwards.
+    fn loop_region(&mut self, r: Region, ctx: &LoopCtx, visible: &mut Visible) {
+        let mark = visible.mark();
+        for &a in &self.f.regions[r].args {
+            visible.add(a);
+        }
+        self.block(r, OpPlace::Loops, ctx, visible);
+        visible.end(mark);
+    }
+
+    fn mapping_of(&self, op: Op) -> Mapping {
+        match &self.f.ops[op].kind {
+            OpKind::For(l) => l.mapping,
+            _ => Mapping::Serial,
+        }
+    }
+
+    fn alloc(&mut self, op: Op, ctx: &LoopCtx) {
+        if !self.arity(op, Some(0), 1, 0) {
+            return;
+        }
+        let span = self.op_span(op);
+        let Type::Buffer(b) = self.f.value_type(self.f.ops[op].results[0]) else {
+            let t = self.f.value_type(self.f.ops[op].results[0]);
+            self.err(Diagnostic::error(format!("`alloc` must define a buffer, not `{t}`")).at(span, "not a buffer"));
+            return;
+        };
+        self.shape_size(&b.to_string(), "buffer", &b.as_tensor_type(), span);
+        match b.scope {
+            MemScope::Global if !ctx.function_level => self.err(
+                Diagnostic::error("`global` buffers are allocated in the function body")
+                    .at(span, "inside a loop region")
+                    .with_help("allocate it before the loops; kernels write their results into buffers of the function"),
+            ),
+            MemScope::Shared => {
+                if let Some(&t) = ctx.loops.iter().rev().find(|&&l| matches!(self.mapping_of(l), Mapping::Thread(_))) {
+                    self.err(
+                        Diagnostic::error("`shared` buffer allocated inside a thread-mapped loop")
+                            .at(span, "one copy per block, not per thread")
+                            .with_secondary(self.op_span(t), "thread-mapped loop")
+                            .with_help("allocate it in the block-mapped loop, before the thread loops"),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn for_op(&mut self, op: Op, l: &ForLoop, ctx: &LoopCtx, visible: &mut Visible) {
+        if !self.arity(op, Some(0), 0, 1) {
+            return;
+        }
+        let f = self.f;
+        let span = self.op_span(op);
+        let body = f.ops[op].regions[0];
+        let args = &f.regions[body].args;
+        if args.len() != 1 || f.value_type(args[0]) != &Type::Index {
+            self.err(Diagnostic::error("the body of `for` must have one argument of type `index`").at(span, "malformed loop"));
+            return;
+        }
+        if l.extent == 0 {
+            self.err(Diagnostic::error("loop extent must be at least 1").at(span, "runs no iteration"));
+        }
+        if let Some(&v) = ctx.loops.iter().find(|&&o| self.mapping_of(o) == Mapping::Vector) {
+            self.err(
+                Diagnostic::error("loop inside a `vector` loop")
+                    .at(span, "nested in a vector loop")
+                    .with_secondary(self.op_span(v), "vector loop")
+                    .with_note("a vector loop is innermost: its iterations become the lanes of vector instructions"),
+            );
+        }
+        self.mapping(op, l.mapping, ctx);
+        let mut inner = ctx.clone();
+        inner.loops.push(op);
+        inner.function_level = false;
+        self.loop_region(body, &inner, visible);
+    }
+
+    /// The rules of mapped loop nests: GPU threads inside blocks, each
+    /// hardware dimension once per nest, one level of CPU parallelism, and
+    /// no mixing of CPU and GPU mappings.
+    fn mapping(&mut self, op: Op, m: Mapping, ctx: &LoopCtx) {
+        let span = self.op_span(op);
+        let find = |this: &Self, pred: &dyn Fn(Mapping) -> bool| ctx.loops.iter().rev().copied().find(|&o| pred(this.mapping_of(o)));
+        let gpu = |m: Mapping| matches!(m, Mapping::Block(_) | Mapping::Thread(_));
+        match m {
+            Mapping::Block(_) | Mapping::Thread(_) => {
+                if let Some(o) = find(self, &|x| x == m) {
+                    self.err(
+                        Diagnostic::error(format!("`{m}` is mapped twice on this loop nest"))
+                            .at(span, "mapped again")
+                            .with_secondary(self.op_span(o), "first mapped here")
+                            .with_note("each grid and block dimension indexes one loop of a nest"),
+                    );
+                }
+                if let Some(o) = find(self, &|x| x == Mapping::Parallel) {
+                    self.err(
+                        Diagnostic::error("CPU (`parallel`) and GPU mappings are mixed on this loop nest")
+                            .at(span, "GPU mapping")
+                            .with_secondary(self.op_span(o), "`parallel` loop"),
+                    );
+                }
+            }
+            Mapping::Parallel => {
+                // Directly nested parallel loops (each the only op of the
+                // outer one's body) form one parallel region over their
+                // product; a parallel loop deeper inside is an error.
+                let parent_region = self.f.ops[op].parent;
+                let direct = |o: Op| self.f.regions[parent_region].owner == Some(o) && self.f.regions[parent_region].ops.len() == 1;
+                if let Some(o) = find(self, &|x| x == Mapping::Parallel).filter(|&o| !direct(o)) {
+                    self.err(
+                        Diagnostic::error("`parallel` loop nested in a `parallel` loop")
+                            .at(span, "nested parallel loop")
+                            .with_secondary(self.op_span(o), "outer `parallel` loop")
+                            .with_help("parallel loops form one region only when directly nested, each the only op of the loop around it"),
+                    );
+                }
+                if let Some(o) = find(self, &gpu) {
+                    self.err(
+                        Diagnostic::error("CPU (`parallel`) and GPU mappings are mixed on this loop nest")
+                            .at(span, "`parallel` loop")
+                            .with_secondary(self.op_span(o), "GPU-mapped loop"),
+                    );
+                }
+            }
+            _ => {}
+        }
+        if matches!(m, Mapping::Block(_))
+            && let Some(o) = find(self, &|x| matches!(x, Mapping::Thread(_)))
+        {
+            self.err(
+                Diagnostic::error(format!("block-mapped loop `map({m})` inside a thread-mapped loop"))
+                    .at(span, "blocks contain threads, not the other way round")
+                    .with_secondary(self.op_span(o), "thread-mapped loop"),
+            );
+        }
+    }
+
+    fn if_op(&mut self, op: Op, g: &Guard, ctx: &LoopCtx, visible: &mut Visible) {
+        if !self.arity(op, None, 0, 1) {
+            return;
+        }
+        let span = self.op_span(op);
+        if g.conds.is_empty() {
+            self.err(Diagnostic::error("`if` has no condition").at(span, "malformed guard"));
+        }
+        self.index_operands(op, 0, g.conds.iter().map(|(e, _)| e));
+        let body = self.f.ops[op].regions[0];
+        if !self.f.regions[body].args.is_empty() {
+            self.err(Diagnostic::error("the body of `if` takes no arguments").at(span, "malformed guard"));
+        }
+        let inner = LoopCtx { guarded: true, function_level: false, ..ctx.clone() };
+        self.loop_region(body, &inner, visible);
+    }
+
+    fn kernel_op(&mut self, op: Op, k: &Kernel, ctx: &LoopCtx, visible: &mut Visible) {
+        if !self.arity(op, Some(0), 0, 1) {
+            return;
+        }
+        let body = self.f.ops[op].regions[0];
+        if !self.f.regions[body].args.is_empty() {
+            self.err(Diagnostic::error("the body of `kernel` takes no arguments").at(self.op_span(op), "malformed kernel"));
+        }
+        let tags = self.f.load_read_tags(body);
+        verify_schedule_structure(&k.schedule, &ScheduleOwner::Kernel { read_tags: &tags }, self.op_span(op), &mut self.diags);
+        let inner = LoopCtx { function_level: false, ..ctx.clone() };
+        self.loop_region(body, &inner, visible);
+    }
+
+    /// The operands from `base` on are index values, and every variable of
+    /// `exprs` is one of them.
+    fn index_operands<'e>(&mut self, op: Op, base: usize, exprs: impl Iterator<Item = &'e AffineExpr<Dim>>) -> bool {
+        let f = self.f;
+        let data = &f.ops[op];
+        let m = data.kind.mnemonic();
+        let mut ok = true;
+        for &v in data.operands.iter().skip(base) {
+            let t = f.value_type(v);
+            if t != &Type::Index {
+                self.err(
+                    Diagnostic::error(format!("index operand {} of `{m}` has type `{t}`, not `index`", f.value_label(v)))
+                        .at(self.op_span(op), "not an index value")
+                        .with_secondary(self.value_span(v), "defined here")
+                        .with_note("index expressions are affine in index values: loop variables"),
+                );
+                ok = false;
+            }
+        }
+        for e in exprs {
+            if let Some(d) = e.vars().find(|d| d.index() < base || d.index() >= data.operands.len()) {
+                self.err(
+                    Diagnostic::error(format!("an index expression of `{m}` uses operand {}, which is not one of its index operands", d.index()))
+                        .at(self.op_span(op), "malformed index expression"),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    /// How messages write an index expression of a loop-level op.
+    fn index_text(&self, op: Op, e: &AffineExpr<Dim>) -> String {
+        let operands = &self.f.ops[op].operands;
+        e.to_string_with(|d| match operands.get(d.index()).and_then(|&v| self.f.values[v].name.clone()) {
+            Some(n) => format!("%{n}"),
+            None => format!("%{}", operands.get(d.index()).map_or_else(|| d.to_string(), |v| v.to_string())),
+        })
+    }
+
+    /// The exact range of an expression's numerator over the enclosing
+    /// loops: `None` when a variable is not a loop variable (reported
+    /// elsewhere) or on overflow.
+    fn numerator_range(&self, op: Op, e: &AffineExpr<Dim>) -> Option<(i64, i64)> {
+        let operands = &self.f.ops[op].operands;
+        let mut extents = Vec::new();
+        for d in e.vars() {
+            let v = *operands.get(d.index())?;
+            let extent = loop_extent(self.f, v)?;
+            if extent == 0 {
+                return None;
+            }
+            extents.push((d, extent.min(i64::MAX as u64) as i64 - 1));
+        }
+        e.numerator_range(|d| (0, extents.iter().find(|&&(x, _)| x == d).map_or(0, |&(_, hi)| hi)))
+    }
+
+    /// Static bounds of an access to `ty`: over the enclosing loops, each
+    /// index divides exactly and the box from it (`sizes`, 1 for loads and
+    /// stores) stays inside the dimension.
+    fn access_bounds(&mut self, op: Op, what: &str, exprs: &[AffineExpr<Dim>], sizes: Option<&[u64]>, ty: &Type, help: &str) {
+        let Some(tt) = ty.readable() else { return };
+        for (d, (e, &dim)) in exprs.iter().zip(&tt.shape).enumerate() {
+            let text = self.index_text(op, e);
+            let Some((lo, hi)) = self.numerator_range(op, e) else { continue };
+            let div = e.divisor();
+            if div != 1 && (e.constant_term() % div != 0 || e.terms().iter().any(|&(_, k)| k % div != 0)) {
+                self.err(
+                    Diagnostic::error(format!("index `{text}` of dimension {d} does not always divide exactly, and the {what} has no pad value"))
+                        .at(self.op_span(op), "inexact division")
+                        .with_help(help.to_string()),
+                );
+                continue;
+            }
+            // Exact from here on: every coefficient and the constant are
+            // multiples of the divisor.
+            let (vlo, mut vhi) = (lo / div, hi / div);
+            let size = sizes.and_then(|s| s.get(d).copied()).unwrap_or(1);
+            vhi = vhi.saturating_add(size.saturating_sub(1).min(i64::MAX as u64) as i64);
+            if vlo < 0 || vhi >= dim as i64 {
+                let covers = if size > 1 { format!(" with box size {size} covers [{vlo}, {vhi}]") } else { format!(" ranges over [{vlo}, {vhi}]") };
+                self.err(
+                    Diagnostic::error(format!("{what} index `{text}` of dimension {d}{covers}, outside [0, {}] of `{ty}`", dim as i64 - 1))
+                        .at(self.op_span(op), format!("{what} may be out of bounds"))
+                        .with_help(help.to_string()),
+                );
+            }
+        }
+    }
+
+    /// A literal written into (or read as) element type `elem`.
+    fn literal_fits(&mut self, lit: &Literal, elem: ElemType, what: &str, span: Span) {
+        match (lit, elem.int_range()) {
+            (Literal::Float(_), Some(_)) => self.err(Diagnostic::error(format!("float {what} for elements of {elem}")).at(span, "type mismatch")),
+            (Literal::Int(_), None) => self.err(Diagnostic::error(format!("integer {what} for elements of {elem}")).at(span, "type mismatch")),
+            (Literal::Int(i), Some((lo, hi))) if *i < lo || *i > hi => {
+                self.err(Diagnostic::error(format!("{what} {i} does not fit in {elem}")).at(span, "out of range"))
+            }
+            _ => {}
+        }
+    }
+
+    /// The buffer an op writes; tensors are read-only.
+    fn written_buffer(&mut self, op: Op, v: Value) -> Option<BufferType> {
+        let m = self.f.ops[op].kind.mnemonic();
+        match self.f.value_type(v) {
+            Type::Buffer(b) => Some(b.clone()),
+            Type::Tensor(t) => {
+                self.err(
+                    Diagnostic::error(format!("`{m}` writes {}, a tensor; tensors are read-only", self.f.value_label(v)))
+                        .at(self.op_span(op), "writes a tensor")
+                        .with_secondary(self.value_span(v), format!("`{t}` defined here"))
+                        .with_help("write into a buffer (`alloc`) and return the buffer"),
+                );
+                None
+            }
+            other => {
+                self.err(Diagnostic::error(format!("`{m}` writes {}, which is not a buffer but `{other}`", self.f.value_label(v))).at(self.op_span(op), "not a buffer"));
+                None
+            }
+        }
+    }
+
+    fn rank_matches(&mut self, op: Op, what: &str, n: usize, t: &Type, rank: usize) -> bool {
+        if n != rank {
+            self.err(
+                Diagnostic::error(format!("{what} of a rank-{rank} `{t}` has {n} index expression(s)"))
+                    .at(self.op_span(op), format!("expected {rank} indices")),
+            );
+        }
+        n == rank
+    }
+
+    fn load(&mut self, op: Op, a: &Access, ctx: &LoopCtx) {
+        let f = self.f;
+        let data = &f.ops[op];
+        if data.operands.is_empty() || !self.arity(op, None, 1, 0) {
+            self.arity(op, Some(1), 1, 0);
+            return;
+        }
+        let span = self.op_span(op);
+        let src = data.operands[0];
+        let src_ty = f.value_type(src);
+        let Some(tt) = src_ty.readable() else {
+            self.err(Diagnostic::error(format!("`load` reads {}, which is not a tensor or buffer but `{src_ty}`", f.value_label(src))).at(span, "not readable"));
+            return;
+        };
+        let result = f.value_type(data.results[0]);
+        if result != &Type::Scalar(tt.elem) {
+            self.err(
+                Diagnostic::error(format!("`load` from `{src_ty}` has type `{}`, not `{result}`", tt.elem))
+                    .at(span, "type mismatch")
+                    .with_help(format!("write `: {}`", tt.elem)),
+            );
+        }
+        if let Some(p) = &a.pad {
+            self.literal_fits(p, tt.elem, "pad value", span);
+        }
+        let ok = self.index_operands(op, 1, a.indices.iter());
+        if self.rank_matches(op, "`load`", a.indices.len(), src_ty, tt.rank()) && ok && a.pad.is_none() && !ctx.guarded {
+            let help = "add `pad(<value>)` to define out-of-bounds elements, or guard the load with `if`";
+            self.access_bounds(op, "load", &a.indices, None, src_ty, help);
+        }
+    }
+
+    fn store(&mut self, op: Op, a: &Access, ctx: &LoopCtx) {
+        let f = self.f;
+        let data = &f.ops[op];
+        if data.operands.len() < 2 || !self.arity(op, None, 0, 0) {
+            self.arity(op, Some(2), 0, 0);
+            return;
+        }
+        let span = self.op_span(op);
+        let (value, dst) = (data.operands[0], data.operands[1]);
+        let Some(b) = self.written_buffer(op, dst) else { return };
+        let vt = f.value_type(value);
+        if vt != &Type::Scalar(b.elem) {
+            self.err(
+                Diagnostic::error(format!("`store` of {} (`{vt}`) into a buffer of {}", f.value_label(value), b.elem))
+                    .at(span, "type mismatch")
+                    .with_help("convert with `cast` first"),
+            );
+        }
+        if a.pad.is_some() {
+            self.err(Diagnostic::error("`store` has a pad value").at(span, "stores do not pad"));
+        }
+        let ok = self.index_operands(op, 2, a.indices.iter());
+        let ty = Type::Buffer(b.clone());
+        if self.rank_matches(op, "`store`", a.indices.len(), &ty, b.shape.len()) && ok && !ctx.guarded {
+            self.access_bounds(op, "store", &a.indices, None, &ty, "guard the store with `if` (partial tiles)");
+        }
+    }
+
+    fn copy(&mut self, op: Op, c: &CopyOp, ctx: &LoopCtx) {
+        let f = self.f;
+        let data = &f.ops[op];
+        if data.operands.len() < 2 || !self.arity(op, None, 0, 0) {
+            self.arity(op, Some(2), 0, 0);
+            return;
+        }
+        let span = self.op_span(op);
+        let (src, dst) = (data.operands[0], data.operands[1]);
+        let src_ty = f.value_type(src);
+        let Some(st) = src_ty.readable() else {
+            self.err(Diagnostic::error(format!("`copy` reads {}, which is not a tensor or buffer but `{src_ty}`", f.value_label(src))).at(span, "not readable"));
+            return;
+        };
+        let Some(b) = self.written_buffer(op, dst) else { return };
+        let dst_ty = Type::Buffer(b.clone());
+        let mut ok = true;
+        if st.elem != b.elem {
+            self.err(Diagnostic::error(format!("`copy` from `{src_ty}` into `{dst_ty}`: the element types differ")).at(span, "type mismatch"));
+            ok = false;
+        }
+        if st.rank() != b.shape.len() {
+            self.err(Diagnostic::error(format!("`copy` from rank {} `{src_ty}` into rank {} `{dst_ty}`", st.rank(), b.shape.len())).at(span, "ranks differ"));
+            ok = false;
+        }
+        if c.sizes.len() != st.rank() {
+            self.err(
+                Diagnostic::error(format!("`copy` box has {} size(s) for rank-{} buffers", c.sizes.len(), st.rank()))
+                    .at(span, format!("expected {} sizes", st.rank())),
+            );
+            ok = false;
+        }
+        if let Some(d) = c.sizes.iter().position(|&n| n == 0) {
+            self.err(Diagnostic::error(format!("`copy` box size of dimension {d} is 0")).at(span, "box sizes must be at least 1"));
+            ok = false;
+        }
+        if let Some(p) = &c.pad {
+            self.literal_fits(p, st.elem, "pad value", span);
+        }
+        ok &= self.index_operands(op, 2, c.src.iter().chain(&c.dst));
+        ok &= self.rank_matches(op, "`copy` source", c.src.len(), src_ty, st.rank());
+        ok &= self.rank_matches(op, "`copy` destination", c.dst.len(), &dst_ty, b.shape.len());
+        if ok && !ctx.guarded {
+            if c.pad.is_none() {
+                let help = "add `pad(<value>)` to define elements outside the source, or guard the copy with `if`";
+                self.access_bounds(op, "copy source", &c.src, Some(&c.sizes), src_ty, help);
+            }
+            self.access_bounds(op, "copy destination", &c.dst, Some(&c.sizes), &dst_ty, "guard the copy with `if` (partial tiles)");
+        }
+    }
+
+    fn fill(&mut self, op: Op, lit: &Literal) {
+        if !self.arity(op, Some(1), 0, 0) {
+            return;
+        }
+        let Some(b) = self.written_buffer(op, self.f.ops[op].operands[0]) else { return };
+        self.literal_fits(lit, b.elem, "fill value", self.op_span(op));
+    }
+
+    fn index_value(&mut self, op: Op, e: &AffineExpr<Dim>) {
+        if !self.arity(op, None, 1, 0) {
+            return;
+        }
+        let f = self.f;
+        let span = self.op_span(op);
+        let Some(t) = f.value_type(f.ops[op].results[0]).as_scalar() else {
+            self.err(Diagnostic::error(format!("`index` must define a scalar, not `{}`", f.value_type(f.ops[op].results[0]))).at(span, "not a scalar"));
+            return;
+        };
+        if !self.index_operands(op, 0, std::iter::once(e)) {
+            return;
+        }
+        let text = self.index_text(op, e);
+        let div = e.divisor();
+        if div != 1 && (e.constant_term() % div != 0 || e.terms().iter().any(|&(_, k)| k % div != 0)) {
+            self.err(Diagnostic::error(format!("`index` expression `{text}` does not always divide exactly")).at(span, "inexact division"));
+            return;
+        }
+        if let (Some((lo, hi)), Some((tlo, thi))) = (self.numerator_range(op, e), t.int_range()) {
+            let (lo, hi) = (lo / div, hi / div);
+            if lo < tlo || hi > thi {
+                self.err(
+                    Diagnostic::error(format!("`index` expression `{text}` ranges over [{lo}, {hi}], which does not fit in {t}"))
+                        .at(span, "would wrap")
+                        .with_help("use i32 (or a float type)"),
+                );
+            }
+        }
+    }
+}
+
+/// The extent of the loop whose induction variable `v` is, if it is one.
+fn loop_extent(f: &Function, v: Value) -> Option<u64> {
+    let ValueDef::RegionArg(r, 0) = f.values[v].def else { return None };
+    match &f.ops[f.regions[r].owner?].kind {
+        OpKind::For(l) => Some(l.extent),
+        _ => None,
+    }
+}
+
+
+/// What a schedule belongs to, for [`verify_schedule_structure`].
+pub enum ScheduleOwner<'a> {
+    /// A compute op: its axes and its number of reads (body and epilogue).
+    Compute { axes: &'a [AxisDecl], reads: usize },
+    /// A kernel: its axes are gone; its reads are the `read(...)` tags of
+    /// its loads.
+    Kernel { read_tags: &'a [String] },
+}
+
+/// The target-independent rules of a schedule (level 1): tile lists well
+/// formed (sizes ≥ 1, each dividing the one before, the first within the
+/// axis, one size per tile level for every axis), virtual threads on
+/// spatial axes dividing their innermost tiles, the vector width dividing
+/// its axis' innermost tile, cache directives naming reads once each.
+///
+/// Whether the sizes fit the target (its number of tile levels, threads
+/// per block, memory sizes) is checked with the target description, in
+/// `crate::target`. Errors point at the schedule (`at` when it has no
+/// source location).
+impl Verifier<'_> {
+    /// Checks a compute op's schedule against its target's capacities and
+    /// limits (`target::check`).
+    fn schedule_resources(&mut self, op: Op, s: &Schedule, span: Span) {
+        let found = match self.target {
+            Some(t) if t.name == s.target => Some(std::sync::Arc::new(t.clone())),
+            _ => crate::target::builtin(&s.target),
+        };
+        match found {
+            Some(t) => self.diags.extend(crate::target::check_op_schedule(self.f, op, &t)),
+            None => {
+                let at = if s.span.is_dummy() { span } else { s.span };
+                let mut d = Diagnostic::error(format!("unknown target `{}` in schedule", s.target)).at(at, "no target of this name");
+                if let Some(best) = crate::diag::closest(&s.target, crate::target::TargetSet::new().names().map(|n| n.to_string()).collect::<Vec<_>>().iter().map(String::as_str)) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                self.err(d.with_note("`tilec --list-targets` lists the targets; a description file given with --target names its own"));
+            }
+        }
+    }
+}
+
+pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Span, diags: &mut Diagnostics) {
+    let span = if s.span.is_dummy() { at } else { s.span };
+    let mut err = |d: Diagnostic| diags.push(d);
+    let axes = match owner {
+        ScheduleOwner::Compute { axes, .. } => Some(*axes),
+        ScheduleOwner::Kernel { .. } => None,
+    };
+    let axis = |name: &str| axes.and_then(|a| a.iter().find(|x| x.name == name));
+    // An axis named in the schedule exists (on a compute op) and, whatever
+    // it belongs to, has no dot (loop tags are `axis.level`).
+    let known = |name: &str, key: &str, err: &mut dyn FnMut(Diagnostic)| -> bool {
+        if name.contains('.') {
+            err(Diagnostic::error(format!("axis name `{name}` in `{key}` contains a dot")).at(span, "not an axis name"));
+            return false;
+        }
+        if axes.is_some() && axis(name).is_none() {
+            let names: Vec<&str> = axes.unwrap_or_default().iter().map(|a| a.name.as_str()).collect();
+            err(Diagnostic::error(format!("`{key}` names axis `{name}`, which the compute op does not have"))
+                .at(span, "unknown axis")
+                .with_note(format!("the axes are: {}", names.join(", "))));
+            return false;
+        }
+        true
+    };
+    // tile
+    for (i, (name, sizes)) in s.tiles.iter().enumerate() {
+        if s.tiles[..i].iter().any(|(n, _)| n == name) {
+            err(Diagnostic::error(format!("axis `{name}` has tile sizes twice")).at(span, "duplicate axis in `tile`"));
+            continue;
+        }
+        if !known(name, "tile", &mut err) {
+            continue;
+        }
+        if sizes.is_empty() {
+            err(Diagnostic::error(format!("axis `{name}` has an empty list of tile sizes")).at(span, "no tile sizes").with_note("give one size per tile level of the target"));
+            continue;
+        }
+        if sizes.contains(&0) {
+            err(Diagnostic::error(format!("axis `{name}` has a tile size of 0")).at(span, "tile sizes must be at least 1"));
+            continue;
+        }
+        for w in sizes.windows(2) {
+            if w[0] % w[1] != 0 {
+                err(Diagnostic::error(format!("tile size {} of axis `{name}` does not divide the size before it, {}", w[1], w[0]))
+                    .at(span, "not a divisor")
+                    .with_note("each tile level splits the tiles of the level above it into whole tiles"));
+            }
+        }
+        if let Some(a) = axis(name)
+            && sizes[0] > a.extent
+        {
+            err(Diagnostic::error(format!("the outermost tile size of axis `{name}`, {}, is larger than its extent {}", sizes[0], a.extent))
+                .at(span, "tile larger than the axis")
+                .with_help(format!("use a size of at most {}", a.extent)));
+        }
+    }
+    // (Empty lists are reported above.)
+    if let Some((first, first_sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty())
+        && let Some((other, sizes)) = s.tiles.iter().find(|(_, t)| !t.is_empty() && t.len() != first_sizes.len())
+    {
+        err(Diagnostic::error(format!(
+            "axes have different numbers of tile sizes: `{first}` has {}, `{other}` has {}",
+            first_sizes.len(),
+            sizes.len()
+        ))
+        .at(span, "tile lists of different lengths")
+        .with_note("a schedule gives every axis one size per tile level of the target"));
+    }
+    // The innermost tile of an axis: its last tile size, or the whole axis
+    // when it is not tiled (unknown for kernels).
+    let innermost = |name: &str| s.tiles_of(name).and_then(|t| t.last().copied()).or_else(|| axis(name).map(|a| a.extent));
+    // vthread
+    for (i, (name, n)) in s.vthreads.iter().enumerate() {
+        if s.vthreads[..i].iter().any(|(x, _)| x == name) {
+            err(Diagnostic::error(format!("axis `{name}` has virtual threads twice")).at(span, "duplicate axis in `vthread`"));
+            continue;
+        }
+        if !known(name, "vthread", &mut err) {
+            continue;
+        }
+        if axis(name).is_some_and(|a| a.kind == AxisKind::Reduction) {
+            err(Diagnostic::error(format!("virtual threads on reduction axis `{name}`"))
+                .at(span, "not a spatial axis")
+                .with_note("virtual threads split a thread's output tile; a reduction axis indexes no output"));
+            continue;
+        }
+        if *n == 0 {
+            err(Diagnostic::error(format!("axis `{name}` has 0 virtual threads")).at(span, "at least 1"));
+            continue;
+        }
+        if let Some(t) = innermost(name).filter(|&t| t % n != 0) {
+            err(Diagnostic::error(format!("{n} virtual threads do not divide the innermost tile of axis `{name}` ({t})"))
+                .at(span, "not a divisor")
+                .with_note("each virtual thread takes an equal part of the innermost tile"));
+        }
+    }
+    // vector
+    if let Some((name, w)) = &s.vector
+        && known(name, "vector", &mut err)
+    {
+        if *w == 0 {
+            err(Diagnostic::error(format!("vector width of axis `{name}` is 0")).at(span, "at least 1"));
+        } else if let Some(t) = innermost(name).filter(|&t| t % w != 0) {
+            err(Diagnostic::error(format!("vector width {w} does not divide the innermost tile of axis `{name}` ({t})"))
+                .at(span, "not a divisor")
+                .with_note("the innermost loop of the axis runs in whole vectors"));
+        }
+    }
+    // cache
+    for (i, c) in s.cache.iter().enumerate() {
+        match owner {
+            ScheduleOwner::Compute { reads, .. } if c.read >= *reads => {
+                err(Diagnostic::error(format!("`cache` names read {} (`{}`), but the compute op has {reads} read(s)", c.read, c.read_name)).at(span, "no such read"));
+                continue;
+            }
+            ScheduleOwner::Kernel { read_tags } if !read_tags.contains(&c.read_name) => {
+                err(Diagnostic::error(format!("`cache` names read `{}`, but no load of the kernel is tagged `read({})`", c.read_name, c.read_name))
+                    .at(span, "no such read"));
+                continue;
+            }
+            _ => {}
+        }
+        let same = |d: &CacheDirective| match owner {
+            ScheduleOwner::Compute { .. } => d.read == c.read,
+            ScheduleOwner::Kernel { .. } => d.read_name == c.read_name,
+        };
+        if s.cache[..i].iter().any(same) {
+            err(Diagnostic::error(format!("read `{}` has two cache directives", c.read_name)).at(span, "cached twice"));
+        }
+    }
+}
+
 /// Does `e` map the box of its axes one-to-one onto `[0, dim)`? True for
 /// `sum cᵢ·aᵢ` with coefficients, sorted, `1, e₁, e₁·e₂, ...` and product
 /// of extents `dim` (a mixed-radix numeral); a constant 0 covers a size-1
@@ -543,5 +1359,215 @@ fn is_mixed_radix_onto(c: &Compute, e: &AffineExpr<AxisId>, dim: u64) -> bool {
 }
 
 fn read_scalar_type(f: &Function, tensor: Value) -> Type {
-    Type::Scalar(f.value_type(tensor).as_tensor().map_or(ElemType::F32, |t| t.elem))
+    Type::Scalar(f.value_type(tensor).readable().map_or(ElemType::F32, |t| t.elem))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Rules that parsed input cannot break (the resolver refuses such
+    //! input first) but passes can: IR is parsed, then edited as a pass
+    //! might, then verified.
+    use super::*;
+    use crate::syntax::parse_str;
+
+    const LOOPS: &str = "func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %y = alloc : buffer<8xf32, global>
+  kernel schedule \"sm90\" {
+    tile = {i = [4, 2]},
+    cache = {a = shared}
+  } {
+    for %i = 0 to 8 {
+      %a = load %x[%i] read(a) : f32
+      %n = index %i : i32
+      if %i < 8 {
+        store %a, %y[%i]
+      }
+      barrier
+    }
+  }
+  return %y
+}
+";
+
+    const COMPUTE: &str = "func @f(%A: tensor<8x4xf32>) -> tensor<8xf32> {
+  %C = compute (i: 8) reduce sum (k: 4) reads(%a = %A[i, k]) -> tensor<8xf32>[i] schedule \"sm90\" {tile = {i = [4], k = [2]}} {
+    %0 = index i : i32
+    yield %a : f32
+  }
+  return %C
+}
+";
+
+    fn parse(src: &str) -> Function {
+        let (m, _) = parse_str("t.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+        let f = m.funcs.into_iter().next().unwrap();
+        assert!(!verify_function(&f).has_errors(), "the unedited IR must verify");
+        f
+    }
+
+    fn find(f: &Function, mnemonic: &str) -> Op {
+        f.walk().into_iter().find(|&o| f.ops[o].kind.mnemonic() == mnemonic).unwrap_or_else(|| panic!("no `{mnemonic}`"))
+    }
+
+    /// Verifies `f` and checks that some error contains `message`.
+    fn expect(f: &Function, message: &str) {
+        let d = verify_function(f);
+        let all: Vec<&str> = d.0.iter().map(|x| x.message.as_str()).collect();
+        assert!(all.iter().any(|m| m.contains(message)), "no error containing {message:?} in {all:#?}");
+    }
+
+    fn kernel_schedule(f: &mut Function) -> &mut Schedule {
+        let k = find(f, "kernel");
+        match &mut f.ops[k].kind {
+            OpKind::Kernel(k) => &mut k.schedule,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn malformed_loop_ops() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "for");
+        f.ops[l].regions.clear();
+        expect(&f, "malformed `for`: 0 operand(s), 0 result(s) and 0 region(s)");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "for");
+        let body = f.ops[l].regions[0];
+        let iv = f.regions[body].args[0];
+        f.values[iv].ty = Type::Scalar(ElemType::I32);
+        expect(&f, "the body of `for` must have one argument of type `index`");
+
+        let mut f = parse(LOOPS);
+        let g = find(&f, "if");
+        f.ops[g].kind = OpKind::If(Box::new(Guard { conds: vec![] }));
+        expect(&f, "`if` has no condition");
+
+        let mut f = parse(LOOPS);
+        let g = find(&f, "if");
+        let body = f.ops[g].regions[0];
+        f.add_region_arg(body, Type::Index, None);
+        expect(&f, "the body of `if` takes no arguments");
+
+        let mut f = parse(LOOPS);
+        let k = find(&f, "kernel");
+        let body = f.ops[k].regions[0];
+        f.add_region_arg(body, Type::Index, None);
+        expect(&f, "the body of `kernel` takes no arguments");
+
+        let mut f = parse(LOOPS);
+        let a = find(&f, "alloc");
+        let r = f.ops[a].results[0];
+        f.values[r].ty = Type::Scalar(ElemType::F32);
+        expect(&f, "`alloc` must define a buffer, not `f32`");
+    }
+
+    #[test]
+    fn index_expressions_use_index_operands() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        if let OpKind::Load(a) = &mut f.ops[l].kind {
+            a.indices = vec![AffineExpr::var(Dim::new(0))];
+        }
+        expect(&f, "an index expression of `load` uses operand 0, which is not one of its index operands");
+
+        let mut f = parse(LOOPS);
+        let s = find(&f, "store");
+        if let OpKind::Store(a) = &mut f.ops[s].kind {
+            a.indices = vec![AffineExpr::var(Dim::new(7))];
+        }
+        expect(&f, "an index expression of `store` uses operand 7");
+    }
+
+    #[test]
+    fn loads_and_stores_of_pass_built_ir() {
+        let mut f = parse(LOOPS);
+        let s = find(&f, "store");
+        if let OpKind::Store(a) = &mut f.ops[s].kind {
+            a.pad = Some(Literal::Float(0.0));
+        }
+        expect(&f, "`store` has a pad value");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        let iv = f.ops[l].operands[1];
+        f.ops[l].operands[0] = iv;
+        expect(&f, "`load` reads `%i`, which is not a tensor or buffer but `index`");
+
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        if let OpKind::Load(a) = &mut f.ops[l].kind {
+            a.pad = Some(Literal::Int(1));
+        }
+        expect(&f, "integer pad value for elements of f32");
+
+        let mut f = parse(LOOPS);
+        let a = find(&f, "alloc");
+        let y = f.ops[a].results[0];
+        let fill = f.create_op(f.body, OpKind::Fill(Literal::Int(300)), vec![y], vec![], Span::DUMMY);
+        f.regions[f.body].ops.insert(1, fill);
+        expect(&f, "integer fill value for elements of f32");
+    }
+
+    #[test]
+    fn values_of_a_loop_are_not_visible_after_it() {
+        let mut f = parse(LOOPS);
+        let l = find(&f, "load");
+        let v = f.ops[l].results[0];
+        let a = find(&f, "alloc");
+        let y = f.ops[a].results[0];
+        let store = f.create_op(f.body, OpKind::Store(Box::new(Access { indices: vec![AffineExpr::constant(0)], pad: None, read: None })), vec![v, y], vec![], Span::DUMMY);
+        let n = f.regions[f.body].ops.len();
+        f.regions[f.body].ops.insert(n - 1, store);
+        expect(&f, "operand `%a` of `store` is not defined before its use");
+    }
+
+    #[test]
+    fn index_forms_belong_to_their_regions() {
+        let mut f = parse(LOOPS);
+        let i = find(&f, "index");
+        f.ops[i].kind = OpKind::AxisIndex(AxisId::new(0));
+        f.ops[i].operands.clear();
+        expect(&f, "`index` names an axis, but there is no compute op here");
+
+        let mut f = parse(COMPUTE);
+        let i = find(&f, "index");
+        f.ops[i].kind = OpKind::IndexValue(AffineExpr::constant(0));
+        expect(&f, "`index` over index values belongs in loops");
+
+        let mut f = parse(LOOPS);
+        let b = find(&f, "barrier");
+        let a = find(&f, "load");
+        let v = f.ops[a].results[0];
+        f.ops[b].kind = OpKind::Yield;
+        f.ops[b].operands = vec![v];
+        expect(&f, "`yield` cannot appear in a loop region");
+    }
+
+    #[test]
+    fn schedules_of_pass_built_ir() {
+        let mut f = parse(COMPUTE);
+        let c = find(&f, "compute");
+        let s = f.ops[c].kind.as_compute_mut().unwrap().schedule.as_mut().unwrap();
+        s.tiles.push(("zz".into(), vec![1]));
+        s.cache.push(CacheDirective { read: 5, read_name: "q".into(), level: "shared".into() });
+        expect(&f, "`tile` names axis `zz`, which the compute op does not have");
+        expect(&f, "`cache` names read 5 (`q`), but the compute op has 1 read(s)");
+
+        let mut f = parse(LOOPS);
+        let s = kernel_schedule(&mut f);
+        s.cache.push(CacheDirective { read: 1, read_name: "b".into(), level: "local".into() });
+        s.vthreads.push(("i.x".into(), 2));
+        expect(&f, "`cache` names read `b`, but no load of the kernel is tagged `read(b)`");
+        expect(&f, "axis name `i.x` in `vthread` contains a dot");
+
+        // Errors of schedules without a source location point at the op.
+        let mut f = parse(LOOPS);
+        let s = kernel_schedule(&mut f);
+        s.span = Span::DUMMY;
+        s.tiles[0].1 = vec![4, 3];
+        let d = verify_function(&f);
+        let k = find(&f, "kernel");
+        assert_eq!(d.0[0].primary.as_ref().map(|l| l.span), Some(f.op_spans[k]), "{:?}", d.0);
+    }
 }

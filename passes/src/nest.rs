@@ -14,7 +14,7 @@ pub fn target_for(cx: &PassContext, name: &str, span: Span) -> Result<Arc<Target
         Some(t) => Err(Diagnostic::error(format!("the schedule is for target `{name}`, but the pipeline runs for `{}`", t.name))
             .at(span, "scheduled here")
             .with_help(format!("pass --target={name}, or schedule for `{}`", t.name))),
-        None => tilec::target::builtin(name).map(Arc::new).ok_or_else(|| {
+        None => tilec::target::builtin(name).ok_or_else(|| {
             Diagnostic::error(format!("unknown target `{name}` in the schedule")).at(span, "scheduled here").with_note("`tilec --list-targets` lists the targets")
         }),
     }

@@ -251,9 +251,19 @@ proptest! {
     fn random_schedules_preserve_semantics(op in 0..OPS.len(), gpu in any::<bool>(), seed in any::<u64>(), subset in 0u32..64) {
         let t: Arc<Target> = target(if gpu { GPU } else { CPU });
         let mut m = parse(OPS[op]);
-        let s = random_schedule(&m, &t, &mut Choices(seed));
-        set_schedule(&mut m, s);
-        name_reads(&mut m);
+        // A valid schedule: draw until one passes the target's limits.
+        let mut choices = Choices(seed);
+        let mut tries = 0;
+        loop {
+            let s = random_schedule(&m, &t, &mut choices);
+            set_schedule(&mut m, s);
+            name_reads(&mut m);
+            if !tilec::verify::verify_module_with(&m, Some(&t)).has_errors() {
+                break;
+            }
+            tries += 1;
+            prop_assume!(tries < 50);
+        }
         // `tile`, then a random subset of the other passes in pipeline order
         // (all of them for subset 63).
         let decls = [&cache::DECL, &vthread::DECL, &bind::DECL, &vectorize::DECL, &unroll::DECL];

@@ -149,10 +149,6 @@ pub fn schedule(target: &str, tiles: &[(&str, &[u64])]) -> Schedule {
     s
 }
 
-/// TEMPORARY (branch level2): the loop-level verifier is being written in
-/// another branch; switch on at the merge.
-const VERIFY_LOOPS: bool = false;
-
 /// Seeded inputs for every parameter of the first function.
 pub fn inputs(m: &Module, seed: u64) -> Vec<Tensor> {
     let f = &m.funcs[0];
@@ -170,10 +166,8 @@ pub fn check_equivalent(m: &Module, target: &Arc<Target>, passes: &mut [&mut (dy
     let mut cx = PassContext::with_target(Some(target.clone()));
     for p in passes.iter_mut() {
         p.run(&mut after_m, &mut cx).unwrap_or_else(|d| panic!("pass failed: {d:?}"));
-        if VERIFY_LOOPS {
-            let v = tilec::verify::verify_module(&after_m);
-            assert!(!v.has_errors(), "pass output does not verify: {v:?}");
-        }
+        let v = tilec::verify::verify_module_with(&after_m, Some(target));
+        assert!(!v.has_errors(), "pass output does not verify: {v:?}\n{}", tilec::syntax::print_module(&after_m));
     }
     let after = run_function(&after_m.funcs[0], &ins).unwrap_or_else(|e| panic!("transformed program fails: {e}"));
     for (a, b) in after.iter().zip(&before) {

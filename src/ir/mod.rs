@@ -247,6 +247,27 @@ impl Function {
         self.regions[parent].ops.retain(|&o| o != op);
     }
 
+    /// The distinct `read(...)` tags of the loads in `region` and the
+    /// regions nested in it, in program order: the reads a kernel's `cache`
+    /// directives name.
+    pub fn load_read_tags(&self, region: Region) -> Vec<String> {
+        let mut tags: Vec<String> = Vec::new();
+        let mut pending: Vec<(Region, usize)> = vec![(region, 0)];
+        while let Some((r, i)) = pending.pop() {
+            let Some(&op) = self.regions[r].ops.get(i) else { continue };
+            pending.push((r, i + 1));
+            if let OpKind::Load(a) = &self.ops[op].kind
+                && let Some(t) = a.read.as_ref().filter(|t| !tags.contains(t))
+            {
+                tags.push(t.clone());
+            }
+            for &sub in self.ops[op].regions.iter().rev() {
+                pending.push((sub, 0));
+            }
+        }
+        tags
+    }
+
     /// The value returned by the `return` op of the body, by position.
     pub fn return_op(&self) -> Option<Op> {
         self.regions[self.body].ops.iter().copied().find(|&op| matches!(self.ops[op].kind, OpKind::Return))

@@ -430,7 +430,121 @@ optional epilogue maps the folded value (its first argument) and further
 reads indexed by spatial axes only to the output element; without one, the
 folded value is stored as is. The output index maps the spatial axes
 one-to-one onto the result (each spatial axis exactly once; mixed-radix sums
-such as `g * 32 + f` express grouped layouts).";
+such as `g * 32 + f` express grouped layouts). Reads may read tensors or
+buffers. An optional `schedule` (level 1) says how to compute the op on a
+target: tile sizes per axis and tile level, virtual threads, reads to cache,
+unrolling and vectorisation; it does not change the result.";
+
+const INDEX_DESCRIPTION: &str = "\
+In a compute region, reads the coordinate of the current iteration point along
+an axis of the enclosing compute op (for masks, positions, iota). In loops,
+evaluates an affine index expression over index values (loop variables), such
+as `%i * 4 + %p`, as a scalar. Integer results must hold every value the
+expression takes.";
+
+const FOR_DESCRIPTION: &str = "\
+Runs its body once for each value of the induction variable, `0` to `N - 1`
+(the lower bound is always 0). `map(...)` says how iterations execute: `serial`
+(the default, not printed) one after the other; `parallel` spread over CPU
+cores; `block.x/y/z` as GPU thread blocks and `thread.x/y/z` as the threads of
+a block, all iterations concurrently; `vthread`, `unroll` and `vector` are serial
+in meaning and tell code generation to interleave virtual threads, unroll, or
+use vector lanes. Concurrent iterations must not write the same element.
+`axis(a.level)` records which compute axis and tile level the loop came from.
+Thread-mapped loops nest inside block-mapped loops; a mapping dimension occurs
+at most once on a nest; `vector` loops contain no loops.";
+
+const COPY_DESCRIPTION: &str = "\
+Copies a box of elements: for every offset `e` in the box, `dst[p + e] =
+src[o + e]`. Source elements outside the source read the `pad` value; without
+`pad` the source box must be in bounds (checked statically outside `if`
+guards). The destination is a buffer. `cooperative` shares the copy out among
+the threads of the enclosing thread-mapped loops (each copies a strided part,
+so a `barrier` must follow before the data is read); without it, or outside any
+thread-mapped loop, each executing thread copies the whole box.";
+
+const KERNEL_DESCRIPTION: &str = "\
+The loop nest made from one compute op, with the schedule it was made from; its
+body is an ordinary loop region. The schedule's `cache` keys name reads by the
+`read(...)` tags of the kernel's loads. Later scheduling passes read the
+schedule; its meaning is the same as on a compute op.";
+
+/// The declarations of the loop-level ops (level 2).
+fn loop_op_decls() -> Vec<OpDecl> {
+    let decl = |mnemonic, summary: &str, description, syntax, example: &str| OpDecl {
+        mnemonic,
+        summary: summary.into(),
+        description,
+        syntax,
+        example: example.into(),
+        place: OpPlace::Loops,
+    };
+    vec![
+        decl(
+            "alloc",
+            "allocates a buffer",
+            "Allocates a buffer of the given shape in a memory scope: `global` (device memory; in the function body only, and a function may return it), `shared` (one copy per GPU block; not inside thread-mapped loops) or `local` (private to each thread or iteration). Its contents are undefined until written.",
+            "%b = alloc : buffer<d0 x ... x elem, global|shared|local>",
+            "func @zeros() -> tensor<4x4xf32> {\n  %z = alloc : buffer<4x4xf32, global>\n  fill %z, 0.0\n  return %z\n}\n",
+        ),
+        decl(
+            "fill",
+            "sets every element of a buffer",
+            "Writes the literal to every element of the buffer (initialising accumulators). The literal must fit the element type.",
+            "fill %buf, literal",
+            "func @ones() -> tensor<8xi32> {\n  %y = alloc : buffer<8xi32, global>\n  fill %y, 1\n  return %y\n}\n",
+        ),
+        decl(
+            "for",
+            "a counted loop, mapped to hardware",
+            FOR_DESCRIPTION,
+            "for %i = 0 to N [map(serial|parallel|block.x|...|thread.x|...|vthread|unroll|vector)] [axis(a.level)] {\n  ...\n}",
+            "func @double(%x: tensor<8xf32>) -> tensor<8xf32> {\n  %y = alloc : buffer<8xf32, global>\n  for %i = 0 to 8 map(parallel) {\n    %a = load %x[%i] : f32\n    %b = add %a, %a : f32\n    store %b, %y[%i]\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "load",
+            "reads one element of a tensor or buffer",
+            "Reads the element at one affine index expression per dimension, over index values. With `pad(v)`, an index outside the source, or an inexact `div`, reads `v`; without it, every index must be in bounds over the enclosing loops' ranges (checked statically outside `if` guards, at run time inside them). `read(name)` tags the load with the compute read it came from, for schedules' `cache`. The type is the source's element type.",
+            "%v = load %src[index, ...] [pad(literal)] [read(name)] : elem",
+            "func @shift(%x: tensor<8xf32>) -> tensor<8xf32> {\n  %y = alloc : buffer<8xf32, global>\n  for %i = 0 to 8 {\n    %a = load %x[%i - 1] pad(0.0) : f32\n    store %a, %y[%i]\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "store",
+            "writes one element of a buffer",
+            "Writes a scalar of the buffer's element type at one affine index expression per dimension. Only buffers are written: tensors (function parameters) are read-only. Indices must be in bounds (checked statically outside `if` guards, at run time inside them).",
+            "store %v, %dst[index, ...]",
+            "func @transpose(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {\n  %y = alloc : buffer<8x4xf32, global>\n  for %i = 0 to 4 {\n    for %j = 0 to 8 {\n      %a = load %x[%i, %j] : f32\n      store %a, %y[%j, %i]\n    }\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "copy",
+            "copies a box of elements into a buffer",
+            COPY_DESCRIPTION,
+            "copy %src[index, ...] -> %dst[index, ...] box [n, ...] [pad(literal)] [cooperative]",
+            "func @stage(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  for %b = 0 to 4 map(block.x) {\n    %tile = alloc : buffer<16xf32, shared>\n    for %t = 0 to 16 map(thread.x) {\n      copy %x[%b * 16] -> %tile[0] box [16] cooperative\n      barrier\n      %v = load %tile[%t] : f32\n      %w = mul %v, %v : f32\n      store %w, %y[%b * 16 + %t]\n    }\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "barrier",
+            "synchronises the threads of a block",
+            "Every iteration of the enclosing thread-mapped loops reaches the barrier before any continues past it, so writes to shared buffers before it are visible to every thread after it. Outside thread-mapped loops it does nothing.",
+            "barrier",
+            "func @reverse_blocks(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  for %b = 0 to 4 map(block.x) {\n    %s = alloc : buffer<16xf32, shared>\n    for %t = 0 to 16 map(thread.x) {\n      %v = load %x[%b * 16 + %t] : f32\n      store %v, %s[%t]\n      barrier\n      %w = load %s[-%t + 15] : f32\n      store %w, %y[%b * 16 + %t]\n    }\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "if",
+            "runs its body where index conditions hold",
+            "Runs its region where every condition `index < bound` holds; the guard of partial tiles. Inside a guard the verifier does not check bounds statically (the interpreter checks them at run time).",
+            "if index < int, ... {\n  ...\n}",
+            "func @relu10(%x: tensor<10xf32>) -> tensor<10xf32> {\n  %y = alloc : buffer<10xf32, global>\n  for %i_block = 0 to 3 {\n    for %i_point = 0 to 4 {\n      if %i_block * 4 + %i_point < 10 {\n        %a = load %x[%i_block * 4 + %i_point] : f32\n        %r = relu %a : f32\n        store %r, %y[%i_block * 4 + %i_point]\n      }\n    }\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "kernel",
+            "a scheduled loop nest, with its schedule",
+            KERNEL_DESCRIPTION,
+            "kernel [\"label\"] schedule \"target\" {key = value, ...} {\n  ...\n}",
+            "func @scale(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  kernel \"scale\" schedule \"sm90\" {\n    tile = {i = [16, 1]},\n    cache = {a = local}\n  } {\n    for %i_block = 0 to 4 map(block.x) axis(i.block) {\n      for %i_thread = 0 to 16 map(thread.x) axis(i.thread) {\n        %a = load %x[%i_block * 16 + %i_thread] read(a) : f32\n        %c = const 2.0 : f32\n        %b = mul %a, %c : f32\n        store %b, %y[%i_block * 16 + %i_thread]\n      }\n    }\n  }\n  return %y\n}\n",
+        ),
+    ]
+}
 
 const SCALAR_EXAMPLE_PREFIX: &str = "func @f(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {\n  %z = compute (i: 8) reads(%a = %x[i], %b = %y[i]) -> tensor<8xf32>[i] {\n";
 const SCALAR_EXAMPLE_SUFFIX: &str = "  }\n  return %z\n}\n";
@@ -447,7 +561,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             mnemonic: "compute",
             summary: "a tensor defined pointwise over spatial and reduction axes".into(),
             description: COMPUTE_DESCRIPTION,
-            syntax: "%r = compute [\"label\"] (axis: extent, ...) [reduce sum|max|min (axis: extent, ...)]\n    reads(%a = %T[index, ...] [pad(literal)], ...) -> tensor<...>[index, ...] {\n  body\n} [epilogue(%acc) [reads(...)] {\n  body\n}]",
+            syntax: "%r = compute [\"label\"] (axis: extent, ...) [reduce sum|max|min (axis: extent, ...)]\n    reads(%a = %T[index, ...] [pad(literal)], ...) -> tensor<...>[index, ...]\n    [schedule \"target\" {key = value, ...}] {\n  body\n} [epilogue(%acc) [reads(...)] {\n  body\n}]",
             example: "func @gemm(%A: tensor<4x8xf32>, %B: tensor<8x2xf32>) -> tensor<4x2xf32> {\n  %C = compute \"matmul\" (i: 4, j: 2) reduce sum (k: 8)\n      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<4x2xf32>[i, j] {\n    %0 = mul %a, %b : f32\n    yield %0 : f32\n  }\n  return %C\n}\n".into(),
             place: OpPlace::Function,
         },
@@ -485,10 +599,10 @@ fn build_op_decls() -> Vec<OpDecl> {
         },
         OpDecl {
             mnemonic: "index",
-            summary: "the current value of an axis, as a scalar".into(),
-            description: "Reads the coordinate of the current iteration point along an axis of the enclosing compute op (for masks, positions, iota).",
-            syntax: "%i = index axis : type",
-            example: "func @iota() -> tensor<4xi32> {\n  %y = compute (i: 4) -> tensor<4xi32>[i] {\n    %0 = index i : i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
+            summary: "the current value of an axis or index expression, as a scalar".into(),
+            description: INDEX_DESCRIPTION,
+            syntax: "%i = index axis : type                  (compute regions)\n%i = index <index expression> : type    (loops)",
+            example: "func @iota() -> tensor<4xi32> {\n  %y = compute (i: 4) -> tensor<4xi32>[i] {\n    %0 = index i : i32\n    yield %0 : i32\n  }\n  return %y\n}\n\nfunc @iota_loops() -> tensor<8xi32> {\n  %y = alloc : buffer<8xi32, global>\n  for %i = 0 to 2 {\n    for %p = 0 to 4 {\n      %0 = index %i * 4 + %p : i32\n      store %0, %y[%i * 4 + %p]\n    }\n  }\n  return %y\n}\n".into(),
             place: OpPlace::Scalar,
         },
     ];
@@ -512,6 +626,7 @@ fn build_op_decls() -> Vec<OpDecl> {
             place: OpPlace::Scalar,
         });
     }
+    decls.extend(loop_op_decls());
     decls
 }
 
@@ -531,7 +646,7 @@ pub fn op_decl(mnemonic: &str) -> Option<&'static OpDecl> {
 /// `ir-spec/ops.md`, generated from [`op_decls`].
 pub fn reference_markdown() -> String {
     let mut out = String::from(
-        "# Tile dialect ops\n\n<!-- Generated from the op declarations in src/ir/ops.rs; do not edit by hand.\n     A test fails when this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nSee [README.md](README.md) for the grammar and the semantics of reads, padding and folds.\n\n| op | where | summary |\n|---|---|---|\n",
+        "# Tile dialect ops\n\n<!-- Generated from the op declarations in src/ir/ops.rs; do not edit by hand.\n     A test fails when this file is stale: regenerate it with `TILEC_BLESS=1 cargo test`. -->\n\nSee [README.md](README.md) for the grammar and the semantics of reads, padding, folds, schedules and loops.\n\n| op | where | summary |\n|---|---|---|\n",
     );
     let place = |p: OpPlace| match p {
         OpPlace::Function => "function body",

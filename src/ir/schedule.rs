@@ -62,12 +62,16 @@ impl Schedule {
 }
 
 /// Prints the schedule's attribute dictionary (without the leading
-/// `schedule "target"`), one key per line at `indent`, using `read_name`
-/// for read positions.
+/// `schedule "target"`): the keys in the order tile, vthread, cache, unroll,
+/// vector, empty or zero ones left out, one per line at `indent` plus two
+/// spaces, the closing brace at `indent`; `{}` when nothing is set.
+/// `read_name` names read positions.
 pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, read_name: &dyn Fn(usize) -> String) -> fmt::Result {
     let mut entries: Vec<String> = Vec::new();
     let sizes = |v: &[u64]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-    entries.push(format!("tile = {{{}}}", s.tiles.iter().map(|(a, t)| format!("{a} = [{}]", sizes(t))).collect::<Vec<_>>().join(", ")));
+    if !s.tiles.is_empty() {
+        entries.push(format!("tile = {{{}}}", s.tiles.iter().map(|(a, t)| format!("{a} = [{}]", sizes(t))).collect::<Vec<_>>().join(", ")));
+    }
     if !s.vthreads.is_empty() {
         entries.push(format!("vthread = {{{}}}", s.vthreads.iter().map(|(a, v)| format!("{a} = {v}")).collect::<Vec<_>>().join(", ")));
     }
@@ -79,6 +83,9 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
     }
     if let Some((axis, width)) = &s.vector {
         entries.push(format!("vector = {{{axis} = {width}}}"));
+    }
+    if entries.is_empty() {
+        return f.write_str("{}");
     }
     writeln!(f, "{{")?;
     for (i, e) in entries.iter().enumerate() {

@@ -5,7 +5,7 @@
 use super::{Instrumentation, PassContext, PassEvent, Pipeline};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::Module;
-use crate::verify::verify_module;
+use crate::verify::verify_module_with;
 use std::time::{Duration, Instant};
 
 pub struct PassManager {
@@ -84,7 +84,7 @@ impl PassManager {
             }
             if self.verify_each {
                 let start = Instant::now();
-                let diags = verify_module(module);
+                let diags = verify_module_with(module, self.target.as_deref());
                 verify_time += start.elapsed();
                 if diags.has_errors() {
                     let mut all = Diagnostics::from(

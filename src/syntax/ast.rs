@@ -36,13 +36,15 @@ pub enum TypeAst {
     Scalar(Word),
     /// `tensor<4x8xf32>` (the shape text `4x8xf32`) or `tensor<f32>`.
     Tensor { shape: Word, span: Span },
+    /// `buffer<4x8xf32, shared>`: the shape text and the memory scope.
+    Buffer { shape: Word, scope: Word, span: Span },
 }
 
 impl TypeAst {
     pub fn span(&self) -> Span {
         match self {
             TypeAst::Scalar(w) => w.span,
-            TypeAst::Tensor { span, .. } => *span,
+            TypeAst::Tensor { span, .. } | TypeAst::Buffer { span, .. } => *span,
         }
     }
 }
@@ -69,9 +71,123 @@ pub enum StmtAst {
     Op { result: Option<Word>, mnemonic: Word, args: Vec<Word>, sig: Option<(TypeAst, Option<TypeAst>)>, span: Span },
     /// `%r = const literal : type`
     Const { result: Word, value: LiteralAst, ty: TypeAst, span: Span },
-    /// `%r = index axis : type`
-    Index { result: Word, axis: Word, ty: TypeAst, span: Span },
+    /// `%r = index axis : type` in a compute region; `%r = index <index
+    /// expression over %values> : type` in loops.
+    Index { result: Word, expr: IndexAst, ty: TypeAst, span: Span },
     Compute(Box<ComputeAst>),
+    /// `for %i = 0 to N [map(m)] [axis(a.l)] { ... }`
+    For(Box<ForAst>),
+    /// `if e < n, ... { ... }`
+    If(Box<IfAst>),
+    /// `kernel ["label"] schedule "target" {...} { ... }`
+    Kernel(Box<KernelAst>),
+    /// `%v = load %src[i, ...] [pad(lit)] [read(name)] : type`
+    Load { result: Word, src: Word, indices: Vec<IndexAst>, pad: Option<LiteralAst>, clauses: Vec<ClauseAst>, ty: TypeAst, span: Span },
+    /// `store %v, %dst[i, ...]`
+    Store { value: Word, dst: Word, indices: Vec<IndexAst>, span: Span },
+    /// `copy %src[i, ...] -> %dst[i, ...] box [n, ...] [pad(lit)] [cooperative]`
+    Copy {
+        src: Word,
+        src_indices: Vec<IndexAst>,
+        dst: Word,
+        dst_indices: Vec<IndexAst>,
+        sizes: Vec<Word>,
+        pad: Option<LiteralAst>,
+        cooperative: bool,
+        span: Span,
+    },
+    /// `fill %buf, literal`
+    Fill { buffer: Word, value: LiteralAst, span: Span },
+}
+
+/// A named clause `name(arg)`: `map(thread.x)`, `axis(i.block)`, `read(a)`.
+/// The grammar accepts any name; the resolver checks it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClauseAst {
+    pub name: Word,
+    pub arg: Word,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForAst {
+    pub var: Word,
+    pub lower: Word,
+    pub extent: Word,
+    pub clauses: Vec<ClauseAst>,
+    pub body: Vec<StmtAst>,
+    /// From `for` to the last clause.
+    pub head_span: Span,
+}
+
+/// One guard condition `index < bound`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CondAst {
+    pub expr: IndexAst,
+    /// The bound, with its sign in the span.
+    pub bound: Word,
+    pub negative: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IfAst {
+    pub conds: Vec<CondAst>,
+    pub body: Vec<StmtAst>,
+    pub head_span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelAst {
+    pub label: Option<Word>,
+    pub schedule: ScheduleAst,
+    pub body: Vec<StmtAst>,
+    /// From `kernel` to the target name.
+    pub head_span: Span,
+}
+
+/// `schedule "target" { key = value, ... }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleAst {
+    pub target: Word,
+    pub entries: Vec<AttrEntry>,
+    /// `schedule "target"`.
+    pub span: Span,
+}
+
+/// `key = value` in an attribute dictionary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttrEntry {
+    pub key: Word,
+    pub value: AttrValue,
+}
+
+/// A value of an attribute dictionary.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    Int(Word),
+    Ident(Word),
+    Str(Word),
+    List(Vec<AttrValue>, Span),
+    Dict(Vec<AttrEntry>, Span),
+}
+
+impl AttrValue {
+    pub fn span(&self) -> Span {
+        match self {
+            AttrValue::Int(w) | AttrValue::Ident(w) | AttrValue::Str(w) => w.span,
+            AttrValue::List(_, s) | AttrValue::Dict(_, s) => *s,
+        }
+    }
+
+    /// What kind of value this is, for messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            AttrValue::Int(_) => "an integer",
+            AttrValue::Ident(_) => "a name",
+            AttrValue::Str(_) => "a string",
+            AttrValue::List(..) => "a list",
+            AttrValue::Dict(..) => "a dictionary",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -93,7 +209,10 @@ pub struct ReadAst {
 #[derive(Clone, Debug, PartialEq)]
 pub enum IndexAst {
     Int(Word),
+    /// An axis name (compute ops).
     Var(Word),
+    /// `%i`: an index value (loop-level ops).
+    Value(Word),
     /// One or more prefix minus signs; `odd` when they do not cancel.
     Neg { inner: Box<IndexAst>, odd: bool, span: Span },
     /// `first (+|-) t1 (+|-) t2 ...`; the flag is true for `-`.
@@ -105,7 +224,7 @@ pub enum IndexAst {
 impl IndexAst {
     pub fn span(&self) -> Span {
         match self {
-            IndexAst::Int(w) | IndexAst::Var(w) => w.span,
+            IndexAst::Int(w) | IndexAst::Var(w) | IndexAst::Value(w) => w.span,
             IndexAst::Neg { span, .. } | IndexAst::Sum { span, .. } | IndexAst::Product { span, .. } | IndexAst::Div(_, _, span) => *span,
         }
     }
@@ -123,6 +242,7 @@ pub struct ComputeAst {
     pub out_type: TypeAst,
     pub out_index: Vec<IndexAst>,
     pub body: Vec<StmtAst>,
+    pub schedule: Option<ScheduleAst>,
     pub body_close: Span,
     pub epilogue: Option<EpilogueAst>,
     /// From the result name to the end of the output index.

@@ -33,6 +33,30 @@ pub enum Tok<'s> {
     KwConst,
     #[token("index")]
     KwIndex,
+    #[token("buffer")]
+    KwBuffer,
+    #[token("schedule")]
+    KwSchedule,
+    #[token("for")]
+    KwFor,
+    #[token("to")]
+    KwTo,
+    #[token("if")]
+    KwIf,
+    #[token("load")]
+    KwLoad,
+    #[token("store")]
+    KwStore,
+    #[token("copy")]
+    KwCopy,
+    #[token("box")]
+    KwBox,
+    #[token("cooperative")]
+    KwCooperative,
+    #[token("fill")]
+    KwFill,
+    #[token("kernel")]
+    KwKernel,
     /// `%name =`: the name of a value being defined (without `%` and `=`).
     #[regex(r"%[A-Za-z0-9_][A-Za-z0-9_.$]*[ \t\r\n]*=", |lex| def_name(lex.slice()))]
     Def(&'s str),
@@ -42,7 +66,10 @@ pub enum Tok<'s> {
     /// `@name`: a function name (without `@`).
     #[regex(r"@[A-Za-z_][A-Za-z0-9_.$]*", |lex| &lex.slice()[1..])]
     Symbol(&'s str),
-    #[regex(r"[A-Za-z_][A-Za-z0-9_]*")]
+    /// Identifiers may contain dots between their parts (`thread.x`,
+    /// `i.block`): mapping names and loop tags are dotted. Where a dot makes
+    /// no sense (axis names) the resolver says so.
+    #[regex(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")]
     Ident(&'s str),
     #[regex(r"[0-9]+")]
     Int(&'s str),
@@ -103,6 +130,18 @@ impl fmt::Display for Tok<'_> {
             Tok::KwTensor => f.write_str("`tensor`"),
             Tok::KwConst => f.write_str("`const`"),
             Tok::KwIndex => f.write_str("`index`"),
+            Tok::KwBuffer => f.write_str("`buffer`"),
+            Tok::KwSchedule => f.write_str("`schedule`"),
+            Tok::KwFor => f.write_str("`for`"),
+            Tok::KwTo => f.write_str("`to`"),
+            Tok::KwIf => f.write_str("`if`"),
+            Tok::KwLoad => f.write_str("`load`"),
+            Tok::KwStore => f.write_str("`store`"),
+            Tok::KwCopy => f.write_str("`copy`"),
+            Tok::KwBox => f.write_str("`box`"),
+            Tok::KwCooperative => f.write_str("`cooperative`"),
+            Tok::KwFill => f.write_str("`fill`"),
+            Tok::KwKernel => f.write_str("`kernel`"),
             Tok::Def(s) => write!(f, "definition `%{s} =`"),
             Tok::Use(s) => write!(f, "value `%{s}`"),
             Tok::Symbol(s) => write!(f, "symbol `@{s}`"),
@@ -218,6 +257,31 @@ mod tests {
             toks("tensor<4x8xf32> 1.5 2e-3 -7 // comment\n 12"),
             vec![Tok::KwTensor, Tok::Lt, Tok::Shape("4x8xf32"), Tok::Gt, Tok::Float("1.5"), Tok::Float("2e-3"), Tok::Minus, Tok::Int("7"), Tok::Int("12")]
         );
+    }
+
+    #[test]
+    fn dotted_identifiers_and_loop_keywords() {
+        assert_eq!(
+            toks("for %i = 0 to 4 map(thread.x) axis(i.block) {"),
+            vec![
+                Tok::KwFor,
+                Tok::Def("i"),
+                Tok::Int("0"),
+                Tok::KwTo,
+                Tok::Int("4"),
+                Tok::Ident("map"),
+                Tok::LParen,
+                Tok::Ident("thread.x"),
+                Tok::RParen,
+                Tok::Ident("axis"),
+                Tok::LParen,
+                Tok::Ident("i.block"),
+                Tok::RParen,
+                Tok::LBrace
+            ]
+        );
+        // A trailing dot is not part of an identifier.
+        assert!(Lexer::new("a.", FileId::default(), 0).any(|r| r.is_err()));
     }
 
     #[test]

@@ -85,6 +85,8 @@ fn syntax_error(file: FileId, eof: usize, e: ParseError<usize, Tok<'_>, LexError
 fn hint_for(d: Diagnostic, tok: &Tok<'_>, expected: &[String]) -> Diagnostic {
     let expects = |s: &str| expected.iter().any(|e| e == s);
     match tok {
+        // Only `for` expects nothing but a definition.
+        Tok::Use(_) if expected.len() == 1 && expects("Def") => d.with_help("a loop defines its variable: `for %i = 0 to 8 { ... }`"),
         Tok::Use(_) if expects("Def") => d.with_help("a read binds a scalar: `reads(%a = %A[i, k])`"),
         Tok::Int(_) if expects("Shape") => d.with_help("tensor types spell the element type last: `tensor<4x8xf32>`"),
         Tok::Ident(s) if expects("\"div\"") || expects("\"]\"") => d.with_help(format!(

@@ -2,7 +2,12 @@
 //! that again gives the same bytes: names are the source's hints where they
 //! are free in their scope, `%0`, `%1`, ... otherwise, assigned in
 //! definition order, so numbering is deterministic.
+//!
+//! Scopes follow the resolver's: the function body and its loop regions
+//! share one numbering, a loop region's names are free again after it (so
+//! sibling loops keep their `%i`), and each compute op numbers its own.
 
+use crate::ir::schedule::write_schedule_body;
 use crate::ir::*;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -18,15 +23,31 @@ pub fn print_module(m: &Module) -> String {
     out
 }
 
-/// Value names of one scope (a function body, or one compute op).
+/// Value names of one scope (a function body with its loops, or one
+/// compute op).
 struct Names {
     used: HashSet<String>,
+    /// Names taken, in order, so that a region's can be released.
+    order: Vec<String>,
     next_number: usize,
 }
 
 impl Names {
     fn new() -> Self {
-        Names { used: HashSet::new(), next_number: 0 }
+        Names { used: HashSet::new(), order: Vec::new(), next_number: 0 }
+    }
+
+    /// Where the names of a region about to be printed start.
+    fn mark(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Frees the names taken since `mark` (a loop region has ended). Numbers
+    /// are not reused: numbering continues through the function.
+    fn release(&mut self, mark: usize) {
+        for name in self.order.drain(mark..) {
+            self.used.remove(&name);
+        }
     }
 
     fn assign(&mut self, hint: Option<&str>) -> String {
@@ -39,6 +60,7 @@ impl Names {
                     k += 1;
                 }
                 self.used.insert(name.clone());
+                self.order.push(name.clone());
                 name
             }
             None => {
@@ -55,10 +77,14 @@ struct Printer<'f> {
     out: String,
     /// Printed name of each value (without `%`), filled at definition.
     names: Vec<Option<String>>,
+    /// When each value was defined in the printed text: index expressions
+    /// print their terms in this order, outer loops first.
+    defined_at: Vec<usize>,
+    defined: usize,
 }
 
 pub fn print_function(f: &Function) -> String {
-    let mut p = Printer { f, out: String::new(), names: vec![None; f.values.len()] };
+    let mut p = Printer { f, out: String::new(), names: vec![None; f.values.len()], defined_at: vec![usize::MAX; f.values.len()], defined: 0 };
     p.function();
     p.out
 }
@@ -67,6 +93,8 @@ impl Printer<'_> {
     fn define(&mut self, scope: &mut Names, v: Value) -> String {
         let name = scope.assign(self.f.values[v].name.as_deref());
         self.names[v.index()] = Some(name.clone());
+        self.defined_at[v.index()] = self.defined;
+        self.defined += 1;
         format!("%{name}")
     }
 
@@ -146,10 +174,122 @@ impl Printer<'_> {
                 write!(self.out, "{} {} : {}", kind.mnemonic(), operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
             OpKind::Compute(_) => unreachable!("handled above"),
-            // TEMPORARY (branch level2): the loop-level syntax is being written.
-            other => write!(self.out, "<{}>", other.mnemonic()).unwrap(),
+            OpKind::Alloc => write!(self.out, "alloc : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap(),
+            OpKind::Barrier => self.out.push_str("barrier"),
+            OpKind::Load(a) => {
+                let src = operands.first().cloned().unwrap_or_default();
+                write!(self.out, "load {src}[{}]", self.indices(op, &a.indices)).unwrap();
+                if let Some(pad) = &a.pad {
+                    write!(self.out, " pad({})", pad.to_string_as(self.elem_of(data.operands.first()))).unwrap();
+                }
+                if let Some(r) = &a.read {
+                    write!(self.out, " read({})", name_text(r)).unwrap();
+                }
+                write!(self.out, " : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+            }
+            OpKind::Store(a) => {
+                let (v, dst) = (operands.first().cloned().unwrap_or_default(), operands.get(1).cloned().unwrap_or_default());
+                write!(self.out, "store {v}, {dst}[{}]", self.indices(op, &a.indices)).unwrap();
+            }
+            OpKind::Copy(c) => {
+                let (src, dst) = (operands.first().cloned().unwrap_or_default(), operands.get(1).cloned().unwrap_or_default());
+                let sizes = c.sizes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                write!(self.out, "copy {src}[{}] -> {dst}[{}] box [{sizes}]", self.indices(op, &c.src), self.indices(op, &c.dst)).unwrap();
+                if let Some(pad) = &c.pad {
+                    write!(self.out, " pad({})", pad.to_string_as(self.elem_of(data.operands.first()))).unwrap();
+                }
+                if c.cooperative {
+                    self.out.push_str(" cooperative");
+                }
+            }
+            OpKind::Fill(lit) => {
+                let buf = operands.first().cloned().unwrap_or_default();
+                write!(self.out, "fill {buf}, {}", lit.to_string_as(self.elem_of(data.operands.first()))).unwrap();
+            }
+            OpKind::IndexValue(e) => {
+                write!(self.out, "index {} : {}", self.index_text(op, e), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+            }
+            OpKind::For(l) => {
+                let mark = scope.mark();
+                let body = data.regions.first().copied();
+                let var = body.and_then(|b| f.regions[b].args.first().copied()).map(|v| self.define(scope, v)).unwrap_or_default();
+                write!(self.out, "for {var} = 0 to {}", l.extent).unwrap();
+                if l.mapping != Mapping::Serial {
+                    write!(self.out, " map({})", l.mapping).unwrap();
+                }
+                if let Some(tag) = &l.tag {
+                    write!(self.out, " {tag}").unwrap();
+                }
+                self.loop_body(scope, body, depth, mark);
+            }
+            OpKind::If(g) => {
+                let conds: Vec<String> = g.conds.iter().map(|(e, b)| format!("{} < {b}", self.index_text(op, e))).collect();
+                write!(self.out, "if {}", conds.join(", ")).unwrap();
+                let mark = scope.mark();
+                self.loop_body(scope, data.regions.first().copied(), depth, mark);
+            }
+            OpKind::Kernel(k) => {
+                self.out.push_str("kernel ");
+                if let Some(label) = &k.label {
+                    write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
+                }
+                let read_name = |pos: usize| name_text(&k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone()).unwrap_or_default());
+                self.schedule(&k.schedule, depth, &read_name);
+                let mark = scope.mark();
+                self.loop_body(scope, data.regions.first().copied(), depth, mark);
+            }
         }
         self.out.push('\n');
+    }
+
+    /// ` {`, the ops of a loop-level region one level deeper, and `}`; the
+    /// region's names (taken since `mark`) are free again afterwards.
+    fn loop_body(&mut self, scope: &mut Names, region: Option<Region>, depth: usize, mark: usize) {
+        self.out.push_str(" {\n");
+        if let Some(r) = region {
+            for &o in &self.f.regions[r].ops {
+                self.op(scope, o, depth + 1);
+            }
+        }
+        scope.release(mark);
+        self.indent(depth);
+        self.out.push('}');
+    }
+
+    /// `schedule "target" {...}`, the dictionary's keys one per line, closed
+    /// at `depth`.
+    fn schedule(&mut self, s: &Schedule, depth: usize, read_name: &dyn Fn(usize) -> String) {
+        write!(self.out, "schedule \"{}\" ", escape_label(&s.target)).unwrap();
+        let indent = "  ".repeat(depth);
+        write_schedule_body(s, &mut self.out, &indent, read_name).unwrap();
+    }
+
+    /// The element type of a tensor or buffer operand (what its literals
+    /// are written in).
+    fn elem_of(&self, v: Option<&Value>) -> ElemType {
+        v.and_then(|&v| self.f.value_type(v).readable()).map_or(ElemType::F32, |t| t.elem)
+    }
+
+    fn indices(&self, op: Op, exprs: &[AffineExpr<Dim>]) -> String {
+        exprs.iter().map(|e| self.index_text(op, e)).collect::<Vec<_>>().join(", ")
+    }
+
+    /// An index expression of a loop-level op, its variables named after
+    /// the op's operands. Terms print in the order their values were
+    /// defined (outer loops first), whatever the order of the operands, so
+    /// that the text is in normal form.
+    fn index_text(&self, op: Op, e: &AffineExpr<Dim>) -> String {
+        let operands = &self.f.ops[op].operands;
+        let name = |d: Dim| match operands.get(d.index()) {
+            Some(&v) => self.name(v),
+            None => format!("%<operand {}>", d.index()),
+        };
+        let order = |d: Dim| (operands.get(d.index()).map_or(usize::MAX, |v| self.defined_at[v.index()]), d);
+        let reordered = AffineExpr::from_parts(e.terms().iter().map(|&(d, c)| (order(d), c)), e.constant_term(), 1).map(|x| x.with_divisor(e.divisor()));
+        match reordered {
+            Ok(x) => x.to_string_with(|(_, d)| name(d)),
+            Err(_) => e.to_string_with(name),
+        }
     }
 
     fn enclosing_compute(&self, op: Op) -> Option<&Compute> {
@@ -205,7 +345,11 @@ impl Printer<'_> {
             self.out.push(' ');
         }
         let out_ty = f.value_type(data.results[0]);
-        writeln!(self.out, "-> {out_ty}[{}] {{", index_list(&c.output)).unwrap();
+        write!(self.out, "-> {out_ty}[{}]", index_list(&c.output)).unwrap();
+        // The regions print first, into a buffer of their own: a schedule
+        // names epilogue reads, whose printed names are assigned there.
+        let head = std::mem::take(&mut self.out);
+        self.out.push_str("{\n");
         if let Some(body) = body {
             for &o in &f.regions[body].ops {
                 self.op(&mut inner, o, depth + 1);
@@ -229,8 +373,38 @@ impl Printer<'_> {
             self.indent(depth);
             self.out.push('}');
         }
+        let regions = std::mem::replace(&mut self.out, head);
+        if let Some(s) = &c.schedule {
+            let arg_name = |region: usize, arg: usize| {
+                let v = data.regions.get(region).and_then(|&r| f.regions[r].args.get(arg).copied());
+                v.and_then(|v| self.names[v.index()].clone())
+            };
+            // Body reads are the body's arguments; epilogue reads follow the
+            // accumulator in the epilogue's.
+            let names: Vec<Option<String>> =
+                (0..c.reads.len()).map(|i| arg_name(0, i)).chain((0..c.epilogue_reads.len()).map(|i| arg_name(1, i + 1))).collect();
+            let read_name = |pos: usize| {
+                let name = names.get(pos).cloned().flatten();
+                name_text(&name.or_else(|| s.cache.iter().find(|d| d.read == pos).map(|d| d.read_name.clone())).unwrap_or_default())
+            };
+            self.out.push('\n');
+            self.indent(depth + 2);
+            self.schedule(s, depth + 2, &read_name);
+        }
+        self.out.push(' ');
+        self.out.push_str(&regions);
         self.out.push('\n');
     }
+}
+
+/// A read name as a schedule key or `read(...)` argument: bare when it is
+/// an identifier, quoted otherwise (value names such as `%1st` or `%out$1`
+/// are not identifiers).
+fn name_text(name: &str) -> String {
+    let mut chars = name.chars();
+    let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.split('.').all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    if ident { name.to_string() } else { format!("\"{}\"", escape_label(name)) }
 }
 
 /// Escapes a label for a string literal the lexer reads back.

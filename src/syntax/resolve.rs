@@ -1,7 +1,13 @@
 //! Syntax tree → IR: resolves value, axis and type names, parses numbers,
-//! normalises index expressions to affine form, and reports every error it
-//! finds (not just the first). Semantic checks that do not need the source
-//! text (types of operands, bounds, shapes) are the verifier's.
+//! normalises index expressions to affine form, turns schedule dictionaries
+//! into [`Schedule`]s, and reports every error it finds (not just the
+//! first). Semantic checks that do not need the source text (types of
+//! operands, bounds, shapes, schedule arithmetic) are the verifier's.
+//!
+//! Scopes: the function body and the loop-level regions inside it (`for`,
+//! `if`, `kernel`) nest like blocks: a region sees the values of the regions
+//! around it, may not redefine them, and its own names end with it (so
+//! sibling loops may reuse `%i`). Compute regions are isolated.
 
 use super::ast::*;
 use crate::diag::{Diagnostic, Diagnostics, Span};
@@ -9,6 +15,11 @@ use crate::ir::ops::{OpDecl, OpPlace, op_decl, round_to};
 use crate::ir::*;
 use crate::ir::types::MAX_TENSOR_BYTES;
 use std::collections::HashMap;
+
+/// The keys of a schedule dictionary, in printing order.
+const SCHEDULE_KEYS: [&str; 5] = ["tile", "vthread", "cache", "unroll", "vector"];
+/// The clauses of a `for` loop.
+const LOOP_CLAUSES: [&str; 3] = ["map", "axis", "reduce"];
 
 pub fn resolve(ast: &ModuleAst) -> Result<Module, Diagnostics> {
     let mut r = Resolver { diags: Diagnostics::new() };
@@ -20,13 +31,41 @@ struct Resolver {
     diags: Diagnostics,
 }
 
-/// Names visible in a region: the function body, or one compute op (whose
-/// regions are isolated from the function's values).
+/// Names visible in a region: the function body with the loop regions
+/// being resolved, or one compute op (whose regions are isolated from the
+/// function's values).
 /// A name bound to `None` was defined by a statement that had errors: its
 /// uses resolve silently to nothing, so one mistake is reported once.
 #[derive(Default)]
 struct Scope {
     values: HashMap<String, (Option<Value>, Span)>,
+    /// Names in definition order, so that a loop region's names can be
+    /// dropped when it ends.
+    order: Vec<String>,
+    /// Names of loop regions that have ended, to explain a use after them.
+    ended: HashMap<String, Span>,
+}
+
+impl Scope {
+    fn insert(&mut self, name: &Word, v: Option<Value>) {
+        self.values.insert(name.text.clone(), (v, name.span));
+        self.order.push(name.text.clone());
+    }
+
+    /// Where the names of a region about to be resolved start.
+    fn mark(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Ends the region whose names start at `mark`.
+    fn end_region(&mut self, mark: usize) {
+        let names: Vec<String> = self.order.drain(mark..).collect();
+        for name in names {
+            if let Some((_, span)) = self.values.remove(&name) {
+                self.ended.insert(name, span);
+            }
+        }
+    }
 }
 
 /// Where statements are being resolved.
@@ -57,13 +96,14 @@ impl Resolver {
             self.define(&mut func, &mut scope, name, v);
         }
         let place = Place { region: func.body, kind: OpPlace::Function, compute: None, epilogue: false, outer: None };
-        for stmt in &f.body {
-            match stmt {
-                StmtAst::Compute(c) => self.compute(&mut func, &mut scope, c),
-                other => self.stmt(&mut func, &mut scope, &place, other),
-            }
-        }
+        self.stmts(&mut func, &mut scope, &place, &f.body);
         func
+    }
+
+    fn stmts(&mut self, func: &mut Function, scope: &mut Scope, place: &Place<'_>, stmts: &[StmtAst]) {
+        for s in stmts {
+            self.stmt(func, scope, place, s);
+        }
     }
 
     /// Binds `name` to `v` in `scope`, keeping the name as a printing hint.
@@ -87,7 +127,7 @@ impl Resolver {
             );
             return false;
         }
-        scope.values.insert(name.text.clone(), (v, name.span));
+        scope.insert(name, v);
         true
     }
 
@@ -98,7 +138,11 @@ impl Resolver {
             return v;
         }
         let mut d = Diagnostic::error(format!("use of undefined value `%{}`", name.text)).at(name.span, "not defined");
-        if let Some(&(_, at)) = outer.and_then(|o| o.values.get(&name.text)) {
+        if let Some(&at) = scope.ended.get(&name.text) {
+            d = d
+                .with_secondary(at, "defined in a region that has ended")
+                .with_help("a value defined inside a `for`, `if` or `kernel` is visible only inside it; keep results in a buffer");
+        } else if let Some(&(_, at)) = outer.and_then(|o| o.values.get(&name.text)) {
             d = if in_epilogue {
                 d.with_secondary(at, "defined in the compute body")
                     .with_help("the epilogue runs once per output element, after the reduction: it sees its accumulator and its own reads, not the body's values")
@@ -128,43 +172,63 @@ impl Resolver {
         match t {
             TypeAst::Scalar(w) => self.elem_type(w).map(Type::Scalar),
             TypeAst::Tensor { shape, .. } => {
-                let mut parts: Vec<&str> = shape.text.split('x').collect();
-                let elem_text = parts.pop().unwrap_or_default();
-                let elem_span = Span { start: shape.span.end - elem_text.len() as u32, ..shape.span };
-                let elem = self.elem_type(&Word { text: elem_text.to_string(), span: elem_span });
-                let mut dims = Vec::new();
-                for p in parts {
-                    match p.parse::<u64>() {
-                        Ok(d) => dims.push(d),
-                        Err(_) => {
-                            self.error(Diagnostic::error(format!("dimension `{p}` is too large")).at(shape.span, "in this shape"));
-                            return None;
-                        }
-                    }
-                }
-                let tt = TensorType::new(dims, elem?);
-                if tt.size_bytes().is_none_or(|b| b > MAX_TENSOR_BYTES) {
-                    self.error(
-                        Diagnostic::error(format!("tensor type `{tt}` is larger than {} bytes", MAX_TENSOR_BYTES))
-                            .at(t.span(), "too large")
-                            .with_note("tilec limits tensors to 2^48 bytes so that sizes and offsets fit in 64 bits"),
-                    );
-                    return None;
-                }
+                let tt = self.shape(shape, t.span(), "tensor")?;
                 Some(Type::Tensor(tt))
             }
+            TypeAst::Buffer { shape, scope, .. } => {
+                let mem = MemScope::from_name(&scope.text);
+                if mem.is_none() {
+                    self.error(
+                        Diagnostic::error(format!("unknown memory scope `{}`", scope.text))
+                            .at(scope.span, "not a memory scope")
+                            .with_help("buffers live in `global`, `shared` or `local` memory"),
+                    );
+                }
+                let tt = self.shape(shape, t.span(), "buffer")?;
+                Some(Type::Buffer(BufferType::new(tt.shape, tt.elem, mem?)))
+            }
         }
+    }
+
+    /// The dimensions and element type of a shaped type (`4x8xf32`), with
+    /// the 2^48-byte limit checked.
+    fn shape(&mut self, shape: &Word, span: Span, what: &str) -> Option<TensorType> {
+        let mut parts: Vec<&str> = shape.text.split('x').collect();
+        let elem_text = parts.pop().unwrap_or_default();
+        let elem_span = Span { start: shape.span.end - elem_text.len() as u32, ..shape.span };
+        let elem = self.elem_type(&Word { text: elem_text.to_string(), span: elem_span });
+        let mut dims = Vec::new();
+        for p in parts {
+            match p.parse::<u64>() {
+                Ok(d) => dims.push(d),
+                Err(_) => {
+                    self.error(Diagnostic::error(format!("dimension `{p}` is too large")).at(shape.span, "in this shape"));
+                    return None;
+                }
+            }
+        }
+        let tt = TensorType::new(dims, elem?);
+        if tt.size_bytes().is_none_or(|b| b > MAX_TENSOR_BYTES) {
+            let text = if what == "tensor" { tt.to_string() } else { format!("buffer<{}>", shape.text) };
+            self.error(
+                Diagnostic::error(format!("{what} type `{text}` is larger than {} bytes", MAX_TENSOR_BYTES))
+                    .at(span, "too large")
+                    .with_note(format!("tilec limits {what}s to 2^48 bytes so that sizes and offsets fit in 64 bits")),
+            );
+            return None;
+        }
+        Some(tt)
     }
 
     fn tensor_type(&mut self, t: &TypeAst, what: &str) -> TensorType {
         match self.ty(t) {
             Some(Type::Tensor(tt)) => tt,
             Some(other) => {
-                self.error(
-                    Diagnostic::error(format!("{what} must be a tensor, found `{other}`"))
-                        .at(t.span(), "expected a tensor type")
-                        .with_help(format!("write `tensor<{other}>` for a rank-0 tensor")),
-                );
+                let mut d = Diagnostic::error(format!("{what} must be a tensor, found `{other}`")).at(t.span(), "expected a tensor type");
+                if let Type::Scalar(e) = other {
+                    d = d.with_help(format!("write `tensor<{e}>` for a rank-0 tensor"));
+                }
+                self.error(d);
                 placeholder_tensor()
             }
             None => placeholder_tensor(),
@@ -283,25 +347,43 @@ impl Resolver {
     /// binds its name (to nothing), so its uses do not cascade into errors.
     fn stmt(&mut self, func: &mut Function, scope: &mut Scope, place: &Place<'_>, stmt: &StmtAst) {
         let (name, value) = match stmt {
+            StmtAst::Compute(c) if place.kind == OpPlace::Function => {
+                self.compute(func, scope, c);
+                return;
+            }
             StmtAst::Compute(c) => {
-                self.error(
+                let d = if place.kind == OpPlace::ComputeRegion {
                     Diagnostic::error("`compute` cannot be nested inside a compute region")
                         .at(c.keyword, "nested compute")
-                        .with_help("define the inner computation as its own compute op in the function body"),
-                );
+                        .with_help("define the inner computation as its own compute op in the function body")
+                } else {
+                    Diagnostic::error("`compute` cannot appear in a loop region")
+                        .at(c.keyword, "inside loops")
+                        .with_help("compute ops belong to the function body; inside loops, compute with loads, scalar ops and stores")
+                };
+                self.error(d);
                 (Some(&c.result), None)
             }
             StmtAst::Const { result, value, ty, span } => (Some(result), self.const_op(func, place, value, ty, *span)),
-            StmtAst::Index { result, axis, ty, span } => (Some(result), self.index_op(func, place, axis, ty, *span)),
+            StmtAst::Index { result, expr, ty, span } => (Some(result), self.index_op(func, scope, place, expr, ty, *span)),
             StmtAst::Op { result, mnemonic, args, sig, span } => {
                 (result.as_ref(), self.generic_op(func, scope, place, result.as_ref(), mnemonic, args, sig.as_ref(), *span))
             }
+            StmtAst::For(l) => return self.for_stmt(func, scope, place, l),
+            StmtAst::If(i) => return self.if_stmt(func, scope, place, i),
+            StmtAst::Kernel(k) => return self.kernel_stmt(func, scope, place, k),
+            StmtAst::Load { result, src, indices, pad, clauses, ty, span } => {
+                (Some(result), self.load(func, scope, place, src, indices, pad.as_ref(), clauses, ty, *span))
+            }
+            StmtAst::Store { value, dst, indices, span } => return self.store(func, scope, place, value, dst, indices, *span),
+            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, pad, cooperative, span } => {
+                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), sizes, pad.as_ref(), *cooperative, *span);
+            }
+            StmtAst::Fill { buffer, value, span } => return self.fill(func, scope, place, buffer, value, *span),
         };
         match (name, value) {
             (Some(name), Some(v)) => self.define(func, scope, name, v),
-            (Some(name), None) if !scope.values.contains_key(&name.text) => {
-                scope.values.insert(name.text.clone(), (None, name.span));
-            }
+            (Some(name), None) if !scope.values.contains_key(&name.text) => scope.insert(name, None),
             _ => {}
         }
     }
@@ -316,13 +398,31 @@ impl Resolver {
         Some(func.result(op))
     }
 
-    fn index_op(&mut self, func: &mut Function, place: &Place<'_>, axis: &Word, ty: &TypeAst, span: Span) -> Option<Value> {
+    /// `index`: one axis name in a compute region (`AxisIndex`), an index
+    /// expression over index values in loops (`IndexValue`).
+    fn index_op(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, expr: &IndexAst, ty: &TypeAst, span: Span) -> Option<Value> {
         if !self.check_place("index", place, span) {
             return None;
         }
         let t = self.scalar_type(ty);
-        let id = place.compute.and_then(|c| self.axis(c, place.epilogue, axis));
-        let op = func.append_op(place.region, OpKind::AxisIndex(id?), vec![], vec![Type::Scalar(t?)], span);
+        let (kind, operands) = if place.kind == OpPlace::ComputeRegion {
+            let IndexAst::Var(axis) = expr else {
+                self.error(
+                    Diagnostic::error("in a compute region, `index` takes one axis name")
+                        .at(expr.span(), "not an axis name")
+                        .with_help("write `%i = index h : i32`, and compute with scalar ops from there"),
+                );
+                return None;
+            };
+            let id = place.compute.and_then(|c| self.axis(c, place.epilogue, axis));
+            (OpKind::AxisIndex(id?), vec![])
+        } else {
+            let e = self.loop_index(scope, expr)?;
+            let mut operands = Vec::new();
+            let mut dims = index_operands(&mut operands, &[e]);
+            (OpKind::IndexValue(dims.remove(0)), operands)
+        };
+        let op = func.append_op(place.region, kind, operands, vec![Type::Scalar(t?)], span);
         Some(func.result(op))
     }
 
@@ -332,12 +432,23 @@ impl Resolver {
             return true;
         }
         let d = match place.kind {
-            OpPlace::Function => Diagnostic::error(format!("`{mnemonic}` is a scalar op and cannot appear in a function body"))
+            OpPlace::Function if decl.place == OpPlace::Scalar => Diagnostic::error(format!("`{mnemonic}` is a scalar op and cannot appear in a function body"))
+                .at(span, "outside any compute region or loop")
+                .with_help("scalar ops go in the body or epilogue of a `compute` op, or inside loops"),
+            OpPlace::Function => Diagnostic::error(format!("`{mnemonic}` cannot appear in a function body"))
                 .at(span, "outside any compute region")
-                .with_help("scalar ops go in the body or epilogue of a `compute` op"),
-            OpPlace::ComputeRegion | OpPlace::Loops | OpPlace::Scalar => {
+                .with_help("`yield` ends a compute region; a function ends with `return`"),
+            OpPlace::ComputeRegion | OpPlace::Scalar => {
                 let hint = if mnemonic == "return" { "end a compute region with `yield %v : type`" } else { "only scalar ops and `yield` go in a compute region" };
                 Diagnostic::error(format!("`{mnemonic}` cannot appear in a compute region")).at(span, "inside a compute region").with_help(hint)
+            }
+            OpPlace::Loops => {
+                let hint = if mnemonic == "return" {
+                    "`return` ends the function body, after the loops"
+                } else {
+                    "`yield` ends a compute region; loops write their results with `store`"
+                };
+                Diagnostic::error(format!("`{mnemonic}` cannot appear in a loop region")).at(span, "inside a loop region").with_help(hint)
             }
         };
         self.error(d);
@@ -376,6 +487,8 @@ impl Resolver {
             "return" => OpKind::Return,
             "yield" => OpKind::Yield,
             "cast" => OpKind::Cast,
+            "alloc" => OpKind::Alloc,
+            "barrier" => OpKind::Barrier,
             _ => match (UnaryOp::from_mnemonic(m), BinaryOp::from_mnemonic(m)) {
                 (Some(u), _) => OpKind::Unary(u),
                 (_, Some(b)) => OpKind::Binary(b),
@@ -391,7 +504,15 @@ impl Resolver {
                 }
             },
         };
-        let has_result = !kind.is_terminator();
+        if matches!(kind, OpKind::Alloc | OpKind::Barrier) && !args.is_empty() {
+            self.error(
+                Diagnostic::error(format!("`{m}` takes no operands"))
+                    .at(args[0].span.to(args[args.len() - 1].span), "unexpected operands")
+                    .with_help(format!("syntax: {}", decl.syntax)),
+            );
+            return None;
+        }
+        let has_result = !matches!(kind, OpKind::Return | OpKind::Yield | OpKind::Barrier);
         match (has_result, result) {
             (true, None) => {
                 self.error(
@@ -408,7 +529,22 @@ impl Resolver {
             _ => {}
         }
         let result_type = match (&kind, sig) {
-            (OpKind::Return, None) => None,
+            (OpKind::Return | OpKind::Barrier, None) => None,
+            (OpKind::Barrier, Some((t, _))) => {
+                self.error(Diagnostic::error("`barrier` takes no type").at(t.span(), "remove this"));
+                return None;
+            }
+            (OpKind::Alloc, Some((t, None))) => match self.ty(t)? {
+                b @ Type::Buffer(_) => Some(b),
+                other => {
+                    self.error(
+                        Diagnostic::error(format!("`alloc` makes a buffer, not `{other}`"))
+                            .at(t.span(), "expected a buffer type")
+                            .with_help("write `%b = alloc : buffer<16x8xf32, shared>`"),
+                    );
+                    return None;
+                }
+            },
             (OpKind::Return, Some((t, _))) => {
                 self.error(
                     Diagnostic::error("`return` takes no type list")
@@ -466,11 +602,12 @@ impl Resolver {
                 return None;
             }
             (_, None) => {
-                self.error(
-                    Diagnostic::error(format!("`{m}` needs its type"))
-                        .at(span, "missing `: type`")
-                        .with_help(format!("write `... : f32` after the operands, e.g. `%r = {m} ... : f32`")),
-                );
+                let help = if kind == OpKind::Alloc {
+                    "write `%b = alloc : buffer<16x8xf32, shared>`".to_string()
+                } else {
+                    format!("write `... : f32` after the operands, e.g. `%r = {m} ... : f32`")
+                };
+                self.error(Diagnostic::error(format!("`{m}` needs its type")).at(span, "missing `: type`").with_help(help));
                 return None;
             }
         };
@@ -502,28 +639,60 @@ impl Resolver {
 
     /// Normalises an index expression to affine form over the compute's axes.
     fn index(&mut self, c: &Compute, epilogue: bool, e: &IndexAst) -> Option<AffineExpr<AxisId>> {
-        let overflow = |r: &mut Resolver, span: Span| {
-            r.error(Diagnostic::error("index expression overflows 64-bit arithmetic").at(span, "too large"));
+        let mut atom = |r: &mut Resolver, a: &IndexAst| match a {
+            IndexAst::Var(w) => r.axis(c, epilogue, w).map(AffineExpr::var),
+            other => {
+                let names: Vec<&str> = c.axes.iter().filter(|a| !epilogue || a.kind == AxisKind::Spatial).map(|a| a.name.as_str()).collect();
+                let mut d = Diagnostic::error(format!("index expressions of compute ops use axis names, not values like `%{}`", atom_text(other)))
+                    .at(other.span(), "not an axis");
+                if !names.is_empty() {
+                    d = d.with_note(format!("the axes here are: {}", names.join(", ")));
+                }
+                r.error(d);
+                None
+            }
         };
+        self.index_expr(e, false, &mut atom)
+    }
+
+    /// Normalises an index expression of a loop-level op to affine form over
+    /// the index values it uses.
+    fn loop_index(&mut self, scope: &Scope, e: &IndexAst) -> Option<AffineExpr<Value>> {
+        let mut atom = |r: &mut Resolver, a: &IndexAst| match a {
+            IndexAst::Value(w) => r.lookup(scope, None, false, w).map(AffineExpr::var),
+            other => {
+                r.error(
+                    Diagnostic::error(format!("`{}` is not an index value", atom_text(other)))
+                        .at(other.span(), "expected `%name`")
+                        .with_help("index expressions of loop-level ops are affine in index values such as loop variables: `%i * 16 + %p`"),
+                );
+                None
+            }
+        };
+        self.index_expr(e, true, &mut atom)
+    }
+
+    /// An index expression `sum [div d]` in affine form; `atom` resolves the
+    /// variables (axis names or index values).
+    fn index_expr<V: Copy + Ord>(&mut self, e: &IndexAst, loops: bool, atom: &mut dyn FnMut(&mut Resolver, &IndexAst) -> Option<AffineExpr<V>>) -> Option<AffineExpr<V>> {
         match e {
-            IndexAst::Div(num, d, span) => {
-                let num = self.affine(c, epilogue, num)?;
+            IndexAst::Div(num, d, _) => {
+                let num = self.affine(num, loops, atom)?;
                 let Ok(div) = d.text.parse::<i64>() else {
-                    overflow(self, d.span);
+                    self.error(Diagnostic::error("index expression overflows 64-bit arithmetic").at(d.span, "too large"));
                     return None;
                 };
                 if div == 0 {
                     self.error(Diagnostic::error("division by zero in an index expression").at(d.span, "divisor is 0"));
                     return None;
                 }
-                let _ = span;
                 Some(num.with_divisor(div))
             }
-            other => self.affine(c, epilogue, other),
+            other => self.affine(other, loops, atom),
         }
     }
 
-    fn affine(&mut self, c: &Compute, epilogue: bool, e: &IndexAst) -> Option<AffineExpr<AxisId>> {
+    fn affine<V: Copy + Ord>(&mut self, e: &IndexAst, loops: bool, atom: &mut dyn FnMut(&mut Resolver, &IndexAst) -> Option<AffineExpr<V>>) -> Option<AffineExpr<V>> {
         let overflow = |r: &mut Resolver, span: Span| {
             r.error(Diagnostic::error("index expression overflows 64-bit arithmetic").at(span, "too large"));
         };
@@ -535,18 +704,18 @@ impl Resolver {
                     None
                 }
             },
-            IndexAst::Var(w) => self.axis(c, epilogue, w).map(AffineExpr::var),
+            IndexAst::Var(_) | IndexAst::Value(_) => atom(self, e),
             IndexAst::Neg { inner, odd, span } => {
-                let a = self.affine(c, epilogue, inner)?;
+                let a = self.affine(inner, loops, atom)?;
                 if !odd {
                     return Some(a);
                 }
                 a.checked_scale(-1).map_err(|_| overflow(self, *span)).ok()
             }
             IndexAst::Sum { first, rest, span } => {
-                let mut acc = self.affine(c, epilogue, first);
+                let mut acc = self.affine(first, loops, atom);
                 for (minus, t) in rest {
-                    let t = self.affine(c, epilogue, t);
+                    let t = self.affine(t, loops, atom);
                     acc = match (acc, t) {
                         (Some(a), Some(t)) => {
                             let t = if *minus { t.checked_scale(-1).ok() } else { Some(t) };
@@ -564,18 +733,19 @@ impl Resolver {
                 acc
             }
             IndexAst::Product { factors, span } => {
-                let parts: Vec<Option<AffineExpr<AxisId>>> = factors.iter().map(|f| self.affine(c, epilogue, f)).collect();
-                let parts: Vec<AffineExpr<AxisId>> = parts.into_iter().collect::<Option<_>>()?;
+                let parts: Vec<Option<AffineExpr<V>>> = factors.iter().map(|f| self.affine(f, loops, atom)).collect();
+                let parts: Vec<AffineExpr<V>> = parts.into_iter().collect::<Option<_>>()?;
                 let mut acc = AffineExpr::constant(1);
                 for (p, f) in parts.into_iter().zip(factors) {
                     let product = match (acc.as_constant(), p.as_constant()) {
                         (Some(k), _) => p.checked_scale(k),
                         (_, Some(k)) => acc.checked_scale(k),
                         _ => {
+                            let (what, example) = if loops { ("index values", "`%i * 16 + %p`") } else { ("axes", "`h * 2 + r`") };
                             self.error(
-                                Diagnostic::error("index expressions must be affine: this multiplies two axis expressions")
+                                Diagnostic::error(format!("index expressions must be affine: this multiplies two {} expressions", if loops { "index-value" } else { "axis" }))
                                     .at(f.span(), "not a constant")
-                                    .with_help("multiply axes only by integer constants, e.g. `h * 2 + r`"),
+                                    .with_help(format!("multiply {what} only by integer constants, e.g. {example}")),
                             );
                             return None;
                         }
@@ -610,12 +780,12 @@ impl Resolver {
         let tensor = self.lookup(fscope, None, false, &r.tensor);
         let indices: Vec<Option<AffineExpr<AxisId>>> = r.indices.iter().map(|i| self.index(c, epilogue, i)).collect();
         let tensor = tensor?;
-        let tt = match func.value_type(tensor) {
-            Type::Tensor(t) => t.clone(),
-            other => {
-                self.error(Diagnostic::error(format!("`%{}` has type `{other}`; only tensors can be read", r.tensor.text)).at(r.tensor.span, "not a tensor"));
-                return None;
-            }
+        let Some(tt) = func.value_type(tensor).readable() else {
+            let other = func.value_type(tensor);
+            self.error(
+                Diagnostic::error(format!("`%{}` has type `{other}`; only tensors and buffers can be read", r.tensor.text)).at(r.tensor.span, "not a tensor"),
+            );
+            return None;
         };
         let pad = match &r.pad {
             Some(p) => Some(self.literal(p, tt.elem)?),
@@ -652,6 +822,14 @@ impl Resolver {
                     Diagnostic::error(format!("axis `{}` is declared twice", a.name.text))
                         .at(a.name.span, "declared again")
                         .with_secondary(first.span, "first declared here"),
+                );
+                continue;
+            }
+            if a.name.text.contains('.') {
+                self.error(
+                    Diagnostic::error(format!("axis name `{}` contains a dot", a.name.text))
+                        .at(a.name.span, "not an axis name")
+                        .with_note("dots separate an axis from a tile level in loop tags such as `axis(i.block)`, so axis names have none"),
                 );
                 continue;
             }
@@ -692,6 +870,13 @@ impl Resolver {
         compute.output = c.out_index.iter().filter_map(|i| self.index(&compute, false, i)).collect();
         compute.reads = body_reads.iter().flatten().map(|(r, _, _)| r.clone()).collect();
         compute.epilogue_reads = epi_reads.iter().flatten().map(|(r, _, _)| r.clone()).collect();
+        if let Some(s) = &c.schedule {
+            // `cache` names reads by their binding, body reads first; a name
+            // bound in both the body and the epilogue means the body's read.
+            let epi_asts = c.epilogue.as_ref().map(|e| e.reads.as_slice()).unwrap_or(&[]);
+            let names: Vec<String> = c.reads.iter().chain(epi_asts).map(|r| r.bind.text.clone()).collect();
+            compute.schedule = Some(self.schedule(s, ScheduleOwner::Compute(&compute.axes), &names));
+        }
         let operands = body_reads.iter().chain(&epi_reads).flatten().map(|(_, v, _)| *v).collect();
         let compute_for_regions = compute.clone();
         let span = Span { end: c.keyword.end, ..c.head_span };
@@ -730,10 +915,502 @@ impl Resolver {
         let v = func.result(op);
         self.define(func, fscope, &c.result, v);
     }
+
+    /// A loop-level region owned by `op` (a `for`, `if` or `kernel`), with
+    /// `args` as its arguments, resolved in `scope`; its names end with it.
+    fn loop_region(&mut self, func: &mut Function, scope: &mut Scope, op: Op, args: &[(&Word, Type)], body: &[StmtAst]) -> Region {
+        let region = func.new_region(Some(op));
+        func.ops[op].regions.push(region);
+        let mark = scope.mark();
+        for (name, ty) in args {
+            let v = func.add_region_arg(region, ty.clone(), None);
+            self.define(func, scope, name, v);
+        }
+        let place = Place { region, kind: OpPlace::Loops, compute: None, epilogue: false, outer: None };
+        self.stmts(func, scope, &place, body);
+        scope.end_region(mark);
+        region
+    }
+
+    fn for_stmt(&mut self, func: &mut Function, scope: &mut Scope, place: &Place<'_>, l: &ForAst) {
+        if !self.check_place("for", place, l.head_span) {
+            return;
+        }
+        if l.lower.text.parse::<u64>() != Ok(0) {
+            self.error(
+                Diagnostic::error(format!("loops start at 0, not {}", l.lower.text))
+                    .at(l.lower.span, "lower bound must be 0")
+                    .with_help("write `for %i = 0 to N` and put the offset into the index expressions"),
+            );
+        }
+        let extent = l.extent.text.parse::<u64>().unwrap_or_else(|_| {
+            self.error(Diagnostic::error(format!("loop extent `{}` is too large", l.extent.text)).at(l.extent.span, "too large"));
+            1
+        });
+        let mut mapping = Mapping::Serial;
+        let mut tag = None;
+        let mut seen: Vec<&Word> = Vec::new();
+        for c in &l.clauses {
+            if !LOOP_CLAUSES.contains(&c.name.text.as_str()) {
+                let mut d = Diagnostic::error(format!("unknown loop clause `{}`", c.name.text)).at(c.name.span, "not a loop clause");
+                if let Some(best) = crate::diag::closest(&c.name.text, LOOP_CLAUSES.into_iter()) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                self.error(d.with_note("loops take `map(<mapping>)` and `axis(<axis>.<level>)`"));
+                continue;
+            }
+            if let Some(first) = seen.iter().find(|w| w.text == c.name.text) {
+                self.error(
+                    Diagnostic::error(format!("`{}` is given twice", c.name.text)).at(c.name.span, "given again").with_secondary(first.span, "first given here"),
+                );
+                continue;
+            }
+            seen.push(&c.name);
+            if c.name.text == "map" {
+                match Mapping::from_name(&c.arg.text) {
+                    Some(m) => mapping = m,
+                    None => self.error(
+                        Diagnostic::error(format!("unknown loop mapping `{}`", c.arg.text))
+                            .at(c.arg.span, "not a mapping")
+                            .with_note("mappings are serial, parallel, block.x/y/z, thread.x/y/z, vthread, unroll and vector"),
+                    ),
+                }
+            } else {
+                if tag.is_some() {
+                    self.error(Diagnostic::error("a loop has one tag: `axis(...)` or `reduce(...)`").at(c.name.span, "second tag"));
+                    continue;
+                }
+                tag = self.loop_tag(&c.arg, c.name.text == "reduce");
+            }
+        }
+        let kind = OpKind::For(Box::new(ForLoop { extent, mapping, tag }));
+        let op = func.append_op(place.region, kind, vec![], vec![], l.head_span);
+        self.loop_region(func, scope, op, &[(&l.var, Type::Index)], &l.body);
+    }
+
+    /// `axis.level`: the axis before the first dot, the tile level after
+    /// it; `reduce(...)` tags a reduction axis' loop.
+    fn loop_tag(&mut self, w: &Word, reduction: bool) -> Option<LoopTag> {
+        match w.text.split_once('.') {
+            Some((axis, level)) if !level.contains('.') => Some(LoopTag { axis: axis.to_string(), level: level.to_string(), reduction }),
+            Some(_) => {
+                self.error(
+                    Diagnostic::error(format!("loop tag `{}` has more than one dot", w.text))
+                        .at(w.span, "expected `axis.level`")
+                        .with_note("axis names and tile level names contain no dots"),
+                );
+                None
+            }
+            None => {
+                self.error(
+                    Diagnostic::error(format!("loop tag `{}` has no tile level", w.text))
+                        .at(w.span, "expected `axis.level`")
+                        .with_help(format!("name the axis and the tile level the loop came from, e.g. `axis({}.block)`", w.text)),
+                );
+                None
+            }
+        }
+    }
+
+    fn if_stmt(&mut self, func: &mut Function, scope: &mut Scope, place: &Place<'_>, i: &IfAst) {
+        if !self.check_place("if", place, i.head_span) {
+            return;
+        }
+        if i.conds.is_empty() {
+            self.error(
+                Diagnostic::error("`if` needs at least one condition")
+                    .at(i.head_span, "no condition")
+                    .with_help("write `if %i * 4 + %p < 10 { ... }`"),
+            );
+        }
+        let mut exprs = Vec::new();
+        let mut bounds = Vec::new();
+        for c in &i.conds {
+            let e = self.loop_index(scope, &c.expr);
+            let b = match c.bound.text.parse::<i64>() {
+                Ok(b) => Some(if c.negative { -b } else { b }),
+                Err(_) => {
+                    self.error(Diagnostic::error(format!("bound `{}` is too large", c.bound.text)).at(c.bound.span, "too large"));
+                    None
+                }
+            };
+            if let (Some(e), Some(b)) = (e, b) {
+                exprs.push(e);
+                bounds.push(b);
+            }
+        }
+        let mut operands = Vec::new();
+        let dims = index_operands(&mut operands, &exprs);
+        let kind = OpKind::If(Box::new(Guard { conds: dims.into_iter().zip(bounds).collect() }));
+        let op = func.append_op(place.region, kind, operands, vec![], i.head_span);
+        self.loop_region(func, scope, op, &[], &i.body);
+    }
+
+    fn kernel_stmt(&mut self, func: &mut Function, scope: &mut Scope, place: &Place<'_>, k: &KernelAst) {
+        if !self.check_place("kernel", place, k.head_span) {
+            return;
+        }
+        let label = k.label.as_ref().and_then(|l| self.unescape(l));
+        let kind = OpKind::Kernel(Box::new(Kernel { label, schedule: Schedule::new("") }));
+        let op = func.append_op(place.region, kind, vec![], vec![], k.head_span);
+        let body = self.loop_region(func, scope, op, &[], &k.body);
+        // The schedule's `cache` names reads by the tags of the loads inside.
+        let tags = func.load_read_tags(body);
+        let schedule = self.schedule(&k.schedule, ScheduleOwner::Kernel, &tags);
+        if let OpKind::Kernel(kernel) = &mut func.ops[op].kind {
+            kernel.schedule = schedule;
+        }
+    }
+
+    /// Resolves the index expressions of a loop-level op; `None` if any has
+    /// errors (all are reported).
+    fn loop_indices(&mut self, scope: &Scope, indices: &[IndexAst]) -> Option<Vec<AffineExpr<Value>>> {
+        let exprs: Vec<Option<AffineExpr<Value>>> = indices.iter().map(|i| self.loop_index(scope, i)).collect();
+        exprs.into_iter().collect()
+    }
+
+    /// The element type of something loads and copies read from.
+    fn readable(&mut self, func: &Function, v: Value, name: &Word, what: &str) -> Option<TensorType> {
+        let t = func.value_type(v).readable();
+        if t.is_none() {
+            self.error(
+                Diagnostic::error(format!("`%{}` has type `{}`; only tensors and buffers can be {what}", name.text, func.value_type(v)))
+                    .at(name.span, "not a tensor or buffer"),
+            );
+        }
+        t
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &mut self,
+        func: &mut Function,
+        scope: &Scope,
+        place: &Place<'_>,
+        src: &Word,
+        indices: &[IndexAst],
+        pad: Option<&LiteralAst>,
+        clauses: &[ClauseAst],
+        ty: &TypeAst,
+        span: Span,
+    ) -> Option<Value> {
+        if !self.check_place("load", place, span) {
+            return None;
+        }
+        let source = self.lookup(scope, None, false, src);
+        let exprs = self.loop_indices(scope, indices);
+        let t = self.scalar_type(ty);
+        let mut read: Option<&Word> = None;
+        for c in clauses {
+            match (c.name.text.as_str(), read) {
+                ("read", None) => read = Some(&c.arg),
+                ("read", Some(first)) => self.error(
+                    Diagnostic::error("`read` is given twice").at(c.name.span, "given again").with_secondary(first.span, "first given here"),
+                ),
+                (other, _) => self.error(
+                    Diagnostic::error(format!("unknown load clause `{other}`"))
+                        .at(c.name.span, "not a load clause")
+                        .with_note("loads take `pad(<literal>)` and `read(<read name>)`"),
+                ),
+            }
+        }
+        let source = source?;
+        let tt = self.readable(func, source, src, "loaded from")?;
+        let pad = match pad {
+            Some(p) => Some(self.literal(p, tt.elem)?),
+            None => None,
+        };
+        let (exprs, t) = (exprs?, t?);
+        let mut operands = vec![source];
+        let indices = index_operands(&mut operands, &exprs);
+        let read = match read {
+            Some(w) => Some(self.unescape(w)?),
+            None => None,
+        };
+        let access = Access { indices, pad, read };
+        let op = func.append_op(place.region, OpKind::Load(Box::new(access)), operands, vec![Type::Scalar(t)], span);
+        Some(func.result(op))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, value: &Word, dst: &Word, indices: &[IndexAst], span: Span) {
+        if !self.check_place("store", place, span) {
+            return;
+        }
+        let v = self.lookup(scope, None, false, value);
+        let d = self.lookup(scope, None, false, dst);
+        let exprs = self.loop_indices(scope, indices);
+        let (Some(v), Some(d), Some(exprs)) = (v, d, exprs) else { return };
+        let mut operands = vec![v, d];
+        let indices = index_operands(&mut operands, &exprs);
+        let access = Access { indices, pad: None, read: None };
+        func.append_op(place.region, OpKind::Store(Box::new(access)), operands, vec![], span);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy(
+        &mut self,
+        func: &mut Function,
+        scope: &Scope,
+        place: &Place<'_>,
+        src: (&Word, &[IndexAst]),
+        dst: (&Word, &[IndexAst]),
+        sizes: &[Word],
+        pad: Option<&LiteralAst>,
+        cooperative: bool,
+        span: Span,
+    ) {
+        if !self.check_place("copy", place, span) {
+            return;
+        }
+        let s = self.lookup(scope, None, false, src.0);
+        let d = self.lookup(scope, None, false, dst.0);
+        let src_exprs = self.loop_indices(scope, src.1);
+        let dst_exprs = self.loop_indices(scope, dst.1);
+        let sizes: Vec<Option<u64>> = sizes
+            .iter()
+            .map(|w| {
+                let n = w.text.parse::<u64>().ok();
+                if n.is_none() {
+                    self.error(Diagnostic::error(format!("box size `{}` is too large", w.text)).at(w.span, "too large"));
+                }
+                n
+            })
+            .collect();
+        let (Some(s), Some(d)) = (s, d) else { return };
+        let Some(src_type) = self.readable(func, s, src.0, "copied from") else { return };
+        let pad = match pad {
+            Some(p) => match self.literal(p, src_type.elem) {
+                Some(l) => Some(l),
+                None => return,
+            },
+            None => None,
+        };
+        let (Some(src_exprs), Some(dst_exprs), Some(sizes)) = (src_exprs, dst_exprs, sizes.into_iter().collect::<Option<Vec<u64>>>()) else { return };
+        let mut operands = vec![s, d];
+        let all: Vec<AffineExpr<Value>> = src_exprs.iter().chain(&dst_exprs).cloned().collect();
+        let mut dims = index_operands(&mut operands, &all);
+        let dst_dims = dims.split_off(src_exprs.len());
+        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, pad, cooperative }));
+        func.append_op(place.region, kind, operands, vec![], span);
+    }
+
+    fn fill(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, buffer: &Word, value: &LiteralAst, span: Span) {
+        if !self.check_place("fill", place, span) {
+            return;
+        }
+        let Some(b) = self.lookup(scope, None, false, buffer) else { return };
+        // Writing a tensor is the verifier's to report; its element type is
+        // still what the literal is read as.
+        let Some(tt) = self.readable(func, b, buffer, "filled") else { return };
+        let Some(lit) = self.literal(value, tt.elem) else { return };
+        func.append_op(place.region, OpKind::Fill(lit), vec![b], vec![], span);
+    }
+
+    /// Turns a schedule dictionary into a [`Schedule`]. Unknown keys, axes
+    /// and reads and values of the wrong shape are reported here, at the
+    /// entry; the arithmetic rules are the verifier's
+    /// (`verify_schedule_structure`), since passes build schedules too.
+    /// `reads` names the reads by position: the compute op's bindings, or
+    /// the `read(...)` tags of a kernel's loads.
+    fn schedule(&mut self, s: &ScheduleAst, owner: ScheduleOwner<'_>, reads: &[String]) -> Schedule {
+        let mut sched = Schedule::new(self.unescape(&s.target).unwrap_or_default());
+        sched.span = s.span;
+        let mut seen: Vec<&Word> = Vec::new();
+        for e in &s.entries {
+            let key = e.key.text.as_str();
+            if !SCHEDULE_KEYS.contains(&key) {
+                let mut d = Diagnostic::error(format!("unknown schedule key `{key}`")).at(e.key.span, "not a schedule key");
+                if let Some(best) = crate::diag::closest(key, SCHEDULE_KEYS.into_iter()) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                }
+                self.error(d.with_note("schedule keys are tile, vthread, cache, unroll and vector"));
+                continue;
+            }
+            if let Some(first) = seen.iter().find(|w| w.text == key) {
+                self.error(Diagnostic::error(format!("`{key}` is given twice")).at(e.key.span, "given again").with_secondary(first.span, "first given here"));
+                continue;
+            }
+            seen.push(&e.key);
+            match key {
+                "tile" => {
+                    for (axis, v) in self.axis_dict(e, &owner, "`{axis = [size, ...], ...}`") {
+                        let AttrValue::List(items, _) = v else {
+                            self.shape_error(key, "`{axis = [size, ...], ...}`", v, "expected a list of tile sizes");
+                            continue;
+                        };
+                        let sizes: Vec<Option<u64>> = items.iter().map(|x| self.attr_int(key, "`{axis = [size, ...], ...}`", x)).collect();
+                        if let Some(sizes) = sizes.into_iter().collect::<Option<Vec<u64>>>() {
+                            sched.tiles.push((axis.text.clone(), sizes));
+                        }
+                    }
+                }
+                "vthread" => {
+                    for (axis, v) in self.axis_dict(e, &owner, "`{axis = count, ...}`") {
+                        if let Some(n) = self.attr_int(key, "`{axis = count, ...}`", v) {
+                            sched.vthreads.push((axis.text.clone(), n));
+                        }
+                    }
+                }
+                "cache" => {
+                    let shape = "`{read = memory level, ...}`";
+                    let AttrValue::Dict(entries, _) = &e.value else {
+                        self.shape_error(key, shape, &e.value, "expected a dictionary");
+                        continue;
+                    };
+                    for x in entries {
+                        let AttrValue::Ident(level) = &x.value else {
+                            self.shape_error(key, shape, &x.value, "expected a memory level name");
+                            continue;
+                        };
+                        let Some(pos) = reads.iter().position(|r| *r == x.key.text) else {
+                            let what = match owner {
+                                ScheduleOwner::Compute(_) => "the reads of this compute op are",
+                                ScheduleOwner::Kernel => "the loads of this kernel are tagged",
+                            };
+                            let mut d = Diagnostic::error(format!("unknown read `{}` in `cache`", x.key.text)).at(x.key.span, "not a read");
+                            d = if reads.is_empty() {
+                                d.with_note(match owner {
+                                    ScheduleOwner::Compute(_) => "this compute op has no reads",
+                                    ScheduleOwner::Kernel => "no load in this kernel has a `read(...)` tag",
+                                })
+                            } else {
+                                d.with_note(format!("{what}: {}", reads.join(", ")))
+                            };
+                            self.error(d);
+                            continue;
+                        };
+                        sched.cache.push(CacheDirective { read: pos, read_name: x.key.text.clone(), level: level.text.clone() });
+                    }
+                }
+                "unroll" => sched.unroll = self.attr_int(key, "an integer", &e.value).unwrap_or(0),
+                "vector" => {
+                    let entries = self.axis_dict(e, &owner, "`{axis = width}`");
+                    if let AttrValue::Dict(all, span) = &e.value {
+                        if all.is_empty() {
+                            self.error(Diagnostic::error("`vector` names no axis").at(*span, "empty").with_help("write `vector = {j = 8}`"));
+                        } else if all.len() > 1 {
+                            self.error(
+                                Diagnostic::error("`vector` takes one axis")
+                                    .at(all[1].key.span, "a second axis")
+                                    .with_note("one loop runs on vector lanes: the innermost loop of this axis"),
+                            );
+                        }
+                    }
+                    if let Some((axis, v)) = entries.first()
+                        && let Some(w) = self.attr_int(key, "`{axis = width}`", v)
+                    {
+                        sched.vector = Some((axis.text.clone(), w));
+                    }
+                }
+                _ => unreachable!("checked against SCHEDULE_KEYS"),
+            }
+        }
+        // Canonical order: axes in declaration order, reads by position.
+        if let ScheduleOwner::Compute(axes) = owner {
+            let pos = |name: &str| axes.iter().position(|a| a.name == name);
+            sched.tiles.sort_by_key(|(a, _)| pos(a));
+            sched.vthreads.sort_by_key(|(a, _)| pos(a));
+        }
+        sched.cache.sort_by_key(|c| c.read);
+        sched
+    }
+
+    /// The `axis = value` entries of a schedule entry whose value must be a
+    /// dictionary keyed by axes; entries naming unknown axes are reported
+    /// and left out.
+    fn axis_dict<'e>(&mut self, e: &'e AttrEntry, owner: &ScheduleOwner<'_>, shape: &str) -> Vec<(&'e Word, &'e AttrValue)> {
+        let AttrValue::Dict(entries, _) = &e.value else {
+            self.shape_error(&e.key.text, shape, &e.value, "expected a dictionary");
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for x in entries {
+            let known = match owner {
+                ScheduleOwner::Compute(axes) => {
+                    let found = axes.iter().any(|a| a.name == x.key.text);
+                    if !found {
+                        let names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+                        self.error(
+                            Diagnostic::error(format!("unknown axis `{}` in `{}`", x.key.text, e.key.text))
+                                .at(x.key.span, "not an axis of this compute op")
+                                .with_note(format!("the axes are: {}", names.join(", "))),
+                        );
+                    }
+                    found
+                }
+                ScheduleOwner::Kernel => {
+                    let dotted = x.key.text.contains('.');
+                    if dotted {
+                        self.error(
+                            Diagnostic::error(format!("axis name `{}` contains a dot", x.key.text))
+                                .at(x.key.span, "not an axis name")
+                                .with_note("dots separate an axis from a tile level in loop tags such as `axis(i.block)`, so axis names have none"),
+                        );
+                    }
+                    !dotted
+                }
+            };
+            if known {
+                out.push((&x.key, &x.value));
+            }
+        }
+        out
+    }
+
+    fn attr_int(&mut self, key: &str, shape: &str, v: &AttrValue) -> Option<u64> {
+        match v {
+            AttrValue::Int(w) => {
+                let n = w.text.parse::<u64>().ok();
+                if n.is_none() {
+                    self.error(Diagnostic::error(format!("`{}` is too large", w.text)).at(w.span, "too large"));
+                }
+                n
+            }
+            other => {
+                self.shape_error(key, shape, other, "expected an integer");
+                None
+            }
+        }
+    }
+
+    fn shape_error(&mut self, key: &str, shape: &str, found: &AttrValue, label: &str) {
+        self.error(Diagnostic::error(format!("`{key}` expects {shape}, found {}", found.describe())).at(found.span(), label.to_string()));
+    }
+}
+
+/// What a schedule belongs to: a compute op (whose axes it names) or a
+/// kernel (whose axes are gone; only their names remain).
+enum ScheduleOwner<'a> {
+    Compute(&'a [AxisDecl]),
+    Kernel,
 }
 
 fn placeholder_tensor() -> TensorType {
     TensorType::new(vec![1], ElemType::F32)
 }
+
+/// The name in an axis or value atom of an index expression.
+fn atom_text(a: &IndexAst) -> &str {
+    match a {
+        IndexAst::Var(w) | IndexAst::Value(w) | IndexAst::Int(w) => &w.text,
+        _ => "",
+    }
+}
+
+/// Appends the index values that `exprs` use to `operands`, in definition
+/// order (so that printed expressions come out in the same normal form
+/// whatever order they were written in), and rewrites the expressions over
+/// their operand positions.
+fn index_operands(operands: &mut Vec<Value>, exprs: &[AffineExpr<Value>]) -> Vec<AffineExpr<Dim>> {
+    let mut used: Vec<Value> = exprs.iter().flat_map(|e| e.vars()).collect();
+    used.sort();
+    used.dedup();
+    let base = operands.len();
+    operands.extend(&used);
+    let position = |v: Value| Dim::new(base + used.binary_search(&v).expect("collected above"));
+    exprs.iter().map(|e| e.map_vars(position)).collect()
+}
+
 
 

@@ -2,6 +2,7 @@
 //! in the repository, op examples, and robustness against bad input.
 
 use super::*;
+use crate::ir::{Dim, EntityRef, OpKind};
 use crate::verify::verify_module;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,11 @@ fn reprint(name: &str, text: &str) -> Result<String, String> {
         }
         Err((d, sm)) => Err(sm.render(&d.0)),
     }
+}
+
+/// The parsed module, or a panic showing the errors.
+fn module(text: &str) -> crate::ir::Module {
+    parse_str("t.tile", text).map(|(m, _)| m).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)))
 }
 
 /// Checks print → parse → print is byte-identical.
@@ -124,6 +130,167 @@ fn deep_nesting_is_a_diagnostic_not_a_stack_overflow() {
     assert!(reprint("long", &long_sum).is_ok());
     let negs = format!("func @f(%x: tensor<4xf32>) -> tensor<4xf32> {{\n  %y = compute (i: 4) reads(%a = %x[{}i]) -> tensor<4xf32>[i] {{\n    yield %a : f32\n  }}\n  return %y\n}}\n", "- ".repeat(200_000));
     assert!(reprint("negs", &negs).is_ok());
+    // Loop nests recurse through the resolver, verifier and printer: as deep
+    // as the lexer allows must work, deeper is a diagnostic.
+    let nest = |n: usize| {
+        let mut s = String::from("func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n");
+        for i in 0..n {
+            s += &format!("for %i{i} = 0 to 1 {{\n");
+        }
+        s += "%a = load %x[%i0] : f32\n";
+        s += &"}\n".repeat(n);
+        s + "return %x\n}\n"
+    };
+    assert!(reprint("nest", &nest(198)).is_ok());
+    assert!(parse_errors(&nest(250)).contains("nest deeper than"));
+}
+
+/// A schedule with every key, written out of order, on one line.
+const SCHEDULED: &str = "func @gemm(%A: tensor<64x32xf32>, %B: tensor<32x48xf32>, %bias: tensor<48xf32>) -> tensor<64x48xf32> {
+  %C = compute \"gemm\" (i: 64, j: 48) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x48xf32>[i, j] schedule \"sm90\" {vector = {j = 4}, cache = {bv = local, b = shared, a = shared}, unroll = 8, vthread = {i = 2}, tile = {k = [8, 2], i = [16, 4], j = [16, 4]}} {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  } epilogue(%acc) reads(%bv = %bias[j]) {
+    %1 = add %acc, %bv : f32
+    yield %1 : f32
+  }
+  return %C
+}
+";
+
+#[test]
+fn schedules_print_in_canonical_form() {
+    let out = reprint("t", SCHEDULED).unwrap();
+    let expected = "      schedule \"sm90\" {
+        tile = {i = [16, 4], j = [16, 4], k = [8, 2]},
+        vthread = {i = 2},
+        cache = {a = shared, b = shared, bv = local},
+        unroll = 8,
+        vector = {j = 4}
+      } {
+";
+    assert!(out.contains(&format!("reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x48xf32>[i, j]\n{expected}")), "{out}");
+    assert_round_trip("scheduled", SCHEDULED);
+    let m = module(SCHEDULED);
+    let s = m.funcs[0].ops.values().find_map(|o| o.kind.as_compute()).and_then(|c| c.schedule.clone()).unwrap();
+    let cache: Vec<(usize, &str, &str)> = s.cache.iter().map(|c| (c.read, c.read_name.as_str(), c.level.as_str())).collect();
+    assert_eq!(cache, [(0, "a", "shared"), (1, "b", "shared"), (2, "bv", "local")]);
+    assert_eq!(s.tiles_of("k"), Some(&[8, 2][..]));
+    assert_eq!((s.unroll, s.vector.clone(), s.vthreads_of("i"), s.vthreads_of("j")), (8, Some(("j".to_string(), 4)), 2, 1));
+}
+
+#[test]
+fn empty_schedules_print_as_empty_dictionaries() {
+    let src = "func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xf32>[i] schedule \"t\" {unroll = 0, tile = {}} {\n    yield %a : f32\n  }\n  return %y\n}\n";
+    let out = reprint("t", src).unwrap();
+    assert!(out.contains("-> tensor<4xf32>[i]\n      schedule \"t\" {} {\n"), "{out}");
+    assert_round_trip("empty schedule", src);
+}
+
+/// Every loop-level construct once, with index expressions out of normal
+/// order and names reused by sibling loops.
+const LOOPS: &str = "func @f(%x: tensor<10x8xf32>) -> tensor<10x8xf32> {
+  %y = alloc : buffer<10x8xf32, global>
+  kernel \"k\" schedule \"sm90\" {tile = {i = [4, 1]}, cache = {a = shared}} {
+    for %b = 0 to 3 map(block.x) axis(i.block) {
+      %s = alloc : buffer<4x8xf32, shared>
+      for %t = 0 to 8 map(thread.x) axis(j.thread) {
+        copy %x[%b * 4, 0] -> %s[0, 0] box [4, 8] pad(0.0) cooperative
+        barrier
+        %acc = alloc : buffer<4xf32, local>
+        fill %acc, -inf
+        for %p = 0 to 4 map(unroll) axis(i.point) {
+          %a = load %s[%p, %t] read(a) : f32
+          %q = load %x[%p + %b * 4, %t - 1] pad(0.0) : f32
+          %m = max %a, %q : f32
+          %n = index %p + 4 * %b : i32
+          %c = cast %n : i32 -> f32
+          %r = add %m, %c : f32
+          store %r, %acc[%p]
+        }
+        for %p = 0 to 4 {
+          if %p + %b * 4 < 10, -%t < 1 {
+            %v = load %acc[%p] : f32
+            store %v, %y[%b * 4 + %p, %t]
+          }
+        }
+      }
+    }
+  }
+  return %y
+}
+";
+
+#[test]
+fn loop_level_ops_round_trip() {
+    assert_round_trip("loops", LOOPS);
+    let out = reprint("loops", LOOPS).unwrap();
+    // Terms in the order their index values were defined, outer loops first.
+    assert!(out.contains("%q = load %x[%b * 4 + %p, %t - 1] pad(0.0) : f32"), "{out}");
+    assert!(out.contains("%n = index %b * 4 + %p : i32"), "{out}");
+    assert!(out.contains("if %b * 4 + %p < 10, -%t < 1 {"), "{out}");
+    // Sibling loops keep their names; defaults are not printed.
+    assert_eq!(out.matches("for %p = 0 to 4").count(), 2, "{out}");
+    assert!(out.contains("for %p = 0 to 4 {"), "{out}");
+    assert!(out.contains("copy %x[%b * 4, 0] -> %s[0, 0] box [4, 8] pad(0.0) cooperative"), "{out}");
+    assert!(out.contains("fill %acc, -inf"), "{out}");
+    assert!(out.contains("  kernel \"k\" schedule \"sm90\" {\n    tile = {i = [4, 1]},\n    cache = {a = shared}\n  } {\n"), "{out}");
+}
+
+#[test]
+fn loop_operands_are_index_values_in_definition_order() {
+    let m = module(LOOPS);
+    let f = &m.funcs[0];
+    let load = f.walk().into_iter().find(|&o| matches!(&f.ops[o].kind, OpKind::Load(a) if a.pad.is_some())).unwrap();
+    let names: Vec<_> = f.ops[load].operands.iter().map(|&v| f.values[v].name.clone().unwrap_or_default()).collect();
+    // The source, then each distinct index value once, outer loops first.
+    assert_eq!(names, ["x", "b", "t", "p"]);
+    let OpKind::Load(a) = &f.ops[load].kind else { unreachable!() };
+    assert_eq!(a.indices[0].terms(), &[(Dim::new(1), 4), (Dim::new(3), 1)]);
+    assert_eq!((a.indices[1].terms(), a.indices[1].constant_term()), (&[(Dim::new(2), 1)][..], -1));
+}
+
+#[test]
+fn numbering_continues_through_loops() {
+    let src = "func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %7 = alloc : buffer<4xf32, global>\n  for %8 = 0 to 4 {\n    %9 = load %x[%8] : f32\n    store %9, %7[%8]\n  }\n  for %10 = 0 to 4 {\n    %11 = load %7[%10] : f32\n  }\n  return %7\n}\n";
+    let out = reprint("t", src).unwrap();
+    assert!(out.contains("%0 = alloc"), "{out}");
+    assert!(out.contains("for %1 = 0 to 4 {\n    %2 = load %x[%1] : f32\n    store %2, %0[%1]"), "{out}");
+    assert!(out.contains("for %3 = 0 to 4 {\n    %4 = load %0[%3] : f32"), "{out}");
+}
+
+#[test]
+fn printed_index_expressions_do_not_depend_on_operand_order() {
+    // A pass may append index operands in any order; the text is the same.
+    let mut m = module(LOOPS);
+    let before = print_module(&m);
+    let f = &mut m.funcs[0];
+    let load = f.walk().into_iter().find(|&o| matches!(&f.ops[o].kind, OpKind::Load(a) if a.pad.is_some())).unwrap();
+    // Swap operands 1 and 3 and the expressions' variables with them.
+    f.ops[load].operands.swap(1, 3);
+    let swap = |d: Dim| match d.index() {
+        1 => Dim::new(3),
+        3 => Dim::new(1),
+        _ => d,
+    };
+    if let OpKind::Load(a) = &mut f.ops[load].kind {
+        a.indices = a.indices.iter().map(|e| e.map_vars(swap)).collect();
+    }
+    assert!(!verify_module(&m).has_errors());
+    assert_eq!(print_module(&m), before);
+}
+
+#[test]
+fn kernel_cache_names_reads_by_load_tags() {
+    let m = module(LOOPS);
+    let f = &m.funcs[0];
+    let k = f.walk().into_iter().find_map(|o| match &f.ops[o].kind {
+        OpKind::Kernel(k) => Some(k.clone()),
+        _ => None,
+    });
+    let k = k.unwrap();
+    assert_eq!(k.label.as_deref(), Some("k"));
+    assert_eq!((k.schedule.cache[0].read, k.schedule.cache[0].read_name.as_str()), (0, "a"));
 }
 
 const GEMM: &str = "func @gemm(%A: tensor<4x8xf32>, %B: tensor<8x2xf32>, %bias: tensor<2xf32>) -> tensor<4x2xf32> {
@@ -163,6 +330,18 @@ proptest! {
         }
     }
 
+    /// Truncating or splicing a loop-level program never panics either.
+    #[test]
+    fn mutated_loop_programs_never_panic(cut in 0usize..LOOPS.len(), insert in "[ -~]{0,8}", at in 0usize..LOOPS.len()) {
+        let _ = parse_errors(&LOOPS[..cut]);
+        let mut spliced = LOOPS.to_string();
+        spliced.insert_str(at, &insert);
+        if let Ok(once) = reprint("spliced", &spliced) {
+            let again = reprint("again", &once);
+            prop_assert_eq!(again, Ok(once));
+        }
+    }
+
     /// Token soup from the dialect's own vocabulary never panics.
     #[test]
     fn token_soup_never_panics(tokens in proptest::collection::vec(prop_oneof![
@@ -171,6 +350,10 @@ proptest! {
         Just("compute"), Just("reduce"), Just("sum"), Just("reads"), Just("epilogue"), Just("pad(0.0)"),
         Just("i"), Just("4"), Just("+"), Just("-"), Just("*"), Just("div"), Just("yield"), Just("return"),
         Just("add"), Just("const"), Just("index"), Just("1.5"), Just("\n"),
+        Just("for"), Just("%i ="), Just("%i"), Just("0"), Just("to"), Just("map(thread.x)"), Just("axis(i.block)"),
+        Just("if"), Just("<"), Just("load"), Just("store"), Just("copy"), Just("box"), Just("cooperative"),
+        Just("fill"), Just("barrier"), Just("alloc"), Just("buffer<4xf32, local>"), Just("kernel"),
+        Just("schedule"), Just("\"sm90\""), Just("tile"), Just("="), Just("read(a)"),
     ], 0..60)) {
         let _ = parse_errors(&tokens.join(" "));
     }

@@ -4,6 +4,22 @@
 //! `targets/` (built in) or given by path; `host` is detected at run time.
 //!
 //! Every number in a shipped file cites its source in the file.
+//! `docs/targets.md` describes the format, the tile-level model and host
+//! detection.
+//!
+//! - `load.rs`: TOML → [`Target`] with diagnostics pointing into the file,
+//!   semantic validation, the built-in files, [`TargetSet`].
+//! - `host.rs`: the `host` target, detected at run time.
+//! - `check.rs`: does a schedule fit the target's resources?
+//! - `show.rs`: the text of `tilec --list-targets`.
+
+pub mod check;
+pub mod host;
+mod load;
+mod show;
+
+pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule};
+pub use load::{BUILTIN, Builtin, Origin, TargetSet, load_target_file, parse_target};
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -52,7 +68,8 @@ pub struct Isa {
     pub cpu: String,
     /// LLVM feature string (`+avx2,+fma`, `+ptx80`).
     pub features: String,
-    /// Width of a vector register in bits (CPU; 0 for GPUs).
+    /// Width of a vector register in bits (CPU), or of the widest vector
+    /// load/store (GPU: 128 for `v4.b32`); 0 means no vector check.
     #[serde(default)]
     pub vector_bits: u32,
     /// Number of vector registers (CPU).
@@ -102,6 +119,11 @@ pub struct MemoryLevel {
     pub name: String,
     pub capacity_bytes: u64,
     pub per: Per,
+    /// For levels counted per block or per thread: what one unit (SM) has
+    /// in all, shared by its resident blocks or threads (informational:
+    /// occupancy, not a tile's limit).
+    #[serde(default)]
+    pub unit_capacity_bytes: Option<u64>,
     /// Sustained bandwidth in GB/s for the whole device.
     pub bandwidth_gbs: f64,
     /// Load-to-use latency in nanoseconds.
@@ -168,10 +190,55 @@ impl Target {
     pub fn tile_level(&self, name: &str) -> Option<(usize, &TileLevel)> {
         self.tile_levels.iter().enumerate().find(|(_, l)| l.name == name)
     }
+
+    pub fn memory_index(&self, name: &str) -> Option<usize> {
+        self.memory.iter().position(|m| m.name == name)
+    }
 }
 
-/// A built-in target by name. TEMPORARY (branch level2): replaced by the
-/// target set from the `l2-target` branch at merge.
-pub fn builtin(_name: &str) -> Option<Target> {
-    None
+impl TargetKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Cpu => "cpu",
+            TargetKind::Cuda => "cuda",
+        }
+    }
+}
+
+impl Per {
+    pub fn name(self) -> &'static str {
+        match self {
+            Per::Device => "device",
+            Per::Unit => "unit",
+            Per::Block => "block",
+            Per::Thread => "thread",
+        }
+    }
+}
+
+impl Binding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Binding::Grid => "grid",
+            Binding::Threads => "threads",
+            Binding::Parallel => "parallel",
+            Binding::Serial => "serial",
+        }
+    }
+}
+
+/// Element-type names a target may use in `peak_gflops` and intrinsics
+/// besides the tile IR's own (`f32`, `f16`, `bf16`, `i8`, `i32`): `tf32`
+/// (Tensor Core operands), `u8` (the unsigned operand of VNNI).
+pub const EXTRA_TYPE_NAMES: &[&str] = &["tf32", "u8"];
+
+/// The intrinsic kinds: `mma` (PTX `mma.sync`), `wmma` (PTX `wmma`), `fma`
+/// (vector fused multiply-add, `m` lanes), `dot` (vector dot-product
+/// accumulate: `m` lanes, `k` products per lane).
+pub const INTRINSIC_KINDS: &[&str] = &["mma", "wmma", "fma", "dot"];
+
+/// A built-in target (or `host`) by name, without a source map at hand:
+/// description errors (which built-in files do not have) give `None`.
+pub fn builtin(name: &str) -> Option<std::sync::Arc<Target>> {
+    TargetSet::new().get(&mut crate::diag::SourceMap::new(), name).and_then(Result::ok)
 }

@@ -8,6 +8,7 @@ use clap::{Parser, ValueEnum};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use termcolor::{ColorChoice, StandardStream};
 use tilec::diag::{Diagnostic, Diagnostics, FileId, SourceMap};
@@ -15,7 +16,8 @@ use tilec::expected;
 use tilec::ir::Module;
 use tilec::pass::{DumpDir, IrPrinting, PassManager, Pipeline, PrintWhen, Registry, parse_pipeline, timing_report};
 use tilec::syntax::{parse_range, print_module};
-use tilec::verify::verify_module;
+use tilec::target::{Origin, Target, TargetSet};
+use tilec::verify::verify_module_with;
 
 #[derive(Parser, Debug)]
 #[command(name = "tilec", version, about = "The tilec tensor compiler: parse, verify, transform and print tile IR")]
@@ -39,6 +41,27 @@ struct Cli {
     /// List the ops of the tile dialect, then exit.
     #[arg(long = "list-ops")]
     list_ops: bool,
+
+    /// List the targets (built in, `host`, and description files from
+    /// --target-dir and TILEC_TARGET_PATH), then exit.
+    #[arg(long = "list-targets")]
+    list_targets: bool,
+
+    /// With --list-targets: also print each target's memory levels, tile
+    /// levels, loop order, intrinsics and sources.
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+
+    /// The target to compile for: a name (`tilec --list-targets`) or the
+    /// path of a target description file (`.toml`).
+    #[arg(long = "target", value_name = "NAME|PATH")]
+    target: Option<String>,
+
+    /// A folder of target description files (`*.toml`) to add to the known
+    /// targets; repeatable. TILEC_TARGET_PATH (folders separated by `:`)
+    /// adds more.
+    #[arg(long = "target-dir", value_name = "DIR")]
+    target_dir: Vec<PathBuf>,
 
     /// Split the input at `// -----` lines and process each chunk on its own.
     #[arg(long = "split-input-file")]
@@ -112,7 +135,7 @@ fn main() -> ExitCode {
         Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
         Color::Auto => ColorChoice::Never,
     };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_passes::registry(), color: choice };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_passes::registry(), color: choice, target: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
@@ -126,6 +149,8 @@ struct Driver {
     sources: SourceMap,
     registry: Registry,
     color: ColorChoice,
+    /// The `--target`, handed to every pass manager.
+    target: Option<Arc<Target>>,
 }
 
 impl Driver {
@@ -146,6 +171,15 @@ impl Driver {
                 println!("  {:<10} {}", d.mnemonic, d.summary);
             }
             return Ok(());
+        }
+        if cli.list_targets || cli.target.is_some() {
+            let mut targets = self.target_set(cli)?;
+            if let Some(spec) = &cli.target {
+                self.target = Some(targets.resolve(&mut self.sources, spec)?);
+            }
+            if cli.list_targets {
+                return self.list_targets(&targets, cli.verbose);
+            }
         }
         let total = Instant::now();
         let mut timings: Vec<(String, Duration)> = Vec::new();
@@ -239,6 +273,54 @@ impl Driver {
         if failed { Err(Diagnostics::new()) } else { Ok(()) }
     }
 
+    /// The built-in targets, `host`, and the files of --target-dir and
+    /// TILEC_TARGET_PATH folders.
+    fn target_set(&mut self, cli: &Cli) -> Result<TargetSet, Diagnostics> {
+        let mut set = TargetSet::new();
+        let mut dirs: Vec<PathBuf> = cli.target_dir.clone();
+        if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
+            dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
+        }
+        let mut diags = Diagnostics::new();
+        for dir in dirs {
+            if let Err(d) = set.add_dir(&mut self.sources, &dir) {
+                diags.extend(d);
+            }
+        }
+        diags.into_result().map(|()| set)
+    }
+
+    /// `--list-targets`: one line per target; with `-v`, the details too.
+    /// A target that cannot be had here (`host` on a machine it cannot
+    /// describe) is listed with the reason.
+    fn list_targets(&mut self, targets: &TargetSet, verbose: bool) -> Result<(), Diagnostics> {
+        let mut out = String::from("Available targets:\n");
+        let mut diags = Diagnostics::new();
+        let names: Vec<String> = targets.names().map(String::from).collect();
+        for name in names {
+            match targets.get(&mut self.sources, &name) {
+                Some(Ok(t)) => {
+                    out.push_str(&format!("  {}\n", t.summary_line()));
+                    if verbose {
+                        if let Some(origin) = targets.origin(&name) {
+                            out.push_str(&format!("    from: {}\n", origin.describe()));
+                        }
+                        out.push_str(&t.details());
+                        out.push('\n');
+                    }
+                }
+                Some(Err(d)) if matches!(targets.origin(&name), Some(Origin::Host)) => {
+                    let why = d.iter().next().map_or_else(String::new, |d| d.message.clone());
+                    out.push_str(&format!("  {:<12} {:<5} unavailable: {why}\n", name, "-"));
+                }
+                Some(Err(d)) => diags.extend(d),
+                None => {}
+            }
+        }
+        print!("{out}");
+        diags.into_result()
+    }
+
     fn check_pass_names(&self, names: &[String]) -> Result<(), Diagnostics> {
         let mut diags = Diagnostics::new();
         for n in names {
@@ -277,13 +359,16 @@ impl Driver {
             Err(d) => return (Err(()), d),
         };
         let start = Instant::now();
-        let diags = verify_module(&module);
+        let diags = verify_module_with(&module, self.target.as_deref());
         timings.push(("verify input".into(), start.elapsed()));
         if diags.has_errors() {
             return (Err(()), diags);
         }
         let mut pm = PassManager::new(pipeline.clone());
         pm.set_verify_each(cli.verify_each);
+        if let Some(t) = &self.target {
+            pm.set_target(t.clone());
+        }
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
             after_all: cli.print_ir_after_all,

@@ -1,0 +1,517 @@
+//! The `host` target: the machine tilec runs on, detected at run time.
+//!
+//! `host` is built from the built-in x86 description that matches the
+//! machine's vector ISA (`x86-avx512` with AVX-512 F/BW/DQ/VL, else
+//! `x86-avx2` with AVX2 and FMA), with these values replaced by what is
+//! detected:
+//!
+//! - ISA features: CPUID, through `is_x86_feature_detected!` (avx2, fma,
+//!   f16c, avx512f/bw/dq/vl, avx512vnni);
+//! - cores: physical cores in `/sys/devices/system/cpu/cpu*/topology`
+//!   (distinct package and core ids), at most the CPUs this process may run
+//!   on (`available_parallelism`, which honours affinity and cgroups);
+//! - cache sizes: `/sys/devices/system/cpu/cpu0/cache/index*/{level,type,
+//!   size,shared_cpu_list}` (L1 data, L2, L3; L3 counted as this machine's
+//!   share: size × cores / cores sharing one L3);
+//! - clock: `/sys/devices/system/cpu/cpu0/cpufreq/base_frequency` where the
+//!   driver exposes it;
+//! - memory size: `MemTotal` in `/proc/meminfo`;
+//! - the model name (`/proc/cpuinfo`), for the description.
+//!
+//! Assumed from the base description: DRAM bandwidth, every latency, line
+//! sizes, and the per-core, per-clock rates (FMA units, cache bandwidths in
+//! bytes per clock), which are scaled by the detected cores and clock. Each
+//! value that could not be detected keeps the base description's, and the
+//! target's `sources` say which were detected and which assumed.
+//!
+//! Not x86-64, or x86-64 without AVX2+FMA: there is no `host` (an error
+//! says why; name another target).
+
+use super::{Per, Target};
+use crate::diag::{Diagnostic, Diagnostics};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What detection found; `None` where it found nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostInfo {
+    /// `std::env::consts::ARCH`.
+    pub arch: String,
+    pub features: Features,
+    pub model: Option<String>,
+    /// CPUs this process may use.
+    pub usable_cpus: Option<usize>,
+    /// Physical cores (online).
+    pub cores: Option<usize>,
+    /// Hardware threads per core.
+    pub threads_per_core: Option<usize>,
+    /// cpu0's caches; `None` when sysfs could not be read.
+    pub caches: Option<Vec<Cache>>,
+    pub base_mhz: Option<f64>,
+    pub memory_bytes: Option<u64>,
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    pub avx2: bool,
+    pub fma: bool,
+    pub f16c: bool,
+    pub avx512f: bool,
+    pub avx512bw: bool,
+    pub avx512dq: bool,
+    pub avx512vl: bool,
+    pub avx512vnni: bool,
+}
+
+impl Features {
+    /// The AVX-512 subsets `x86-avx512` (x86-64-v4) needs.
+    pub fn avx512(&self) -> bool {
+        self.avx512f && self.avx512bw && self.avx512dq && self.avx512vl
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cache {
+    pub level: u32,
+    /// `Data`, `Instruction` or `Unified`.
+    pub kind: String,
+    pub size_bytes: u64,
+    /// Logical CPUs sharing this cache.
+    pub shared_by: usize,
+}
+
+/// Detects this machine.
+pub fn detect() -> HostInfo {
+    let mut info = read_system(Path::new("/sys/devices/system/cpu"), Path::new("/proc"));
+    info.arch = std::env::consts::ARCH.to_string();
+    info.features = cpu_features();
+    info.usable_cpus = std::thread::available_parallelism().ok().map(|n| n.get());
+    info
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpu_features() -> Features {
+    use std::arch::is_x86_feature_detected as has;
+    Features {
+        avx2: has!("avx2"),
+        fma: has!("fma"),
+        f16c: has!("f16c"),
+        avx512f: has!("avx512f"),
+        avx512bw: has!("avx512bw"),
+        avx512dq: has!("avx512dq"),
+        avx512vl: has!("avx512vl"),
+        avx512vnni: has!("avx512vnni"),
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpu_features() -> Features {
+    Features::default()
+}
+
+/// Reads what sysfs and procfs tell (`cpu_root` is
+/// `/sys/devices/system/cpu`, `proc_root` is `/proc`); separate from
+/// [`detect`] so tests can give a fake tree. Leaves `arch`, `features` and
+/// `usable_cpus` empty.
+pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
+    let read = |p: &Path| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    let cpu0 = cpu_root.join("cpu0");
+
+    let mut caches = Vec::new();
+    let mut any = false;
+    for i in 0.. {
+        let dir = cpu0.join("cache").join(format!("index{i}"));
+        if !dir.is_dir() {
+            break;
+        }
+        any = true;
+        let (Some(level), Some(kind), Some(size)) = (read(&dir.join("level")), read(&dir.join("type")), read(&dir.join("size"))) else { continue };
+        let (Ok(level), Some(size_bytes)) = (level.parse::<u32>(), parse_size(&size)) else { continue };
+        let shared_by = read(&dir.join("shared_cpu_list")).and_then(|l| count_cpu_list(&l)).unwrap_or(1).max(1);
+        caches.push(Cache { level, kind, size_bytes, shared_by });
+    }
+
+    let threads_per_core = read(&cpu0.join("topology/thread_siblings_list")).and_then(|l| count_cpu_list(&l));
+    let cores = read(&cpu_root.join("online")).and_then(|l| cpu_list(&l)).and_then(|cpus| {
+        let mut ids: Vec<(String, String)> = Vec::new();
+        for c in cpus {
+            let topo = cpu_root.join(format!("cpu{c}/topology"));
+            let id = (read(&topo.join("physical_package_id"))?, read(&topo.join("core_id"))?);
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        (!ids.is_empty()).then_some(ids.len())
+    });
+
+    let base_mhz = read(&cpu0.join("cpufreq/base_frequency")).and_then(|k| k.parse::<f64>().ok()).filter(|&k| k > 0.0).map(|khz| khz / 1000.0);
+    let memory_bytes = read(&proc_root.join("meminfo")).and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kb.checked_mul(1024)
+    });
+    let model = read(&proc_root.join("cpuinfo")).and_then(|c| c.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()));
+
+    HostInfo {
+        arch: String::new(),
+        features: Features::default(),
+        model,
+        usable_cpus: None,
+        cores,
+        threads_per_core,
+        caches: any.then_some(caches),
+        base_mhz,
+        memory_bytes,
+    }
+}
+
+/// `48K`, `2048K`, `32M`, `1G` or plain bytes.
+fn parse_size(s: &str) -> Option<u64> {
+    let (digits, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(mult).filter(|&b| b > 0)
+}
+
+/// `0-3,8,10-11` → the CPUs.
+fn cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn count_cpu_list(s: &str) -> Option<usize> {
+    cpu_list(s).map(|v| v.len())
+}
+
+/// The built-in description `host` starts from, or why there is none.
+pub fn base_name(info: &HostInfo) -> Result<&'static str, String> {
+    if info.arch != "x86_64" {
+        return Err(format!("this machine is `{}`; `host` describes x86-64 machines only", if info.arch.is_empty() { "unknown" } else { &info.arch }));
+    }
+    let f = &info.features;
+    if f.avx512() && f.fma {
+        Ok("x86-avx512")
+    } else if f.avx2 && f.fma {
+        Ok("x86-avx2")
+    } else {
+        Err("this x86-64 machine lacks AVX2 and FMA, which tilec's CPU code needs".into())
+    }
+}
+
+/// Builds `host` from `info`; `base` gives a built-in target by name.
+pub fn host_target(info: &HostInfo, base: impl FnOnce(&str) -> Result<Arc<Target>, Diagnostics>) -> Result<Target, Diagnostics> {
+    let name = base_name(info).map_err(|why| {
+        Diagnostics::from(
+            Diagnostic::error(format!("cannot describe this machine as target `host`: {why}"))
+                .with_help("name a target with `--target=NAME` (`tilec --list-targets`) or give a description file"),
+        )
+    })?;
+    let base = base(name)?;
+    Ok(describe(info, &base))
+}
+
+/// `base` with the detected values of `info` substituted (see the module
+/// comment for which).
+pub fn describe(info: &HostInfo, base: &Target) -> Target {
+    let mut t = base.clone();
+    let mut detected: Vec<String> = Vec::new();
+    let mut assumed: Vec<String> = vec!["DRAM bandwidth".into(), "latencies".into(), "line sizes".into(), "per-core rates per clock (FMA units, cache bytes/clk)".into()];
+
+    t.name = "host".into();
+    let features = &info.features;
+    let mut feats = vec!["+avx2", "+fma"];
+    if features.f16c {
+        feats.push("+f16c");
+    }
+    if base.isa.vector_bits >= 512 {
+        feats.splice(0..0, ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"]);
+        if features.avx512vnni {
+            feats.insert(4, "+avx512vnni");
+        } else {
+            // No VNNI (Skylake-SP, Cascade Lake without it): no dot intrinsic,
+            // and no i8 peak the base file's figure would stand for.
+            t.intrinsics.retain(|x| x.kind != "dot");
+            t.peak_gflops.remove("i8");
+            assumed.push("no i8 peak (no AVX512-VNNI)".into());
+        }
+    }
+    t.isa.features = feats.join(",");
+    detected.push(format!("ISA features {} (CPUID)", t.isa.features));
+
+    let units = match (info.cores, info.usable_cpus) {
+        (Some(c), Some(u)) => Some(c.min(u)),
+        (c, u) => c.or(u),
+    };
+    match units {
+        Some(u) if u > 0 => {
+            t.compute.units = u as u32;
+            detected.push(format!("{u} cores"));
+        }
+        _ => assumed.push(format!("{} cores", base.compute.units)),
+    }
+    match info.base_mhz {
+        Some(mhz) => {
+            t.compute.clock_ghz = mhz / 1000.0;
+            detected.push(format!("{} GHz base clock (cpufreq)", fmt_num(t.compute.clock_ghz)));
+        }
+        None => assumed.push(format!("{} GHz clock", fmt_num(base.compute.clock_ghz))),
+    }
+
+    // Rates per core and clock stay the base part's; the totals follow the
+    // detected cores and clock.
+    let scale = (t.compute.units as f64 * t.compute.clock_ghz) / (base.compute.units as f64 * base.compute.clock_ghz);
+    for v in t.peak_gflops.values_mut() {
+        *v = round3(*v * scale);
+    }
+    let dram = t.memory.first().map(|m| m.name.clone());
+    for m in &mut t.memory {
+        if Some(&m.name) != dram.as_ref() {
+            m.bandwidth_gbs = round3(m.bandwidth_gbs * scale);
+        }
+    }
+
+    let find = |level: u32| -> Option<&Cache> {
+        info.caches.as_ref()?.iter().find(|c| c.level == level && (c.kind == "Data" || c.kind == "Unified"))
+    };
+    let smt = info.threads_per_core.unwrap_or(1).max(1);
+    for (level, name) in [(1u32, "l1"), (2, "l2"), (3, "l3")] {
+        let Some(m) = t.memory.iter_mut().find(|m| m.name == name) else { continue };
+        match find(level) {
+            Some(c) => {
+                m.capacity_bytes = if m.per == Per::Device {
+                    // One L3 per group of cores: the machine's share is the
+                    // size times the number of groups.
+                    // (A machine limited to fewer cores gets their share.)
+                    let sharing = (c.shared_by / smt).max(1) as u64;
+                    (c.size_bytes.saturating_mul(t.compute.units as u64) / sharing).max(1)
+                } else {
+                    c.size_bytes
+                };
+                detected.push(format!("{name} {} (sysfs)", fmt_bytes(c.size_bytes)));
+            }
+            None => assumed.push(format!("{name} {} ({})", fmt_bytes(m.capacity_bytes), if info.caches.is_none() { "sysfs unreadable" } else { "not in sysfs" })),
+        }
+    }
+    if let (Some(bytes), Some(m)) = (info.memory_bytes, t.memory.first_mut()) {
+        m.capacity_bytes = bytes;
+        detected.push(format!("{} memory (/proc/meminfo)", fmt_bytes(bytes)));
+    } else {
+        assumed.push("memory size".into());
+    }
+
+    let model = info.model.clone().unwrap_or_else(|| "unknown x86-64 CPU".into());
+    t.description = format!("this machine: {model}, {} cores ({} numbers where not detected)", t.compute.units, base.name);
+    let mut sources = vec![format!("detected at run time: {}", detected.join(", ")), format!("assumed from `{}`: {}", base.name, assumed.join(", "))];
+    sources.extend(base.sources.iter().cloned());
+    t.sources = sources;
+    t
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Shortest text of a number (`2.45`, `64`).
+pub(crate) fn fmt_num(x: f64) -> String {
+    format!("{}", round3(x))
+}
+
+/// `48 KiB`, `1.25 MiB`, `105 MiB`, `23.54 GiB`.
+pub(crate) fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < UNITS.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} bytes") } else { format!("{} {}", (x * 100.0).round() / 100.0, UNITS[u]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::SourceMap;
+    use crate::target::TargetSet;
+
+    fn builtin(name: &str) -> Arc<Target> {
+        TargetSet::new().lookup(&mut SourceMap::new(), name).unwrap()
+    }
+
+    fn info(features: Features) -> HostInfo {
+        HostInfo {
+            arch: "x86_64".into(),
+            features,
+            model: Some("Test CPU".into()),
+            usable_cpus: Some(8),
+            cores: Some(4),
+            threads_per_core: Some(2),
+            caches: Some(vec![
+                Cache { level: 1, kind: "Data".into(), size_bytes: 48 << 10, shared_by: 2 },
+                Cache { level: 1, kind: "Instruction".into(), size_bytes: 32 << 10, shared_by: 2 },
+                Cache { level: 2, kind: "Unified".into(), size_bytes: 2 << 20, shared_by: 2 },
+                Cache { level: 3, kind: "Unified".into(), size_bytes: 16 << 20, shared_by: 8 },
+            ]),
+            base_mhz: Some(3000.0),
+            memory_bytes: Some(16 << 30),
+        }
+    }
+
+    const AVX2: Features = Features { avx2: true, fma: true, f16c: true, avx512f: false, avx512bw: false, avx512dq: false, avx512vl: false, avx512vnni: false };
+    const AVX512: Features = Features { avx2: true, fma: true, f16c: true, avx512f: true, avx512bw: true, avx512dq: true, avx512vl: true, avx512vnni: true };
+
+    #[test]
+    fn sizes_and_cpu_lists() {
+        assert_eq!(parse_size("48K"), Some(48 << 10));
+        assert_eq!(parse_size("107520K"), Some(107520 << 10));
+        assert_eq!(parse_size("32M"), Some(32 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("0K"), None);
+        assert_eq!(parse_size("big"), None);
+        assert_eq!(cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(cpu_list("0"), Some(vec![0]));
+        assert_eq!(cpu_list("3-1"), None);
+        assert_eq!(cpu_list(""), None);
+    }
+
+    #[test]
+    fn base_follows_the_isa() {
+        assert_eq!(base_name(&info(AVX512)), Ok("x86-avx512"));
+        assert_eq!(base_name(&info(AVX2)), Ok("x86-avx2"));
+        let no_vl = Features { avx512vl: false, ..AVX512 };
+        assert_eq!(base_name(&info(no_vl)), Ok("x86-avx2"));
+        let e = base_name(&info(Features::default())).unwrap_err();
+        assert!(e.contains("lacks AVX2 and FMA"), "{e}");
+        let arm = HostInfo { arch: "aarch64".into(), ..info(AVX2) };
+        assert!(base_name(&arm).unwrap_err().contains("`aarch64`"));
+    }
+
+    #[test]
+    fn detected_values_replace_the_base() {
+        let base = builtin("x86-avx2");
+        let t = describe(&info(AVX2), &base);
+        assert_eq!(t.name, "host");
+        assert_eq!(t.compute.units, 4); // physical cores, not the 8 threads
+        assert_eq!(t.compute.clock_ghz, 3.0);
+        assert_eq!(t.memory_level("l1").unwrap().capacity_bytes, 48 << 10);
+        assert_eq!(t.memory_level("l2").unwrap().capacity_bytes, 2 << 20);
+        // 8 logical CPUs share 16 MiB: 4 cores; all 4 cores are this machine's.
+        assert_eq!(t.memory_level("l3").unwrap().capacity_bytes, 16 << 20);
+        assert_eq!(t.memory_level("dram").unwrap().capacity_bytes, 16 << 30);
+        // DRAM bandwidth is assumed; the rest scales with cores x clock.
+        assert_eq!(t.memory_level("dram").unwrap().bandwidth_gbs, base.memory_level("dram").unwrap().bandwidth_gbs);
+        let expect = 4.0 * 16.0 * 2.0 * 3.0; // cores x FMA lanes/clk x 2 x GHz
+        assert!((t.peak_gflops["f32"] - expect).abs() < 0.01, "{}", t.peak_gflops["f32"]);
+        assert_eq!(t.isa.features, "+avx2,+fma,+f16c");
+        assert!(t.sources[0].starts_with("detected at run time: "), "{:?}", t.sources);
+        assert!(t.sources[1].contains("DRAM bandwidth"), "{:?}", t.sources);
+        assert!(t.description.contains("Test CPU"));
+    }
+
+    #[test]
+    fn avx512_with_and_without_vnni() {
+        let base = builtin("x86-avx512");
+        let t = describe(&info(AVX512), &base);
+        assert!(t.isa.features.contains("+avx512vnni"), "{}", t.isa.features);
+        assert!(t.intrinsics.iter().any(|x| x.kind == "dot"));
+        let t = describe(&info(Features { avx512vnni: false, ..AVX512 }), &base);
+        assert!(!t.isa.features.contains("vnni"), "{}", t.isa.features);
+        assert!(!t.intrinsics.iter().any(|x| x.kind == "dot"));
+        assert!(!t.peak_gflops.contains_key("i8"));
+    }
+
+    #[test]
+    fn without_sysfs_the_base_numbers_stay() {
+        let base = builtin("x86-avx2");
+        let bare = HostInfo { arch: "x86_64".into(), features: AVX2, usable_cpus: Some(2), ..HostInfo::default() };
+        let t = describe(&bare, &base);
+        assert_eq!(t.compute.units, 2);
+        assert_eq!(t.compute.clock_ghz, base.compute.clock_ghz);
+        assert_eq!(t.memory_level("l2").unwrap().capacity_bytes, base.memory_level("l2").unwrap().capacity_bytes);
+        assert!(t.sources[1].contains("sysfs unreadable"), "{:?}", t.sources);
+        assert!(t.sources[1].contains("memory size"), "{:?}", t.sources);
+    }
+
+    #[test]
+    fn reads_a_fake_sysfs_tree() {
+        let root = std::env::temp_dir().join(format!("tilec-host-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let cpu = root.join("cpu");
+        let w = |p: &str, s: &str| {
+            let p = cpu.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w("online", "0-3\n");
+        for c in 0..4 {
+            w(&format!("cpu{c}/topology/physical_package_id"), "0\n");
+            w(&format!("cpu{c}/topology/core_id"), &format!("{}\n", c / 2));
+        }
+        w("cpu0/topology/thread_siblings_list", "0-1\n");
+        for (i, (level, kind, size, shared)) in [(1, "Data", "32K", "0-1"), (1, "Instruction", "32K", "0-1"), (2, "Unified", "1024K", "0-1"), (3, "Unified", "8192K", "0-3")].iter().enumerate() {
+            let d = format!("cpu0/cache/index{i}");
+            w(&format!("{d}/level"), &format!("{level}\n"));
+            w(&format!("{d}/type"), &format!("{kind}\n"));
+            w(&format!("{d}/size"), &format!("{size}\n"));
+            w(&format!("{d}/shared_cpu_list"), &format!("{shared}\n"));
+        }
+        w("cpu0/cpufreq/base_frequency", "2100000\n");
+        let proc = root.join("proc");
+        std::fs::create_dir_all(&proc).unwrap();
+        std::fs::write(proc.join("meminfo"), "MemTotal:       1024 kB\nMemFree: 1 kB\n").unwrap();
+        std::fs::write(proc.join("cpuinfo"), "processor\t: 0\nmodel name\t: Fake CPU @ 2.1GHz\n").unwrap();
+
+        let i = read_system(&cpu, &proc);
+        assert_eq!(i.cores, Some(2));
+        assert_eq!(i.threads_per_core, Some(2));
+        assert_eq!(i.base_mhz, Some(2100.0));
+        assert_eq!(i.memory_bytes, Some(1 << 20));
+        assert_eq!(i.model.as_deref(), Some("Fake CPU @ 2.1GHz"));
+        let caches = i.caches.unwrap();
+        assert_eq!(caches.len(), 4);
+        assert_eq!(caches[3], Cache { level: 3, kind: "Unified".into(), size_bytes: 8 << 20, shared_by: 4 });
+
+        let missing = read_system(&root.join("nothing"), &root.join("nothing"));
+        assert_eq!(missing.caches, None);
+        assert_eq!(missing.cores, None);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn host_in_a_target_set() {
+        let mut sm = SourceMap::new();
+        let set = TargetSet::new().with_host_info(info(AVX2));
+        let t = set.lookup(&mut sm, "host").unwrap();
+        assert_eq!(t.compute.units, 4);
+        let arm = TargetSet::new().with_host_info(HostInfo { arch: "aarch64".into(), ..HostInfo::default() });
+        let d = arm.lookup(&mut sm, "host").unwrap_err();
+        let text = sm.render(&d.0);
+        assert!(text.contains("cannot describe this machine as target `host`"), "{text}");
+    }
+
+    #[test]
+    fn detection_on_this_machine_does_not_fail() {
+        let i = detect();
+        assert_eq!(i.arch, std::env::consts::ARCH);
+        if base_name(&i).is_ok() {
+            let t = TargetSet::new().lookup(&mut SourceMap::new(), "host").unwrap();
+            assert!(t.compute.units >= 1);
+            assert!(t.memory.iter().all(|m| m.capacity_bytes > 0));
+        }
+    }
+}

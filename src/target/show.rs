@@ -1,0 +1,88 @@
+//! The text of `tilec --list-targets`: one line per target, and with `-v`
+//! the details a schedule is written against (tile levels, memory levels).
+
+use super::host::{fmt_bytes, fmt_num};
+use super::{Target, TargetKind};
+use std::fmt::Write;
+
+impl Target {
+    /// `name  kind  description`, aligned for listings.
+    pub fn summary_line(&self) -> String {
+        format!("{:<12} {:<5} {}", self.name, self.kind.name(), self.description)
+    }
+
+    /// Every field, readably, indented by four spaces (to follow
+    /// [`Target::summary_line`] in a listing).
+    pub fn details(&self) -> String {
+        let mut s = String::new();
+        let _ = self.write_details(&mut s);
+        s
+    }
+
+    fn write_details(&self, s: &mut String) -> std::fmt::Result {
+        let isa = &self.isa;
+        write!(s, "    isa: {}, cpu {}, features {}", isa.triple, isa.cpu, isa.features)?;
+        if isa.vector_bits > 0 {
+            write!(s, ", {}-bit vectors", isa.vector_bits)?;
+        }
+        if isa.vector_registers > 0 {
+            write!(s, ", {} vector registers", isa.vector_registers)?;
+        }
+        writeln!(s)?;
+        let c = &self.compute;
+        let unit = if self.kind == TargetKind::Cuda { "SMs" } else { "cores" };
+        write!(s, "    compute: {} {unit} at {} GHz", c.units, fmt_num(c.clock_ghz))?;
+        if self.kind == TargetKind::Cuda {
+            write!(
+                s,
+                "; warp {}, at most {} threads per block, {} threads and {} blocks per SM, {} registers per SM, {} per thread",
+                c.warp_size, c.max_threads_per_block, c.max_threads_per_unit, c.max_blocks_per_unit, c.registers_per_unit, c.max_registers_per_thread
+            )?;
+        }
+        writeln!(s)?;
+        let peaks: Vec<String> = self.peak_gflops.iter().map(|(t, v)| format!("{t} {}", fmt_num(*v))).collect();
+        writeln!(s, "    peak GFLOP/s: {}", peaks.join(", "))?;
+        writeln!(s, "    memory levels (slowest first):")?;
+        for m in &self.memory {
+            let mut extra = Vec::new();
+            if let Some(u) = m.unit_capacity_bytes {
+                extra.push(format!("{} per unit", fmt_bytes(u)));
+            }
+            if m.banks > 0 {
+                extra.push(format!("{} banks x {} bytes", m.banks, m.bank_width_bytes));
+            }
+            extra.push(if m.managed { "software-managed".into() } else { "hardware-managed".into() });
+            match &m.scope {
+                Some(scope) => extra.push(format!("scope {scope}")),
+                None => extra.push("cannot be staged into".into()),
+            }
+            writeln!(
+                s,
+                "      {:<10} {:>10} per {:<6} {:>9} GB/s {:>7} ns  {:>3}-byte lines; {}",
+                m.name,
+                fmt_bytes(m.capacity_bytes),
+                m.per.name(),
+                fmt_num(m.bandwidth_gbs),
+                fmt_num(m.latency_ns),
+                m.line_bytes,
+                extra.join(", ")
+            )?;
+        }
+        writeln!(s, "    tile levels (outermost first):")?;
+        for l in &self.tile_levels {
+            writeln!(s, "      {:<10} memory {:<10} binding {}", l.name, l.memory, l.binding.name())?;
+        }
+        writeln!(s, "    loop order: {}", self.loop_order.join(" "))?;
+        if !self.intrinsics.is_empty() {
+            writeln!(s, "    intrinsics:")?;
+            for x in &self.intrinsics {
+                writeln!(s, "      {:<38} {:<4} {}x{}x{} {} x {} -> {}", x.name, x.kind, x.m, x.n, x.k, x.a, x.b, x.acc)?;
+            }
+        }
+        writeln!(s, "    sources:")?;
+        for src in &self.sources {
+            writeln!(s, "      - {src}")?;
+        }
+        Ok(())
+    }
+}
