@@ -10,6 +10,7 @@ pub mod golden;
 pub mod input;
 pub mod interp;
 pub mod ir;
+pub mod measure;
 pub mod pass;
 pub mod syntax;
 pub mod target;

@@ -30,20 +30,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use tilec::ir::*;
 
-/// How a kernel is called: its MLIR/C symbol, its parameters (values of
-/// the tile function, in order) and the trip count of its parallel region.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelAbi {
-    pub symbol: String,
-    pub params: Vec<Value>,
-    /// CPU: iterations of the outermost parallel loop nest, shared out by
-    /// the `[lo, hi)` parameters; 1 when the kernel has none.
-    pub parallel_trip: u64,
-    /// GPU: grid and block dimensions (x, y, z) and shared-memory bytes.
-    pub grid: [u64; 3],
-    pub block: [u64; 3],
-    pub shared_bytes: u64,
-}
+pub use tilec_runtime::KernelAbi;
 
 /// Why code could not be generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,7 +183,7 @@ impl<'f> Emitter<'f> {
             e.vals.insert(p, Ev::Memref(name, ty));
         }
         let body = f.ops[op].regions[0];
-        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.clone(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
         if gpu {
             e.gpu_kernel_body(body, &mut abi)?;
         } else {
@@ -672,7 +659,8 @@ impl<'f> Emitter<'f> {
                     for l in 0..lanes.width as i64 {
                         let x = self.fresh("x");
                         self.line(&format!("{x} = vector.extract {vec}[{l}] : {} from {vty}", mlir_elem(elem)));
-                        let at: Vec<String> = idx.iter().map(|e| self.at_lane(e, l)).map(|e| self.numerator(&e)).collect::<Result<_, _>>()?;
+                        let exprs: Vec<AffineExpr<Value>> = idx.iter().map(|e| self.at_lane(e, l)).collect();
+                        let at: Vec<String> = exprs.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
                         self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
                     }
                 }
@@ -702,7 +690,7 @@ impl<'f> Emitter<'f> {
         let total: u64 = c.sizes.iter().product();
         let (first, step) = match (&self.thread_linear, c.cooperative && self.gpu) {
             (Some((lin, n)), true) => (lin.clone(), *n as i64),
-            _ => (self.constant_index(0), 1),
+            _ => return self.copy_nested(c, (&sm, &smty, &st.shape, st.elem), (&dm, &dmty), &so_n, &do_n),
         };
         let (hi, st_c) = (self.constant_index(total as i64), self.constant_index(step));
         let e = self.fresh("e");
@@ -733,6 +721,37 @@ impl<'f> Emitter<'f> {
         self.line(&format!("memref.store {v}, {dm}[{}] : {dmty}", d_idx.join(", ")));
         self.depth -= 1;
         self.line("}");
+        Ok(())
+    }
+
+    /// A copy by one thread: a loop per box dimension, the innermost over
+    /// contiguous elements (so LLVM vectorises it like `memcpy`).
+    fn copy_nested(&mut self, c: &CopyOp, src: (&str, &str, &[u64], ElemType), dst: (&str, &str), so_n: &[String], do_n: &[String]) -> Result<(), EmitError> {
+        let (sm, smty, shape, elem) = src;
+        let (dm, dmty) = dst;
+        let mut coords = Vec::new();
+        for &n in &c.sizes {
+            let (lo, hi, one) = (self.constant_index(0), self.constant_index(n as i64), self.constant_index(1));
+            let i = self.fresh("cp");
+            self.line(&format!("scf.for {i} = {lo} to {hi} step {one} {{"));
+            self.depth += 1;
+            coords.push(i);
+        }
+        let mut s_idx = Vec::new();
+        let mut d_idx = Vec::new();
+        for d in 0..c.sizes.len() {
+            let (a, b) = (self.fresh("s"), self.fresh("d"));
+            self.line(&format!("{a} = arith.addi {}, {} : index", so_n[d], coords[d]));
+            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[d]));
+            s_idx.push(a);
+            d_idx.push(b);
+        }
+        let v = self.padded_load_names(sm, smty, shape, elem, &s_idx, c.pad)?;
+        self.line(&format!("memref.store {v}, {dm}[{}] : {dmty}", d_idx.join(", ")));
+        for _ in &c.sizes {
+            self.depth -= 1;
+            self.line("}");
+        }
         Ok(())
     }
 

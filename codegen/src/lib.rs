@@ -4,14 +4,14 @@
 
 pub mod compile;
 pub mod emit;
-pub mod run;
+pub mod evaluator;
 
 use std::path::{Path, PathBuf};
 use tilec::ir::Function;
 
 pub use compile::{CompileError, LlvmTarget};
 pub use emit::KernelAbi;
-pub use run::{CpuProgram, HostPlan};
+pub use tilec_runtime::{CpuProgram, HostPlan};
 
 /// A function compiled for a CPU.
 pub struct CpuCompiled {
@@ -64,3 +64,25 @@ pub fn build_for_host(f: &Function, dir: &Path) -> Result<(CpuCompiled, CpuProgr
 
 #[cfg(test)]
 mod tests;
+
+/// A function compiled for an NVIDIA GPU: PTX and launch metadata per kernel.
+pub struct GpuCompiled {
+    pub mlir: String,
+    pub nvvm: String,
+    pub ptx: String,
+    pub kernels: Vec<KernelAbi>,
+}
+
+/// Wraps GPU kernels' MLIR in a container module.
+pub fn gpu_module_text(kernels: &str) -> String {
+    format!("module attributes {{gpu.container_module}} {{\n{kernels}}}\n")
+}
+
+/// Compiles the kernels of `f` to PTX for `chip` (`sm_80`, `sm_90`) with
+/// LLVM NVPTX `features` (`+ptx80`).
+pub fn compile_function_gpu(f: &Function, chip: &str, features: &str) -> Result<GpuCompiled, CompileError> {
+    let (text, kernels) = emit::emit_function(f, true).map_err(|e| CompileError(e.0))?;
+    let mlir = gpu_module_text(&text);
+    let (nvvm, ptx) = compile::compile_gpu(&mlir, chip, features)?;
+    Ok(GpuCompiled { mlir, nvvm, ptx, kernels })
+}

@@ -1,0 +1,156 @@
+//! Compiled kernels against the interpreter.
+
+use super::*;
+use std::sync::Arc;
+use tilec::diag::SourceMap;
+use tilec::interp::{Tensor, compare::compare, run_function};
+use tilec::ir::Module;
+use tilec::pass::{PassManager, parse_pipeline};
+use tilec::target::Target;
+
+fn parse(src: &str) -> Module {
+    let (m, sm) = tilec::syntax::parse_str("test.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+    let d = tilec::verify::verify_module(&m);
+    assert!(!d.has_errors(), "{}", sm.render(&d.0));
+    m
+}
+
+fn schedule(m: &mut Module, pipeline: &str, target: &Arc<Target>) {
+    let registry = tilec_passes::registry();
+    let mut sm = SourceMap::new();
+    let file = sm.add("<pipeline>", pipeline);
+    let p = parse_pipeline(pipeline, file, &registry).unwrap_or_else(|d| panic!("{}", sm.render(&d.0)));
+    let mut pm = PassManager::new(p);
+    pm.set_target(target.clone());
+    pm.run(m).unwrap_or_else(|d| panic!("{}", sm.render(&d.0)));
+}
+
+fn llvm_target(t: &Target) -> LlvmTarget {
+    LlvmTarget { triple: t.isa.triple.clone(), cpu: t.isa.cpu.clone(), features: t.isa.features.clone() }
+}
+
+/// Compiles `src` (scheduled for x86-avx2) through `pipeline`, runs it on
+/// this machine, and compares with the interpreter on the unscheduled op.
+fn check_cpu(name: &str, src: &str, pipeline: &str) -> CpuCompiled {
+    let target = tilec::target::builtin("x86-avx2").expect("built-in target");
+    let original = parse(src);
+    let mut m = original.clone();
+    schedule(&mut m, pipeline, &target);
+    let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(&target)).unwrap_or_else(|e| panic!("{name}: {e}\n{}", tilec::syntax::print_module(&m)));
+    let dir = std::env::temp_dir().join(format!("tilec-codegen-test-{}", std::process::id()));
+    let so = link_shared(&compiled.artifacts.object, &dir, name).expect("links");
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
+    let f = &original.funcs[0];
+    let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), Tensor::input_seed(1, i))).collect();
+    let want = run_function(f, &inputs).expect("interpreter");
+    for threads in [1, 2] {
+        let got = program.run(&inputs, threads).expect("runs");
+        for (g, w) in got.iter().zip(&want) {
+            let c = compare(g, w);
+            assert!(c.passed, "{name} with {threads} threads: {c:?}\n{}", compiled.mlir);
+        }
+    }
+    compiled
+}
+
+const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x40xf32>, %bias: tensor<40xf32>) -> tensor<64x40xf32> {
+  %C = compute \"gemm\" (i: 64, j: 40) reduce sum (k: 48)
+      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x40xf32>[i, j]
+      schedule \"x86-avx2\" {
+        tile = {i = [32, 16, 4], j = [40, 40, 8], k = [48, 16, 16]},
+        unroll = 64,
+        vector = {j = 8}
+      } {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  } epilogue(%acc) reads(%bv = %bias[j]) {
+    %1 = add %acc, %bv : f32
+    %2 = relu %1 : f32
+    yield %2 : f32
+  }
+  return %C
+}";
+
+#[test]
+fn scheduled_gemm_compiles_to_fma_vectors_and_matches() {
+    let c = check_cpu("gemm", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    assert!(c.artifacts.asm.contains("vfmadd"), "no FMA in the assembly");
+    assert!(c.artifacts.asm.contains("ymm"), "no 256-bit vectors in the assembly");
+}
+
+#[test]
+#[ignore = "prints generated code; run by hand"]
+fn show_gemm() {
+    let c = check_cpu("gemm_show", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    std::fs::write("/tmp/t/gemm.mlir", &c.mlir).unwrap();
+    std::fs::write("/tmp/t/gemm.s", &c.artifacts.asm).unwrap();
+}
+
+/// GFLOP/s of a scheduled GEMM on this machine (one thread), by hand:
+/// `GEMM_TILES="i=..;j=..;k=.." cargo test -p tilec-codegen --release gemm_speed -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a test"]
+fn gemm_speed() {
+    let n = std::env::var("GEMM_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1024u64);
+    let tiles = std::env::var("GEMM_TILES").unwrap_or_else(|_| "i = [1024, 96, 6], j = [1024, 256, 16], k = [1024, 256, 256]".into());
+    let cache = std::env::var("GEMM_CACHE").unwrap_or_default();
+    let tname = std::env::var("GEMM_TARGET").unwrap_or_else(|_| "x86-avx2".into());
+    let width = std::env::var("GEMM_VEC").unwrap_or_else(|_| "8".into());
+    let src = format!("func @g(%A: tensor<{n}x{n}xf32>, %B: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
+  %C = compute (i: {n}, j: {n}) reduce sum (k: {n}) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{n}x{n}xf32>[i, j]
+      schedule \"{tname}\" {{ tile = {{{tiles}}}, {cache} unroll = 512, vector = {{j = {width}}} }} {{
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }}
+  return %C
+}}");
+    let target = tilec::target::builtin(&tname).expect("built-in target");
+    let mut m = parse(&src);
+    schedule(&mut m, "builtin.module(tile,cache,bind,vectorize,unroll)", &target);
+    let compiled = compile_function_cpu(&m.funcs[0], &LlvmTarget::host()).unwrap();
+    std::fs::write("/tmp/t/speed.mlir", &compiled.mlir).unwrap();
+    std::fs::write("/tmp/t/speed.s", &compiled.artifacts.asm).unwrap();
+    let dir = std::env::temp_dir().join("tilec-speed");
+    let so = link_shared(&compiled.artifacts.object, &dir, "speed").unwrap();
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).unwrap();
+    let f = &m.funcs[0];
+    let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), i as u64)).collect();
+    let mut times = Vec::new();
+    for _ in 0..7 {
+        let t = std::time::Instant::now();
+        program.run(&inputs, 1).unwrap();
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    let gflops = 2.0 * (n * n * n) as f64 / times[3] / 1e9;
+    eprintln!("GEMM {n}: median {:.2} ms, {gflops:.1} GFLOP/s", times[3] * 1e3);
+}
+
+#[test]
+fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
+    let src = "func @gemm(%A: tensor<256x128xf32>, %B: tensor<128x192xf32>) -> tensor<256x192xf32> {
+  %C = compute \"gemm\" (i: 256, j: 192) reduce sum (k: 128)
+      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<256x192xf32>[i, j]
+      schedule \"sm90\" {
+        tile = {i = [64, 4], j = [64, 4], k = [16, 4]},
+        vthread = {i = 2, j = 2},
+        cache = {a = shared, b = shared},
+        unroll = 64
+      } {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+    let target = tilec::target::builtin("sm90").expect("built-in target");
+    let mut m = parse(src);
+    schedule(&mut m, "builtin.module(tile,cache,vthread,bind,unroll)", &target);
+    let c = compile_function_gpu(&m.funcs[0], "sm_90", "+ptx80").unwrap_or_else(|e| panic!("{e}\n{}", tilec::syntax::print_module(&m)));
+    for needle in ["ld.shared", "st.shared", "bar.sync", "%tid.x", "%ctaid.x", "fma.rn.f32"] {
+        assert!(c.ptx.contains(needle), "PTX lacks `{needle}`:\n{}", c.ptx);
+    }
+    let k = &c.kernels[0];
+    assert_eq!(k.grid, [3, 4, 1]);
+    assert_eq!(k.block, [16, 16, 1]);
+    assert_eq!(k.shared_bytes, (64 * 16 + 16 * 64) * 4);
+}

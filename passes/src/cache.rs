@@ -190,7 +190,20 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             sizes.push(size as u64);
         }
         let buf_ty = BufferType::new(sizes.clone(), src_ty.elem, scope);
-        let pad = access.pad.or(Some(if src_ty.elem.is_int() { Literal::Int(0) } else { Literal::Float(0.0) }));
+        // The box may reach outside the source (padding, or partial tiles
+        // whose loads are guarded): then the copy needs a pad value. Where
+        // the box provably stays inside over every enclosing loop, it needs
+        // none, and code generation copies without bounds checks.
+        let extents: Vec<(Value, i64)> = f
+            .ancestors(load)
+            .into_iter()
+            .filter_map(|a| for_loop(f, a).map(|l| (f.regions[f.ops[a].regions[0]].args[0], l.extent as i64)))
+            .collect();
+        let range_of = |v: Value| extents.iter().find(|(x, _)| *x == v).map_or((0, 0), |&(_, n)| (0, n - 1));
+        let inside = origin.iter().zip(&sizes).zip(&src_ty.shape).all(|((o, &size), &dim)| {
+            o.numerator_range(range_of).is_some_and(|(lo, hi)| lo >= 0 && hi + size as i64 <= dim as i64)
+        });
+        let pad = if inside { None } else { access.pad.or(Some(if src_ty.elem.is_int() { Literal::Int(0) } else { Literal::Float(0.0) })) };
         let hint = format!("{read}_{level}");
 
         // Shared buffers live per block: outside the thread loops.

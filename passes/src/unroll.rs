@@ -27,6 +27,10 @@ pub struct Unroll {
 /// something that must not be unrolled.
 fn nest_steps(f: &Function, op: Op) -> Option<u64> {
     let l = for_loop(f, op)?;
+    // A vector loop is one step of vector code.
+    if l.mapping == Mapping::Vector {
+        return Some(1);
+    }
     if l.mapping != Mapping::Serial && l.mapping != Mapping::Unroll {
         return None;
     }

@@ -2,7 +2,7 @@
 //! `libloading`, global buffers allocated here, kernels called in order,
 //! each kernel's parallel range shared out over threads.
 
-use crate::emit::KernelAbi;
+use crate::KernelAbi;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tilec::interp::{Tensor, TensorData};
@@ -22,29 +22,51 @@ pub struct CpuProgram {
 unsafe impl Send for CpuProgram {}
 unsafe impl Sync for CpuProgram {}
 
-/// What the host does around the kernels: which values are inputs,
-/// which buffers it allocates, what it returns.
-#[derive(Clone, Debug)]
+/// A buffer the host provides: the tile value it is (by number), its
+/// shape and element type (by name).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BufferSpec {
+    pub value: u32,
+    pub shape: Vec<u64>,
+    pub elem: String,
+}
+
+impl BufferSpec {
+    fn of(value: Value, t: &TensorType) -> BufferSpec {
+        BufferSpec { value: value.as_u32(), shape: t.shape.clone(), elem: t.elem.name().to_string() }
+    }
+
+    pub fn tensor_type(&self) -> Result<TensorType, String> {
+        let elem = ElemType::from_name(&self.elem).ok_or_else(|| format!("unknown element type `{}`", self.elem))?;
+        Ok(TensorType::new(self.shape.clone(), elem))
+    }
+}
+
+/// What the host does around the kernels: which buffers are inputs, which
+/// it allocates, which it returns.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HostPlan {
-    pub params: Vec<Value>,
-    pub buffers: Vec<(Value, TensorType)>,
-    pub results: Vec<Value>,
-    pub result_types: Vec<TensorType>,
+    pub params: Vec<BufferSpec>,
+    pub buffers: Vec<BufferSpec>,
+    /// Returned values, in order, with the result types.
+    pub results: Vec<BufferSpec>,
 }
 
 impl HostPlan {
     pub fn of(f: &Function) -> HostPlan {
+        let params = f.params.iter().filter_map(|&p| f.value_type(p).as_tensor().map(|t| BufferSpec::of(p, t))).collect();
         let buffers = f.regions[f.body]
             .ops
             .iter()
             .filter(|&&o| f.ops[o].kind == OpKind::Alloc)
             .filter_map(|&o| {
                 let v = f.result(o);
-                f.value_type(v).as_buffer().map(|b| (v, b.as_tensor_type()))
+                f.value_type(v).as_buffer().map(|b| BufferSpec::of(v, &b.as_tensor_type()))
             })
             .collect();
-        let results = f.return_op().map(|r| f.ops[r].operands.clone()).unwrap_or_default();
-        HostPlan { params: f.params.clone(), buffers, results, result_types: f.result_types.clone() }
+        let ret = f.return_op().map(|r| f.ops[r].operands.clone()).unwrap_or_default();
+        let results = ret.iter().zip(&f.result_types).map(|(&v, t)| BufferSpec::of(v, t)).collect();
+        HostPlan { params, buffers, results }
     }
 }
 
@@ -126,16 +148,19 @@ impl CpuProgram {
         if inputs.len() != self.plan.params.len() {
             return Err(format!("{} inputs given, {} expected", inputs.len(), self.plan.params.len()));
         }
-        let mut bufs: HashMap<Value, HostBuffer> = HashMap::new();
-        for (&p, t) in self.plan.params.iter().zip(inputs) {
+        let mut bufs: HashMap<u32, HostBuffer> = HashMap::new();
+        for (p, t) in self.plan.params.iter().zip(inputs) {
+            if p.tensor_type()? != t.ty {
+                return Err(format!("input of type {} where {} is expected", t.ty, p.tensor_type()?));
+            }
             let bytes = tensor_bytes(t);
             let mut b = HostBuffer::zeroed(bytes.len());
             // SAFETY: `b` holds at least bytes.len() bytes.
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.ptr(), bytes.len()) };
-            bufs.insert(p, b);
+            bufs.insert(p.value, b);
         }
-        for (v, ty) in &self.plan.buffers {
-            bufs.insert(*v, HostBuffer::zeroed(ty.size_bytes().unwrap_or(0) as usize));
+        for b in &self.plan.buffers {
+            bufs.insert(b.value, HostBuffer::zeroed(b.tensor_type()?.size_bytes().unwrap_or(0) as usize));
         }
         for (k, f) in &self.kernels {
             let ptrs: Vec<usize> = k.params.iter().map(|v| bufs.get_mut(v).map(|b| b.ptr() as usize).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
@@ -157,8 +182,10 @@ impl CpuProgram {
         self.plan
             .results
             .iter()
-            .zip(&self.plan.result_types)
-            .map(|(v, ty)| bufs.get(v).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))
+            .map(|r| {
+                let ty = r.tensor_type()?;
+                bufs.get(&r.value).map(|b| tensor_from_bytes(&ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string())
+            })
             .collect()
     }
 }

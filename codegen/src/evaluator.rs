@@ -1,0 +1,118 @@
+//! The CPU evaluator: compiles a candidate with LLVM, runs it in a
+//! `tilec-worker` process with a time limit, checks its results against a
+//! reference, and reports the median and spread of its run times.
+
+use crate::{CpuCompiled, LlvmTarget, compile_function_cpu, link_shared};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tilec::interp::{Tensor, compare::compare, npy::read_npy};
+use tilec::ir::Module;
+use tilec::measure::{Evaluator, Failure, Measurement, Timing};
+use tilec_runtime::worker::{Job, WorkerFailure, run_in_worker};
+
+/// Where the worker executable is: `$TILEC_WORKER`, else next to the
+/// running executable (cargo puts all of tilec's binaries in one folder).
+pub fn find_worker() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TILEC_WORKER") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join("tilec-worker"), dir.join("../tilec-worker")].into_iter().find(|p| p.is_file())
+}
+
+pub struct CpuEvaluator {
+    pub target: LlvmTarget,
+    pub worker: PathBuf,
+    pub dir: PathBuf,
+    pub timeout: Duration,
+    pub warmup: u32,
+    pub repeat: u32,
+    pub threads: usize,
+    pub seed: u64,
+    /// The expected results for `seed`'s inputs; candidates that differ
+    /// are failures.
+    pub reference: Option<Vec<Tensor>>,
+    count: u64,
+}
+
+impl CpuEvaluator {
+    pub fn new(target: LlvmTarget, worker: PathBuf, dir: PathBuf) -> Self {
+        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, count: 0 }
+    }
+
+    /// Computes the reference results of `func` with the interpreter.
+    pub fn set_reference_from(&mut self, original: &Module, func: &str) -> Result<(), String> {
+        let f = original.func(func).ok_or_else(|| format!("no function @{func}"))?;
+        let inputs: Vec<Tensor> = f
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().expect("tensor parameter"), Tensor::input_seed(self.seed, i)))
+            .collect();
+        self.reference = Some(tilec::interp::run_function(f, &inputs).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    fn compile(&self, candidate: &Module, func: &str) -> Result<(CpuCompiled, PathBuf), Failure> {
+        let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
+        let compiled = compile_function_cpu(f, &self.target).map_err(|e| Failure::Compile(e.0))?;
+        let so = link_shared(&compiled.artifacts.object, &self.dir, &format!("cand{}", self.count)).map_err(|e| Failure::Compile(e.0))?;
+        Ok((compiled, so))
+    }
+}
+
+/// Numbers candidates across every evaluator of the process, so that two
+/// evaluators sharing a folder never overwrite each other's files.
+static CANDIDATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Evaluator for CpuEvaluator {
+    fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement {
+        self.count = CANDIDATES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (compiled, so) = self.compile(candidate, func)?;
+        let outputs = self.reference.as_ref().map(|_| self.dir.join(format!("cand{}-out", self.count)));
+        if let Some(d) = &outputs {
+            std::fs::create_dir_all(d).map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
+        }
+        let job = Job {
+            library: so.clone(),
+            kernels: compiled.kernels.clone(),
+            plan: compiled.plan.clone(),
+            inputs: Vec::new(),
+            seed: self.seed,
+            warmup: self.warmup,
+            repeat: self.repeat,
+            threads: self.threads,
+            outputs_dir: outputs.clone(),
+        };
+        let report = run_in_worker(&self.worker, &job, self.timeout).map_err(|e| match e {
+            WorkerFailure::Crashed(m) => Failure::Crash(m),
+            WorkerFailure::TimedOut(d) => Failure::Timeout(d.as_secs_f64()),
+            other => Failure::Other(other.to_string()),
+        });
+        let _ = std::fs::remove_file(&so);
+        let report = report?;
+        if let Some(e) = report.error {
+            return Err(Failure::Crash(e));
+        }
+        if let (Some(reference), Some(dir)) = (&self.reference, &outputs) {
+            check_results(reference, dir)?;
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Timing::of(&report.times_s).ok_or_else(|| Failure::Other("no timed run".into()))
+    }
+}
+
+fn check_results(reference: &[Tensor], dir: &Path) -> Result<(), Failure> {
+    for (i, want) in reference.iter().enumerate() {
+        let got = read_npy(&dir.join(format!("result{i}.npy")), &want.ty).map_err(Failure::Other)?;
+        let c = compare(&got, want);
+        if !c.passed {
+            return Err(Failure::WrongResult(format!(
+                "result {i}: max abs err {:.3e}, max rel err {:.3e} (rtol {:.0e}) at element {}",
+                c.max_abs_err, c.max_rel_err, c.rtol, c.worst_index
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,27 @@
+//! Running kernels tilec compiled: loading a shared library, allocating
+//! the host's buffers, calling kernels with their parallel ranges shared
+//! out over threads, and the worker protocol measurements use. This crate
+//! does not link LLVM: the measurement worker stays small.
+
+pub mod program;
+pub mod worker;
+
+pub use program::{CpuProgram, HostPlan};
+
+/// How a kernel is called: its MLIR/C symbol, its parameters (buffers of
+/// the tile function, by value number, in order) and the trip count of its parallel region.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KernelAbi {
+    pub symbol: String,
+    /// Value numbers (`Value::as_u32`) of the tile function's buffers.
+    pub params: Vec<u32>,
+    /// CPU: iterations of the outermost parallel loop nest, shared out by
+    /// the `[lo, hi)` parameters; 1 when the kernel has none.
+    pub parallel_trip: u64,
+    /// GPU: grid and block dimensions (x, y, z) and shared-memory bytes.
+    pub grid: [u64; 3],
+    pub block: [u64; 3],
+    pub shared_bytes: u64,
+}
+
+

@@ -1,0 +1,168 @@
+//! The measurement worker's protocol. A measurement runs in a separate
+//! process (`tilec-worker`): a kernel that crashes, hangs or scribbles over
+//! memory costs that one candidate, not the tuner. The parent sends a
+//! [`Job`] as JSON on the worker's stdin and reads a [`Report`] from its
+//! stdout; it kills the worker when it overruns its time.
+
+use crate::{CpuProgram, HostPlan, KernelAbi};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tilec::interp::Tensor;
+
+/// What to run and how often.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Job {
+    pub library: PathBuf,
+    pub kernels: Vec<KernelAbi>,
+    pub plan: HostPlan,
+    /// Inputs: `.npy` files in parameter order, or generated from `seed`
+    /// (as `tilec-run` does) when empty.
+    pub inputs: Vec<PathBuf>,
+    pub seed: u64,
+    pub warmup: u32,
+    pub repeat: u32,
+    pub threads: usize,
+    /// If set, the results of the last run are written here as
+    /// `result<i>.npy`, for the parent to check.
+    pub outputs_dir: Option<PathBuf>,
+}
+
+/// What the worker measured: wall time of each timed run, in seconds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    pub times_s: Vec<f64>,
+    pub error: Option<String>,
+}
+
+/// Runs a job in this process (the worker's main calls this).
+pub fn run_job(job: &Job) -> Report {
+    match run_job_inner(job) {
+        Ok(times_s) => Report { times_s, error: None },
+        Err(e) => Report { times_s: Vec::new(), error: Some(e) },
+    }
+}
+
+fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
+    let program = CpuProgram::load(&job.library, job.kernels.clone(), job.plan.clone())?;
+    let inputs: Vec<Tensor> = if job.inputs.is_empty() {
+        job.plan
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Ok(Tensor::random(&p.tensor_type()?, Tensor::input_seed(job.seed, i))))
+            .collect::<Result<_, String>>()?
+    } else {
+        job.plan.params.iter().zip(&job.inputs).map(|(p, path)| tilec::interp::npy::read_npy(path, &p.tensor_type()?)).collect::<Result<_, _>>()?
+    };
+    for _ in 0..job.warmup {
+        program.run(&inputs, job.threads)?;
+    }
+    let mut times = Vec::new();
+    let mut last = Vec::new();
+    for _ in 0..job.repeat.max(1) {
+        let start = Instant::now();
+        last = program.run(&inputs, job.threads)?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    if let Some(dir) = &job.outputs_dir {
+        for (i, t) in last.iter().enumerate() {
+            tilec::interp::npy::write_npy(&dir.join(format!("result{i}.npy")), t)?;
+        }
+    }
+    Ok(times)
+}
+
+/// How running a job in a worker failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerFailure {
+    /// The worker could not be started.
+    Spawn(String),
+    /// The worker died (a crash in the kernel): exit status and stderr.
+    Crashed(String),
+    /// It ran past its time and was killed.
+    TimedOut(Duration),
+    /// It answered something that is not a report.
+    Protocol(String),
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerFailure::Spawn(e) => write!(f, "cannot start the worker: {e}"),
+            WorkerFailure::Crashed(e) => write!(f, "the kernel crashed: {e}"),
+            WorkerFailure::TimedOut(d) => write!(f, "the kernel ran past {:.1} s and was stopped", d.as_secs_f64()),
+            WorkerFailure::Protocol(e) => write!(f, "the worker answered nonsense: {e}"),
+        }
+    }
+}
+
+/// Runs `job` in the worker executable `worker`, killing it after `timeout`.
+pub fn run_in_worker(worker: &Path, job: &Job, timeout: Duration) -> Result<Report, WorkerFailure> {
+    let mut child = Command::new(worker)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", worker.display())))?;
+    let text = serde_json::to_string(job).map_err(|e| WorkerFailure::Protocol(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(text.as_bytes()).map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
+    }
+    // Read the pipes on threads so a chatty worker cannot block on a full pipe.
+    let mut out_pipe = child.stdout.take().expect("piped");
+    let mut err_pipe = child.stderr.take().expect("piped");
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out_pipe.read_to_string(&mut s);
+        s
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err_pipe.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(WorkerFailure::TimedOut(timeout));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(WorkerFailure::Crashed(e.to_string())),
+        }
+    };
+    let out = out_thread.join().unwrap_or_default();
+    let err = err_thread.join().unwrap_or_default();
+    if !status.success() {
+        let how = match status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => describe_signal(&status),
+        };
+        let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        return Err(WorkerFailure::Crashed(if tail.is_empty() { how } else { format!("{how}: {tail}") }));
+    }
+    serde_json::from_str(out.trim()).map_err(|e| WorkerFailure::Protocol(format!("{e}: {out:.200}")))
+}
+
+#[cfg(unix)]
+fn describe_signal(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(11) => "segmentation fault (signal 11)".into(),
+        Some(6) => "abort (signal 6)".into(),
+        Some(8) => "floating-point exception (signal 8)".into(),
+        Some(4) => "illegal instruction (signal 4: the kernel uses an instruction this CPU lacks)".into(),
+        Some(s) => format!("killed by signal {s}"),
+        None => "terminated".into(),
+    }
+}
+
+#[cfg(not(unix))]
+fn describe_signal(_: &std::process::ExitStatus) -> String {
+    "terminated".into()
+}

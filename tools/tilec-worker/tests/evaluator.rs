@@ -1,0 +1,93 @@
+//! The evaluator isolates candidates: a kernel that crashes, hangs or
+//! computes the wrong thing is a failed measurement, and the next
+//! candidate is measured as usual.
+
+use std::path::PathBuf;
+use std::time::Duration;
+use tilec::ir::Module;
+use tilec::measure::{Evaluator, Failure};
+use tilec_codegen::LlvmTarget;
+use tilec_codegen::evaluator::CpuEvaluator;
+
+fn parse(src: &str) -> Module {
+    let (m, sm) = tilec::syntax::parse_str("test.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+    let d = tilec::verify::verify_module(&m);
+    assert!(!d.has_errors(), "{}", sm.render(&d.0));
+    m
+}
+
+const REFERENCE: &str = "func @f(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %y = compute (i: 64) reads(%a = %x[i]) -> tensor<64xf32>[i] {
+    %c = const 3.0 : f32
+    %0 = mul %a, %c : f32
+    yield %0 : f32
+  }
+  return %y
+}";
+
+/// A loop-level candidate for @f whose loop body is `body`.
+fn candidate(extent: u64, body: &str) -> Module {
+    parse(&format!(
+        "func @f(%x: tensor<64xf32>) -> tensor<64xf32> {{
+  %y = alloc : buffer<64xf32, global>
+  kernel schedule \"x86-avx2\" {{}} {{
+    for %i = 0 to {extent} {{
+{body}
+    }}
+  }}
+  return %y
+}}"
+    ))
+}
+
+fn good() -> Module {
+    candidate(64, "      %a = load %x[%i] : f32\n      %c = const 3.0 : f32\n      %0 = mul %a, %c : f32\n      store %0, %y[%i]")
+}
+
+fn evaluator() -> CpuEvaluator {
+    let worker = PathBuf::from(env!("CARGO_BIN_EXE_tilec-worker"));
+    let dir = std::env::temp_dir().join(format!("tilec-eval-test-{}", std::process::id()));
+    let mut e = CpuEvaluator::new(LlvmTarget::host(), worker, dir);
+    e.timeout = Duration::from_secs(3);
+    e.repeat = 3;
+    e.set_reference_from(&parse(REFERENCE), "f").expect("reference");
+    e
+}
+
+#[test]
+fn a_correct_candidate_is_timed() {
+    let mut e = evaluator();
+    let t = e.evaluate(&good(), "f").expect("measured");
+    assert_eq!(t.runs, 3);
+    assert!(t.min_s <= t.median_s && t.median_s <= t.max_s);
+}
+
+#[test]
+fn crashes_hangs_and_wrong_results_fail_one_candidate_only() {
+    let mut e = evaluator();
+    // A store a long way out of the buffer: the worker dies of a signal.
+    let crash = candidate(64, "      %a = load %x[%i] : f32\n      if %i < 64 {\n        store %a, %y[%i * 1000000000000]\n      }");
+    match e.evaluate(&crash, "f") {
+        Err(Failure::Crash(msg)) => assert!(msg.contains("signal") || msg.contains("exit status"), "{msg}"),
+        other => panic!("expected a crash, got {other:?}"),
+    }
+    // 10^13 iterations: it runs past the limit and is stopped.
+    let hang = candidate(10_000_000_000_000, "      %a = load %y[0] : f32\n      %b = load %x[0] : f32\n      %0 = add %a, %b : f32\n      store %0, %y[0]");
+    match e.evaluate(&hang, "f") {
+        Err(Failure::Timeout(s)) => assert!((2.9..=3.1).contains(&s), "{s}"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // It computes 2x where 3x is expected.
+    let wrong = candidate(64, "      %a = load %x[%i] : f32\n      %c = const 2.0 : f32\n      %0 = mul %a, %c : f32\n      store %0, %y[%i]");
+    match e.evaluate(&wrong, "f") {
+        Err(Failure::WrongResult(msg)) => assert!(msg.contains("max abs err"), "{msg}"),
+        other => panic!("expected a wrong result, got {other:?}"),
+    }
+    // A compute op nobody scheduled cannot be compiled.
+    match e.evaluate(&parse(REFERENCE), "f") {
+        Err(Failure::Compile(msg)) => assert!(msg.contains("tile it"), "{msg}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    // And the evaluator goes on measuring.
+    assert!(e.evaluate(&good(), "f").is_ok());
+}
