@@ -38,6 +38,33 @@ pub fn gpu_pipeline(chip: &str, features: &str) -> String {
     )
 }
 
+/// Whether MLIR's pass manager prints the IR after each of its passes
+/// (to stderr), for `tilec --print-ir-after-all`.
+static PRINT_MLIR_PASSES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_print_mlir_passes(on: bool) {
+    PRINT_MLIR_PASSES.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A pass manager for `ctx`, printing after every pass when asked.
+fn pass_manager(ctx: &Context) -> PassManager<'_> {
+    let pm = PassManager::new(ctx);
+    if PRINT_MLIR_PASSES.load(std::sync::atomic::Ordering::Relaxed) {
+        // IR printing needs a single-threaded context.
+        ctx.enable_multi_threading(false);
+        pm.enable_ir_printing(&melior::pass::PassIrPrintingOptions {
+            before_all: false,
+            after_all: true,
+            module_scope: true,
+            on_change: false,
+            on_failure: true,
+            flags: melior::ir::operation::OperationPrintingFlags::new(),
+            tree_printing_path: std::path::PathBuf::new(),
+        });
+    }
+    pm
+}
+
 /// A fresh MLIR context with every dialect, pass and LLVM translation,
 /// and a handler that collects MLIR's error messages.
 fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
@@ -61,6 +88,16 @@ fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
 
 fn drain(messages: &Arc<Mutex<Vec<String>>>) -> String {
     messages.lock().map(|mut m| std::mem::take(&mut *m).join("\n")).unwrap_or_default()
+}
+
+/// MLIR text as MLIR prints it (parsed, verified, printed back).
+pub fn normalize_mlir(mlir: &str) -> Result<String, CompileError> {
+    let (ctx, messages) = context();
+    let module = Module::parse(&ctx, mlir).ok_or_else(|| CompileError(format!("MLIR did not parse:\n{}", drain(&messages))))?;
+    if !module.as_operation().verify() {
+        return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
+    }
+    Ok(format!("{}\n", module.as_operation()))
 }
 
 /// The artifacts of one CPU compilation.
@@ -99,7 +136,7 @@ pub fn compile_cpu(mlir: &str, target: &LlvmTarget) -> Result<CpuArtifacts, Comp
     if !module.as_operation().verify() {
         return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
     }
-    let pm = PassManager::new(&ctx);
+    let pm = pass_manager(&ctx);
     parse_pass_pipeline(pm.as_operation_pass_manager(), CPU_PIPELINE).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
     pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering failed:\n{}", drain(&messages))))?;
     let llvm_dialect = module.as_operation().to_string();
@@ -146,7 +183,7 @@ pub fn compile_gpu(mlir: &str, chip: &str, features: &str) -> Result<(String, St
     if !module.as_operation().verify() {
         return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
     }
-    let pm = PassManager::new(&ctx);
+    let pm = pass_manager(&ctx);
     parse_pass_pipeline(pm.as_operation_pass_manager(), &gpu_pipeline(chip, features)).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
     pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering to PTX failed:\n{}", drain(&messages))))?;
     let lowered = module.as_operation().to_string();

@@ -3,8 +3,10 @@
 //! This crate links LLVM and MLIR; the core crate never does.
 
 pub mod compile;
+pub mod driver;
 pub mod emit;
 pub mod evaluator;
+pub mod lower_pass;
 
 use std::path::{Path, PathBuf};
 use tilec::ir::Function;
@@ -12,6 +14,14 @@ use tilec::ir::Function;
 pub use compile::{CompileError, LlvmTarget};
 pub use emit::KernelAbi;
 pub use tilec_runtime::{CpuProgram, HostPlan};
+
+/// Every pass tilec knows: the transformations of `tilec-passes` and the
+/// code-generation passes of this crate.
+pub fn registry() -> tilec::pass::Registry {
+    let mut r = tilec_passes::registry();
+    r.register(&lower_pass::DECL);
+    r
+}
 
 /// A function compiled for a CPU.
 pub struct CpuCompiled {

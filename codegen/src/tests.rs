@@ -1,6 +1,13 @@
 //! Compiled kernels against the interpreter.
 
 use super::*;
+
+#[test]
+fn pass_docs_are_up_to_date() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/passes.md");
+    tilec::golden::check_or_bless(&path, &registry().markdown()).unwrap();
+}
+
 use std::sync::Arc;
 use tilec::diag::SourceMap;
 use tilec::interp::{Tensor, compare::compare, run_function};
@@ -16,7 +23,7 @@ fn parse(src: &str) -> Module {
 }
 
 fn schedule(m: &mut Module, pipeline: &str, target: &Arc<Target>) {
-    let registry = tilec_passes::registry();
+    let registry = registry();
     let mut sm = SourceMap::new();
     let file = sm.add("<pipeline>", pipeline);
     let p = parse_pipeline(pipeline, file, &registry).unwrap_or_else(|d| panic!("{}", sm.render(&d.0)));

@@ -18,7 +18,7 @@ use tilec::diag::{Diagnostic, Diagnostics, Span};
 use tilec::ir::builder::Cursor;
 use tilec::ir::*;
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
-use tilec::target::Target;
+use tilec::target::{Target, TargetKind};
 
 pub static DECL: PassDecl = PassDecl {
     name: "tile",
@@ -33,14 +33,42 @@ combiner's identity; the body's reads as loads (keeping their padding); the
 fold as load-combine-store on the accumulator; the epilogue and the store of
 the result after the reduction; `if` guards for partial tiles. Loops are
 serial and tagged `axis(<axis>.<level>)`; the other scheduling passes find
-them by their tags. Compute ops without a schedule are left alone.",
-    options: &[OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only tile compute ops with this label (all when empty)" }],
+them by their tags. Compute ops without a schedule are left alone, unless
+`unscheduled=serial`: then, on a CPU target, each gets the plain schedule
+(one output point per iteration of the core-level loops, the whole
+reduction innermost) so that any operator compiles without a search.",
+    options: &[
+        OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only tile compute ops with this label (all when empty)" },
+        OptionDecl {
+            name: "unscheduled",
+            kind: OptionKind::Enum(&["keep", "serial"]),
+            default: "keep",
+            help: "what to do with compute ops without a schedule: leave them, or give them the plain CPU schedule",
+        },
+    ],
     statistics: &[("kernels", "compute ops turned into loop nests"), ("loops", "loops created")],
-    create: |o: &PassOptions| Box::new(Tile { only: o.str("op").to_string() }),
+    create: |o: &PassOptions| Box::new(Tile { only: o.str("op").to_string(), plain_when_unscheduled: o.str("unscheduled") == "serial" }),
 };
 
 pub struct Tile {
     only: String,
+    plain_when_unscheduled: bool,
+}
+
+/// The schedule `unscheduled=serial` gives an op on a CPU target: spatial
+/// tiles of one point at every level (so the core-level loops, which `bind`
+/// spreads over the cores, run over the output points and the accumulator
+/// is a scalar), reduction tiles of the whole extent (the reduction runs
+/// innermost, in one loop per axis).
+pub fn plain_cpu_schedule(c: &Compute, target: &Target) -> Schedule {
+    let levels = target.tile_levels.len();
+    let mut s = Schedule::new(target.name.clone());
+    for a in c.axis_ids() {
+        let axis = c.axis(a);
+        let size = if axis.kind == AxisKind::Spatial { 1 } else { axis.extent.max(1) };
+        s.tiles.push((axis.name.clone(), vec![size; levels]));
+    }
+    s
 }
 
 impl Pass for Tile {
@@ -50,11 +78,27 @@ impl Pass for Tile {
             let ops: Vec<Op> = f.regions[f.body].ops.clone();
             for op in ops {
                 let Some(c) = f.ops[op].kind.as_compute() else { continue };
-                let Some(schedule) = c.schedule.clone() else { continue };
                 if !self.only.is_empty() && c.label.as_deref() != Some(self.only.as_str()) {
                     continue;
                 }
                 let span = f.op_spans[op];
+                let schedule = match (&c.schedule, self.plain_when_unscheduled, cx.target()) {
+                    (Some(s), _, _) => s.clone(),
+                    (None, false, _) => continue,
+                    (None, true, Some(t)) if t.kind == TargetKind::Cpu => plain_cpu_schedule(c, t),
+                    (None, true, t) => {
+                        let why = match t {
+                            Some(t) => format!("`{}` is a GPU target, and a GPU kernel needs a real schedule", t.name),
+                            None => "the pipeline has no target (pass --target)".to_string(),
+                        };
+                        diags.push(
+                            Diagnostic::error(format!("cannot give compute op a plain schedule: {why}"))
+                                .at(span, "this op has no schedule")
+                                .with_help("write a `schedule` for it, or run `search` before `tile`"),
+                        );
+                        continue;
+                    }
+                };
                 let target = match target_for(cx, &schedule.target, span) {
                     Ok(t) => t,
                     Err(d) => {

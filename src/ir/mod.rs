@@ -99,11 +99,33 @@ pub struct Function {
 #[derive(Clone, Debug, Default)]
 pub struct Module {
     pub funcs: Vec<Function>,
+    /// The module's kernels in MLIR, once `lower-to-mlir` has run: the
+    /// next stage of the program, which IR dumps show from then on.
+    pub mlir: Option<String>,
 }
 
 impl Module {
     pub fn func(&self, name: &str) -> Option<&Function> {
         self.funcs.iter().find(|f| f.name == name)
+    }
+
+    /// The targets named by the schedules of the module's compute ops and
+    /// kernels (nested ones included), each once, in order of appearance.
+    pub fn schedule_targets(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for f in &self.funcs {
+            for (_, op) in f.ops.iter() {
+                let target = match &op.kind {
+                    OpKind::Compute(c) => c.schedule.as_ref().map(|s| &s.target),
+                    OpKind::Kernel(k) => Some(&k.schedule.target),
+                    _ => None,
+                };
+                if let Some(t) = target.filter(|t| !names.contains(t)) {
+                    names.push(t.clone());
+                }
+            }
+        }
+        names
     }
 }
 

@@ -4,7 +4,15 @@
 //! be fed back to `tilec`.
 
 use crate::ir::Module;
-use crate::syntax::print_module;
+
+/// The module as dumps show it: tile IR, or its MLIR once lowered (then a
+/// dump is MLIR text, which `mlir-opt` reads, not tilec).
+fn print_module(m: &Module) -> String {
+    match &m.mlir {
+        Some(mlir) => mlir.clone(),
+        None => crate::syntax::print_module(m),
+    }
+}
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

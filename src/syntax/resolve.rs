@@ -24,7 +24,7 @@ const LOOP_CLAUSES: [&str; 3] = ["map", "axis", "reduce"];
 pub fn resolve(ast: &ModuleAst) -> Result<Module, Diagnostics> {
     let mut r = Resolver { diags: Diagnostics::new() };
     let funcs = ast.funcs.iter().map(|f| r.func(f)).collect();
-    if r.diags.has_errors() { Err(r.diags) } else { Ok(Module { funcs }) }
+    if r.diags.has_errors() { Err(r.diags) } else { Ok(Module { funcs, mlir: None }) }
 }
 
 struct Resolver {

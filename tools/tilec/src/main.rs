@@ -34,6 +34,14 @@ struct Cli {
     #[arg(long = "pass-pipeline", value_name = "PIPELINE")]
     pass_pipeline: Option<String>,
 
+    /// The stage to stop at and print: the tile IR (`tile`, the default
+    /// unless the pipeline lowered to MLIR), MLIR (`mlir`), LLVM IR (`llvm`),
+    /// assembly (`asm`), an object file (`obj`, needs -o) or PTX (`ptx`).
+    /// Past `tile`, without --pass-pipeline, the default pipeline runs
+    /// (docs/codegen.md).
+    #[arg(long, value_enum)]
+    emit: Option<Emit>,
+
     /// List the registered passes and their options, then exit.
     #[arg(long = "list-passes")]
     list_passes: bool,
@@ -112,6 +120,20 @@ struct Cli {
     color: Color,
 }
 
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    Tile,
+    Mlir,
+    Llvm,
+    Asm,
+    Obj,
+    Ptx,
+}
+
+/// The pipeline `--emit` runs past the tile IR when none is given: the
+/// scheduling passes in the order they compose, then the lowering.
+const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,lower-to-mlir)";
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Color {
     Auto,
@@ -135,7 +157,7 @@ fn main() -> ExitCode {
         Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
         Color::Auto => ColorChoice::Never,
     };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_passes::registry(), color: choice, target: None };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, host: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
@@ -151,6 +173,9 @@ struct Driver {
     color: ColorChoice,
     /// The `--target`, handed to every pass manager.
     target: Option<Arc<Target>>,
+    /// This machine, the target of code generation when neither --target
+    /// nor a schedule names one.
+    host: Option<Arc<Target>>,
 }
 
 impl Driver {
@@ -183,13 +208,25 @@ impl Driver {
         }
         let total = Instant::now();
         let mut timings: Vec<(String, Duration)> = Vec::new();
-        let pipeline = match &cli.pass_pipeline {
-            Some(text) => {
+        let codegen = cli.emit.is_some_and(|e| e != Emit::Tile);
+        if codegen && self.target.is_none() {
+            // Without --target, code is generated for the target the
+            // schedules name, or else for this machine.
+            let mut targets = self.target_set(cli)?;
+            self.host = Some(targets.resolve(&mut self.sources, "host")?);
+        }
+        let pipeline = match (&cli.pass_pipeline, codegen) {
+            (Some(text), _) => {
                 let file = self.sources.add("<pass-pipeline>", text.clone());
                 parse_pipeline(text, file, &self.registry)?
             }
-            None => Pipeline::default(),
+            (None, true) => {
+                let file = self.sources.add("<default pipeline>", DEFAULT_CODEGEN_PIPELINE);
+                parse_pipeline(DEFAULT_CODEGEN_PIPELINE, file, &self.registry)?
+            }
+            (None, false) => Pipeline::default(),
         };
+        tilec_codegen::compile::set_print_mlir_passes(cli.print_ir_after_all);
         self.check_pass_names(&cli.print_ir_after)?;
         if cli.dump_pass_pipeline {
             let full: Vec<String> = pipeline
@@ -231,8 +268,9 @@ impl Driver {
         for (index, range) in chunks.into_iter().enumerate() {
             let dump_prefix = if split { format!("chunk{index}_") } else { String::new() };
             let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &dump_prefix, &mut timings, &mut statistics);
-            if let Ok(text) = result.as_ref() {
-                outputs.push(text.clone());
+            let ok = result.is_ok();
+            if let Ok(o) = result {
+                outputs.push(o);
             }
             if cli.verify_diagnostics {
                 match expected::parse_expectations(&self.sources, file, range) {
@@ -241,7 +279,7 @@ impl Driver {
                 }
                 continue;
             }
-            failed |= result.is_err();
+            failed |= !ok;
             diagnostics.extend(produced);
         }
         failed |= diagnostics.has_errors();
@@ -250,7 +288,26 @@ impl Driver {
         }
 
         let start = Instant::now();
-        let text = outputs.join("// -----\n");
+        let mut text: Vec<u8> = Vec::new();
+        for (i, o) in outputs.iter().enumerate() {
+            if i > 0 {
+                text.extend_from_slice(b"// -----\n");
+            }
+            text.extend_from_slice(&o.bytes);
+        }
+        if let (Some(path), false) = (&cli.output, failed) {
+            for o in &outputs {
+                if let Some(meta) = &o.metadata {
+                    let mut json = path.clone().into_os_string();
+                    json.push(".json");
+                    let json = std::path::PathBuf::from(json);
+                    std::fs::write(&json, meta).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", json.display(), tilec::input::io_reason(&e))))?;
+                }
+            }
+        }
+        if cli.emit == Some(Emit::Obj) && cli.output.is_none() && !failed {
+            return Err(Diagnostic::error("`--emit=obj` writes an object file: give it a name with -o").into());
+        }
         match &cli.output {
             // Like mlir-opt, an output file is only kept when everything worked.
             Some(_) if failed => {}
@@ -259,7 +316,7 @@ impl Driver {
             None => {
                 let mut out = std::io::stdout().lock();
                 // A closed pipe (`tilec x | head`) is not an error worth reporting.
-                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+                let _ = out.write_all(&text).and_then(|()| out.flush());
             }
         }
         timings.push(("output".into(), start.elapsed()));
@@ -350,7 +407,7 @@ impl Driver {
         dump_prefix: &str,
         timings: &mut Vec<(String, Duration)>,
         statistics: &mut Vec<(String, Vec<(&'static str, u64)>)>,
-    ) -> (Result<String, ()>, Diagnostics) {
+    ) -> (Result<Output, ()>, Diagnostics) {
         let start = Instant::now();
         let parsed = parse_range(&self.sources, file, range);
         timings.push(("parse".into(), start.elapsed()));
@@ -364,9 +421,27 @@ impl Driver {
         if diags.has_errors() {
             return (Err(()), diags);
         }
+        let target = match (&self.target, &self.host) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(host)) => match module.schedule_targets().as_slice() {
+                [] => Some(host.clone()),
+                [one] => match tilec::target::builtin(one) {
+                    Some(t) => Some(t),
+                    None => Some(host.clone()),
+                },
+                [first, second, ..] => {
+                    let at = module.funcs.first().map_or(tilec::diag::Span::DUMMY, |f| f.span);
+                    let d = Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`): one module compiles for one target"))
+                        .at(at, "in this module")
+                        .with_help("pass --target, and schedule every op for it");
+                    return (Err(()), Diagnostics(vec![d]));
+                }
+            },
+            (None, None) => None,
+        };
         let mut pm = PassManager::new(pipeline.clone());
         pm.set_verify_each(cli.verify_each);
-        if let Some(t) = &self.target {
+        if let Some(t) = &target {
             pm.set_target(t.clone());
         }
         let when = PrintWhen {
@@ -393,10 +468,42 @@ impl Driver {
             }
         }
         let start = Instant::now();
-        let text = print_module(&module);
-        timings.push(("print".into(), start.elapsed()));
-        (Ok(text), all)
+        let stage = match cli.emit {
+            None | Some(Emit::Tile) if cli.emit.is_some() || module.mlir.is_none() => None,
+            None | Some(Emit::Tile) | Some(Emit::Mlir) => Some(tilec_codegen::driver::Stage::Mlir),
+            Some(Emit::Llvm) => Some(tilec_codegen::driver::Stage::Llvm),
+            Some(Emit::Asm) => Some(tilec_codegen::driver::Stage::Asm),
+            Some(Emit::Obj) => Some(tilec_codegen::driver::Stage::Obj),
+            Some(Emit::Ptx) => Some(tilec_codegen::driver::Stage::Ptx),
+        };
+        let output = match (stage, &target) {
+            (None, _) => Output { bytes: print_module(&module).into_bytes(), metadata: None },
+            (Some(_), None) => unreachable!("code generation has a target (host by default)"),
+            (Some(stage), Some(t)) => match tilec_codegen::driver::emit_stage(&module, t, stage) {
+                Ok((artifact, metadata)) => {
+                    let bytes = match artifact {
+                        tilec_codegen::driver::Artifact::Text(t) => t.into_bytes(),
+                        tilec_codegen::driver::Artifact::Bytes(b) => b,
+                    };
+                    Output { bytes, metadata }
+                }
+                Err(e) => {
+                    let at = module.funcs.first().map_or(tilec::diag::Span::DUMMY, |f| f.span);
+                    all.push(Diagnostic::error(format!("code generation failed: {}", e.0)).at(at, "in this module"));
+                    return (Err(()), all);
+                }
+            },
+        };
+        timings.push(("output".into(), start.elapsed()));
+        (Ok(output), all)
     }
+}
+
+/// What one input chunk produced: the bytes to write, and for PTX the
+/// launch metadata to write next to them.
+struct Output {
+    bytes: Vec<u8>,
+    metadata: Option<String>,
 }
 
 fn statistics_report(stats: &[(String, Vec<(&'static str, u64)>)], registry: &Registry) -> String {

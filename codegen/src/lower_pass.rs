@@ -1,0 +1,48 @@
+//! `lower-to-mlir`: the pass that ends the tile pipeline, turning a fully
+//! tiled module into MLIR (kept on the module; `--emit` compiles it on).
+
+use tilec::diag::{Diagnostic, Diagnostics, Span};
+use tilec::ir::Module;
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use tilec::target::TargetKind;
+
+pub static DECL: PassDecl = PassDecl {
+    name: "lower-to-mlir",
+    summary: "Lower the tiled module to MLIR (func/scf/memref/arith/math/vector, or gpu)",
+    description: "
+Emits every kernel of the module as MLIR: for CPU targets `func` functions
+over bare-pointer memrefs, with `scf` loops, `vector` operations for vector
+loops, unrolled register tiles and a `[lo, hi)` range for the parallel
+loop; for CUDA targets a `gpu.module` of `gpu.func` kernels using block and
+thread ids, workgroup memory for shared buffers and `gpu.barrier`. MLIR
+parses and verifies the result. After this pass the module's dumps are MLIR
+text; `--emit` compiles it further (see `docs/codegen.md`). Every compute
+op must have been tiled.",
+    options: &[OptionDecl { name: "gpu", kind: OptionKind::Enum(&["auto", "true", "false"]), default: "auto", help: "emit GPU kernels (auto: when the target is a CUDA target)" }],
+    statistics: &[("kernels", "kernels emitted")],
+    create: |o: &PassOptions| Box::new(LowerToMlir { gpu: o.str("gpu").to_string() }),
+};
+
+pub struct LowerToMlir {
+    gpu: String,
+}
+
+impl Pass for LowerToMlir {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        let gpu = match self.gpu.as_str() {
+            "true" => true,
+            "false" => false,
+            _ => cx.target().is_some_and(|t| t.kind == TargetKind::Cuda),
+        };
+        let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
+        let lowered = crate::driver::lower(module, gpu).map_err(|e| {
+            Diagnostic::error(format!("cannot lower to MLIR: {}", e.0))
+                .at(at, "in this module")
+                .with_help("give every compute op a schedule (or run `search`) and run `tile` before `lower-to-mlir`")
+        })?;
+        let text = crate::compile::normalize_mlir(&lowered.mlir).map_err(|e| Diagnostic::error(format!("generated MLIR is invalid (a tilec bug): {}", e.0)).at(at, "in this module"))?;
+        cx.bump("kernels", lowered.functions.iter().map(|(_, k, _)| k.len() as u64).sum());
+        module.mlir = Some(text);
+        Ok(())
+    }
+}
