@@ -119,3 +119,28 @@ fn cpu_pipeline_with_packing_and_vectors() {
     assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Vector)) >= 1);
     assert_eq!(count(f, |k| matches!(k, OpKind::Copy(c) if !c.cooperative)), 2);
 }
+
+#[test]
+fn vthreads_on_an_untiled_axis() {
+    // An axis the schedule does not tile is one tile of its extent; its
+    // point loop splits like any other (the verifier accepts the schedule,
+    // so `vthread` must too).
+    let src = "func @f(%A: tensor<8x12xf32>, %B: tensor<12x20xf32>) -> tensor<8x20xf32> {
+  %C = compute (i: 8, j: 20) reduce sum (k: 12) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<8x20xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+    for (t, tiles) in [(GPU, &[("j", &[10u64, 2][..]), ("k", &[4, 2])][..]), (CPU, &[("j", &[20, 10, 5]), ("k", &[12, 6, 3])])] {
+        let t = target(t);
+        let mut m = parse(src);
+        let mut s = schedule(&t.name, tiles);
+        s.vthreads = vec![("i".into(), 2)];
+        set_schedule(&mut m, s);
+        let (mut tp, _, mut v, mut b, _, _) = passes();
+        let out = check_equivalent(&m, &t, &mut [&mut *tp, &mut *v, &mut *b], 21);
+        let f = &out.funcs[0];
+        assert_eq!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::VThread)), 2, "{}", tilec::syntax::print_module(&out));
+    }
+}

@@ -59,11 +59,20 @@ impl Pass for VThread {
                     if v <= 1 {
                         continue;
                     }
-                    let Some(sizes) = schedule.tiles_of(&axis).map(|s| s.to_vec()) else {
-                        diags.push(Diagnostic::error(format!("vthread on `{axis}`, which the schedule does not tile")).at(f.op_spans[kernel], "in this kernel"));
+                    let loops = tagged_loops(f, kernel, &axis, "point");
+                    if loops.is_empty() {
+                        diags.push(
+                            Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: this kernel has no point loop of `{axis}`"))
+                                .at(f.op_spans[kernel], "in this kernel")
+                                .with_note("virtual threads split the innermost tile of a spatial axis; an axis whose innermost tile is 1 has no point loop"),
+                        );
                         continue;
-                    };
-                    for lp in tagged_loops(f, kernel, &axis, "point") {
+                    }
+                    let tiles = schedule.tiles_of(&axis).map(|s| s.to_vec());
+                    for lp in loops {
+                        // An axis the schedule does not tile is one tile of
+                        // its whole extent at every level: its point loop.
+                        let sizes = tiles.clone().unwrap_or_else(|| vec![for_loop(f, lp).expect("tagged loop").extent; levels.len()]);
                         match split(f, lp, &axis, v, &sizes, &levels) {
                             Ok(()) => cx.bump("vthreads", 1),
                             Err(d) => diags.push(d),
