@@ -4,8 +4,9 @@
 //! For a directive `read → memory level`, the tile level whose tiles live
 //! in that memory says where to stage: at the innermost loop of that level
 //! in the target's loop order (on a GPU, `shared` ↔ the `block` level: per
-//! step of the outer reduction loop). There a buffer of the memory's scope
-//! receives the read's footprint — the box of elements the loads inside
+//! step of the outer reduction loop; a managed memory no tile level uses,
+//! a CPU's registers, means the innermost tile level). There a buffer of
+//! the memory's scope receives the read's footprint — the box of elements the loads inside
 //! touch — by a `copy`, and the loads read the buffer instead. Shared
 //! buffers are filled cooperatively by the block's threads (the footprint
 //! spans the thread loops), fenced by barriers before the first use and
@@ -30,8 +31,9 @@ fills the buffer with the box of elements the loads inside touch (padding
 included), and those loads read the buffer. Shared-memory buffers are
 allocated once per block, filled cooperatively by its threads and fenced
 with barriers; register (local) buffers are per thread; on CPUs the local
-buffers are packed copies per cache level. Reads with an exact division
-(`div`) are not cached.",
+buffers are packed copies per cache level, and a read staged in the
+registers (a memory no tile level uses) is staged at the innermost tile
+level. Reads with an exact division (`div`) are not cached.",
     options: &[
         OptionDecl { name: "read", kind: OptionKind::Str, default: "", help: "the read to stage, by name (empty: each kernel's schedule)" },
         OptionDecl { name: "level", kind: OptionKind::Str, default: "shared", help: "the memory level to stage into when `read` is given" },
@@ -92,9 +94,18 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
     let scope = mem.scope.as_deref().and_then(MemScope::from_name).ok_or_else(|| {
         Diagnostic::error(format!("nothing can be staged into `{level}` of target `{}`", t.name)).at(span, "in this kernel")
     })?;
-    let (li, _) = t.tile_levels.iter().enumerate().find(|(_, l)| l.memory == level).ok_or_else(|| {
-        Diagnostic::error(format!("no tile level of target `{}` lives in `{level}`", t.name)).at(span, "in this kernel")
-    })?;
+    // The tile level whose tiles live in that memory; a managed memory no
+    // tile level uses (a CPU's registers) holds a piece of the innermost
+    // tile, as the resource check counts it (`tilec::target::check`).
+    let li = match t.tile_levels.iter().position(|l| l.memory == level) {
+        Some(li) => li,
+        None if mem.managed && !t.tile_levels.is_empty() => t.tile_levels.len() - 1,
+        None => {
+            return Err(Diagnostic::error(format!("no tile level of target `{}` lives in `{level}`", t.name))
+                .at(span, "in this kernel")
+                .with_note("a read is staged at the loops of the tile level whose memory it is staged into"));
+        }
+    };
     let order = loop_order(t).map_err(|m| Diagnostic::error(m).at(span, "in this kernel"))?;
     // Stage at the innermost loop of the level: its reduction loops if the
     // template has them, else its spatial loops.

@@ -201,8 +201,15 @@ fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
             s.vthreads.push((a.name.clone(), v));
         }
     }
-    // Caches: reads without `div`, at a level something can be staged into.
-    let stageable: Vec<&str> = t.tile_levels.iter().map(|l| l.memory.as_str()).filter(|m| t.memory_level(m).is_some_and(|x| x.scope.is_some())).collect();
+    // Caches: reads without `div`, at a level something can be staged into:
+    // those of the tile levels, and managed ones no tile level uses (a CPU's
+    // registers, staged over the innermost tile).
+    let stageable: Vec<&str> = t
+        .memory
+        .iter()
+        .filter(|m| m.scope.is_some() && (m.managed || t.tile_levels.iter().any(|l| l.memory == m.name)))
+        .map(|m| m.name.as_str())
+        .collect();
     for (i, r) in c.all_reads() {
         if ch.below(2) == 0 && r.indices.iter().all(|e| e.divisor() == 1) && !stageable.is_empty() {
             s.cache.push(CacheDirective { read: i, read_name: String::new(), level: ch.pick(&stageable).to_string() });
