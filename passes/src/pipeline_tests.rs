@@ -60,6 +60,9 @@ fn gpu_pipeline_gives_the_same_answer_and_the_expected_structure() {
     assert!(count(f, |k| *k == OpKind::Barrier) >= 2);
     let shared = f.walk().into_iter().filter(|&o| matches!(f.ops[o].kind, OpKind::Alloc) && f.value_type(f.result(o)).as_buffer().is_some_and(|b| b.scope == MemScope::Shared)).count();
     assert_eq!(shared, 2);
+    // `unroll` counts a vthread loop's iterations: the nest of the i point
+    // loop (2 x j vthreads 2 x j points 2) fits the schedule's 8.
+    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll)) >= 2, "{}", tilec::syntax::print_module(&out));
 }
 
 #[test]
@@ -118,6 +121,9 @@ fn cpu_pipeline_with_packing_and_vectors() {
     assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Parallel)) >= 1);
     assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Vector)) >= 1);
     assert_eq!(count(f, |k| matches!(k, OpKind::Copy(c) if !c.cooperative)), 2);
+    // `unroll` after `vectorize`: a vector loop is one step, so the point
+    // loops around it (4 rows of one vector) are unrolled.
+    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll && l.tag.as_ref().is_some_and(|t| t.axis == "i" && t.level == "point"))) >= 1, "{}", tilec::syntax::print_module(&out));
 }
 
 #[test]

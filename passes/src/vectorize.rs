@@ -46,7 +46,11 @@ impl Pass for Vectorize {
                 for lp in tagged_loops(f, kernel, &axis, "point") {
                     match vectorize_loop(f, lp, &axis, width) {
                         Ok(()) => cx.bump("vectorized", 1),
-                        Err(d) => diags.push(d),
+                        Err(d) => {
+                            // The other point loops of the axis fail alike.
+                            diags.push(d);
+                            break;
+                        }
                     }
                 }
             }

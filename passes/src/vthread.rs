@@ -75,7 +75,11 @@ impl Pass for VThread {
                         let sizes = tiles.clone().unwrap_or_else(|| vec![for_loop(f, lp).expect("tagged loop").extent; levels.len()]);
                         match split(f, lp, &axis, v, &sizes, &levels) {
                             Ok(()) => cx.bump("vthreads", 1),
-                            Err(d) => diags.push(d),
+                            Err(d) => {
+                                // The other point loops of the axis fail alike.
+                                diags.push(d);
+                                break;
+                            }
                         }
                     }
                 }
@@ -90,7 +94,12 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     let t_size = *sizes.last().expect("at least one level");
     let parent = if sizes.len() >= 2 { sizes[sizes.len() - 2] } else { t_size };
     let extent = for_loop(f, lp).expect("tagged loop").extent;
-    if t_size % v != 0 || parent % v != 0 || extent != t_size {
+    if extent != t_size {
+        return Err(Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: its point loop runs {extent} iterations, not the {t_size} of its innermost tile"))
+            .at(span, "here")
+            .with_note("`vthread` splits the point loops as `tile` makes them: once, and before `vectorize`"));
+    }
+    if t_size % v != 0 || parent % v != 0 {
         return Err(Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: its innermost tile is {t_size}"))
             .at(span, "here")
             .with_help(format!("the innermost tile of `{axis}` must be a multiple of {v}")));
