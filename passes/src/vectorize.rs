@@ -16,8 +16,10 @@ For every kernel whose schedule names a vector axis and width (`vector =
 innermost (`point`) loop of that axis into a loop over vectors and a
 `vector` loop of `width` lanes (tagged `<axis>.vector`), rewriting the
 index expressions inside. The axis' point loop must be the innermost loop
-of its nest and its trip count a multiple of the width (the schedule
-verifier checks both for schedules).",
+of its nest (the last spatial axis whose innermost tile is longer than 1)
+and its trip count, after `vthread`, a multiple of the width; otherwise
+the pass reports an error. (The verifier checks only that the width divides
+the axis' innermost tile.)",
     options: &[
         OptionDecl { name: "axis", kind: OptionKind::Str, default: "", help: "the axis to vectorise (empty: each kernel's schedule)" },
         OptionDecl { name: "width", kind: OptionKind::UInt, default: "8", help: "vector lanes when `axis` is given" },
