@@ -71,9 +71,17 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
             .with_help("vectorise the last spatial axis (the one that varies fastest in memory)"));
     }
     if width == 0 || l.extent % width != 0 {
+        // Virtual threads of the axis share its innermost tile out.
+        let vthreads = f.ancestors(lp).into_iter().find_map(|a| {
+            for_loop(f, a).filter(|x| x.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == "vthread")).map(|x| x.extent)
+        });
+        let help = match vthreads {
+            Some(v) => format!("the innermost tile of `{axis}` is split into {v} virtual threads: make it a multiple of {v} x {width}"),
+            None => format!("make the innermost tile of `{axis}` a multiple of {width}"),
+        };
         return Err(Diagnostic::error(format!("cannot vectorise `{axis}` by {width}: its innermost loop runs {} iterations", l.extent))
             .at(span, "not a multiple of the width")
-            .with_help(format!("make the innermost tile of `{axis}` a multiple of {width}")));
+            .with_help(help));
     }
     let old_iv = induction_var(f, lp);
     if l.extent == width {
