@@ -45,7 +45,16 @@ impl Pass for Vectorize {
                 } else {
                     continue;
                 };
-                for lp in tagged_loops(f, kernel, &axis, "point") {
+                let loops = tagged_loops(f, kernel, &axis, "point");
+                if loops.is_empty() && width > 1 {
+                    diags.push(
+                        Diagnostic::error(format!("cannot vectorise `{axis}` by {width}: this kernel has no point loop of `{axis}`"))
+                            .at(f.op_spans[kernel], "in this kernel")
+                            .with_note("an axis has no point loop when its innermost tile, or each virtual thread's share of it, is one point"),
+                    );
+                    continue;
+                }
+                for lp in loops {
                     match vectorize_loop(f, lp, &axis, width) {
                         Ok(()) => cx.bump("vectorized", 1),
                         Err(d) => {

@@ -166,6 +166,20 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     if bad {
         return Err(inconsistent(axis, span));
     }
+    if t_size == v {
+        // Each virtual thread has one point: the point loop of one
+        // iteration goes, as `tile` leaves out loops of trip 1.
+        let body = f.ops[lp].regions[0];
+        let moved = std::mem::take(&mut f.regions[body].ops);
+        let inside: Vec<Op> = moved.iter().flat_map(|&o| std::iter::once(o).chain(subtree(f, o))).collect();
+        rewrite_index_exprs(f, &inside, |e| e.substitute(|x| if x == p_iv { AffineExpr::constant(0) } else { AffineExpr::var(x) }).expect("small"));
+        let pos = f.regions[vt_body].ops.iter().position(|&o| o == lp).expect("point loop in the vthread loop");
+        f.regions[vt_body].ops.remove(pos);
+        for (k, &o) in moved.iter().enumerate() {
+            f.ops[o].parent = vt_body;
+            f.regions[vt_body].ops.insert(pos + k, o);
+        }
+    }
     Ok(())
 }
 
