@@ -33,7 +33,9 @@ allocated once per block, filled cooperatively by its threads and fenced
 with barriers; register (local) buffers are per thread; on CPUs the local
 buffers are packed copies per cache level, and a read staged in the
 registers (a memory no tile level uses) is staged at the innermost tile
-level. Reads with an exact division (`div`) are not cached.",
+level. Reads with an exact division (`div`) are not cached. A read may be
+staged again into a level nearer the loads (shared memory, then registers:
+the inner copy reads the outer buffer), not the other way round.",
     options: &[
         OptionDecl { name: "read", kind: OptionKind::Str, default: "", help: "the read to stage, by name (empty: each kernel's schedule)" },
         OptionDecl { name: "level", kind: OptionKind::Str, default: "shared", help: "the memory level to stage into when `read` is given" },
@@ -166,6 +168,15 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             let holder = anc.iter().copied().chain([load]).find(|&o| f.ops[o].parent == body).expect("the load is inside");
             (body, holder)
         };
+        // A read already staged inside this point (into a level nearer the
+        // loads) cannot be staged again out here: its buffer does not exist
+        // yet. Staging outer levels first (shared, then local) works.
+        if f.def_op(f.ops[load].operands[0]).is_some_and(|d| d == holder || f.ancestors(d).contains(&holder)) {
+            let inner = f.values[f.ops[load].operands[0]].name.clone().unwrap_or_default();
+            return Err(Diagnostic::error(format!("read `{read}` is already staged inside the loops where `{level}` would stage it (in `%{inner}`)"))
+                .at(span, "in this kernel")
+                .with_help(format!("stage `{read}` into `{level}` before staging it into a level nearer the loads")));
+        }
         let cooperative = scope == MemScope::Shared;
         let varying: Vec<Op> = loops.iter().enumerate().filter(|&(i, &l)| i >= j || (cooperative && is_thread_level(f, l))).map(|(_, &l)| l).collect();
         let trips: Vec<(Value, i64)> = varying.iter().map(|&l| (f.regions[f.ops[l].regions[0]].args[0], for_loop(f, l).expect("loop").extent as i64)).collect();
