@@ -1390,7 +1390,7 @@ mod tests {
 ";
 
     const COMPUTE: &str = "func @f(%A: tensor<8x4xf32>) -> tensor<8xf32> {
-  %C = compute (i: 8) reduce sum (k: 4) reads(%a = %A[i, k]) -> tensor<8xf32>[i] schedule \"sm90\" {tile = {i = [4], k = [2]}} {
+  %C = compute (i: 8) reduce sum (k: 4) reads(%a = %A[i, k]) -> tensor<8xf32>[i] schedule \"sm90\" {tile = {i = [4, 1], k = [2, 1]}} {
     %0 = index i : i32
     yield %a : f32
   }

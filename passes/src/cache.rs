@@ -4,8 +4,9 @@
 //! For a directive `read → memory level`, the tile level whose tiles live
 //! in that memory says where to stage: at the innermost loop of that level
 //! in the target's loop order (on a GPU, `shared` ↔ the `block` level: per
-//! step of the outer reduction loop). There a buffer of the memory's scope
-//! receives the read's footprint — the box of elements the loads inside
+//! step of the outer reduction loop; a managed memory no tile level uses,
+//! a CPU's registers, means the innermost tile level). There a buffer of
+//! the memory's scope receives the read's footprint — the box of elements the loads inside
 //! touch — by a `copy`, and the loads read the buffer instead. Shared
 //! buffers are filled cooperatively by the block's threads (the footprint
 //! spans the thread loops), fenced by barriers before the first use and
@@ -30,8 +31,11 @@ fills the buffer with the box of elements the loads inside touch (padding
 included), and those loads read the buffer. Shared-memory buffers are
 allocated once per block, filled cooperatively by its threads and fenced
 with barriers; register (local) buffers are per thread; on CPUs the local
-buffers are packed copies per cache level. Reads with an exact division
-(`div`) are not cached.",
+buffers are packed copies per cache level, and a read staged in the
+registers (a memory no tile level uses) is staged at the innermost tile
+level. Reads with an exact division (`div`) are not cached. A read may be
+staged again into a level nearer the loads (shared memory, then registers:
+the inner copy reads the outer buffer), not the other way round.",
     options: &[
         OptionDecl { name: "read", kind: OptionKind::Str, default: "", help: "the read to stage, by name (empty: each kernel's schedule)" },
         OptionDecl { name: "level", kind: OptionKind::Str, default: "shared", help: "the memory level to stage into when `read` is given" },
@@ -92,9 +96,18 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
     let scope = mem.scope.as_deref().and_then(MemScope::from_name).ok_or_else(|| {
         Diagnostic::error(format!("nothing can be staged into `{level}` of target `{}`", t.name)).at(span, "in this kernel")
     })?;
-    let (li, _) = t.tile_levels.iter().enumerate().find(|(_, l)| l.memory == level).ok_or_else(|| {
-        Diagnostic::error(format!("no tile level of target `{}` lives in `{level}`", t.name)).at(span, "in this kernel")
-    })?;
+    // The tile level whose tiles live in that memory; a managed memory no
+    // tile level uses (a CPU's registers) holds a piece of the innermost
+    // tile, as the resource check counts it (`tilec::target::check`).
+    let li = match t.tile_levels.iter().position(|l| l.memory == level) {
+        Some(li) => li,
+        None if mem.managed && !t.tile_levels.is_empty() => t.tile_levels.len() - 1,
+        None => {
+            return Err(Diagnostic::error(format!("no tile level of target `{}` lives in `{level}`", t.name))
+                .at(span, "in this kernel")
+                .with_note("a read is staged at the loops of the tile level whose memory it is staged into"));
+        }
+    };
     let order = loop_order(t).map_err(|m| Diagnostic::error(m).at(span, "in this kernel"))?;
     // Stage at the innermost loop of the level: its reduction loops if the
     // template has them, else its spatial loops.
@@ -155,6 +168,15 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             let holder = anc.iter().copied().chain([load]).find(|&o| f.ops[o].parent == body).expect("the load is inside");
             (body, holder)
         };
+        // A read already staged inside this point (into a level nearer the
+        // loads) cannot be staged again out here: its buffer does not exist
+        // yet. Staging outer levels first (shared, then local) works.
+        if f.def_op(f.ops[load].operands[0]).is_some_and(|d| d == holder || f.ancestors(d).contains(&holder)) {
+            let inner = f.values[f.ops[load].operands[0]].name.clone().unwrap_or_default();
+            return Err(Diagnostic::error(format!("read `{read}` is already staged inside the loops where `{level}` would stage it (in `%{inner}`)"))
+                .at(span, "in this kernel")
+                .with_help(format!("stage `{read}` into `{level}` before staging it into a level nearer the loads")));
+        }
         let cooperative = scope == MemScope::Shared;
         let varying: Vec<Op> = loops.iter().enumerate().filter(|&(i, &l)| i >= j || (cooperative && is_thread_level(f, l))).map(|(_, &l)| l).collect();
         let trips: Vec<(Value, i64)> = varying.iter().map(|&l| (f.regions[f.ops[l].regions[0]].args[0], for_loop(f, l).expect("loop").extent as i64)).collect();

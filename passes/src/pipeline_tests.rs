@@ -60,6 +60,9 @@ fn gpu_pipeline_gives_the_same_answer_and_the_expected_structure() {
     assert!(count(f, |k| *k == OpKind::Barrier) >= 2);
     let shared = f.walk().into_iter().filter(|&o| matches!(f.ops[o].kind, OpKind::Alloc) && f.value_type(f.result(o)).as_buffer().is_some_and(|b| b.scope == MemScope::Shared)).count();
     assert_eq!(shared, 2);
+    // `unroll` counts a vthread loop's iterations: the nest of the i point
+    // loop (2 x j vthreads 2 x j points 2) fits the schedule's 8.
+    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll)) >= 2, "{}", tilec::syntax::print_module(&out));
 }
 
 #[test]
@@ -118,4 +121,32 @@ fn cpu_pipeline_with_packing_and_vectors() {
     assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Parallel)) >= 1);
     assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Vector)) >= 1);
     assert_eq!(count(f, |k| matches!(k, OpKind::Copy(c) if !c.cooperative)), 2);
+    // `unroll` after `vectorize`: a vector loop is one step, so the point
+    // loops around it (4 rows of one vector) are unrolled.
+    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll && l.tag.as_ref().is_some_and(|t| t.axis == "i" && t.level == "point"))) >= 1, "{}", tilec::syntax::print_module(&out));
+}
+
+#[test]
+fn vthreads_on_an_untiled_axis() {
+    // An axis the schedule does not tile is one tile of its extent; its
+    // point loop splits like any other (the verifier accepts the schedule,
+    // so `vthread` must too).
+    let src = "func @f(%A: tensor<8x12xf32>, %B: tensor<12x20xf32>) -> tensor<8x20xf32> {
+  %C = compute (i: 8, j: 20) reduce sum (k: 12) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<8x20xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+    for (t, tiles) in [(GPU, &[("j", &[10u64, 2][..]), ("k", &[4, 2])][..]), (CPU, &[("j", &[20, 10, 5]), ("k", &[12, 6, 3])])] {
+        let t = target(t);
+        let mut m = parse(src);
+        let mut s = schedule(&t.name, tiles);
+        s.vthreads = vec![("i".into(), 2)];
+        set_schedule(&mut m, s);
+        let (mut tp, _, mut v, mut b, _, _) = passes();
+        let out = check_equivalent(&m, &t, &mut [&mut *tp, &mut *v, &mut *b], 21);
+        let f = &out.funcs[0];
+        assert_eq!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::VThread)), 2, "{}", tilec::syntax::print_module(&out));
+    }
 }

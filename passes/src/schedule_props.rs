@@ -177,6 +177,10 @@ fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
     let levels = t.tile_levels.len();
     let mut s = Schedule::new(&t.name);
     for a in &c.axes {
+        // Now and then an axis is left untiled: one tile of its extent.
+        if ch.below(5) == 0 {
+            continue;
+        }
         let mut sizes = vec![1 + ch.below(a.extent)];
         for _ in 1..levels {
             let prev = *sizes.last().expect("non-empty");
@@ -184,19 +188,28 @@ fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
         }
         s.tiles.push((a.name.clone(), sizes));
     }
-    let last = |s: &Schedule, axis: &str| *s.tiles_of(axis).expect("tiled").last().expect("sizes");
+    // An axis' sizes per level (its extent at every level when untiled).
+    let sizes_of = |s: &Schedule, a: &AxisDecl| s.tiles_of(&a.name).map(|t| t.to_vec()).unwrap_or_else(|| vec![a.extent; levels]);
+    let last = |s: &Schedule, a: &AxisDecl| *sizes_of(s, a).last().expect("sizes");
     // Virtual threads on a spatial axis whose parent and point tiles allow it.
     let spatial: Vec<&AxisDecl> = c.axes.iter().filter(|a| a.kind == AxisKind::Spatial).collect();
     if let Some(a) = spatial.get(ch.below(spatial.len() as u64 + 1) as usize) {
         let v = ch.pick(&[2u64, 3]);
-        let sizes = s.tiles_of(&a.name).expect("tiled").to_vec();
+        let sizes = sizes_of(&s, a);
         let parent = if levels >= 2 { sizes[levels - 2] } else { a.extent };
-        if last(&s, &a.name) % v == 0 && parent % v == 0 {
+        if last(&s, a) % v == 0 && parent % v == 0 {
             s.vthreads.push((a.name.clone(), v));
         }
     }
-    // Caches: reads without `div`, at a level something can be staged into.
-    let stageable: Vec<&str> = t.tile_levels.iter().map(|l| l.memory.as_str()).filter(|m| t.memory_level(m).is_some_and(|x| x.scope.is_some())).collect();
+    // Caches: reads without `div`, at a level something can be staged into:
+    // those of the tile levels, and managed ones no tile level uses (a CPU's
+    // registers, staged over the innermost tile).
+    let stageable: Vec<&str> = t
+        .memory
+        .iter()
+        .filter(|m| m.scope.is_some() && (m.managed || t.tile_levels.iter().any(|l| l.memory == m.name)))
+        .map(|m| m.name.as_str())
+        .collect();
     for (i, r) in c.all_reads() {
         if ch.below(2) == 0 && r.indices.iter().all(|e| e.divisor() == 1) && !stageable.is_empty() {
             s.cache.push(CacheDirective { read: i, read_name: String::new(), level: ch.pick(&stageable).to_string() });
@@ -207,8 +220,8 @@ fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
     // innermost tile is longer than 1; the width divides that tile's share
     // of one virtual thread.
     if t.isa.vector_bits > 0 && ch.below(2) == 0 {
-        if let Some(a) = spatial.iter().rev().find(|a| last(&s, &a.name) > 1) {
-            let trip = last(&s, &a.name) / s.vthreads_of(&a.name);
+        if let Some(a) = spatial.iter().rev().find(|a| last(&s, a) > 1) {
+            let trip = last(&s, a) / s.vthreads_of(&a.name);
             let widths: Vec<u64> = [2u64, 4].into_iter().filter(|w| trip % w == 0).collect();
             if !widths.is_empty() {
                 s.vector = Some((a.name.clone(), ch.pick(&widths)));
@@ -244,12 +257,24 @@ fn name_reads(m: &mut Module) {
     }
 }
 
+/// The targets schedules are drawn for: the small test targets and the
+/// built-in `sm90` and `x86-avx2` (real capacities, `l3` staging at the
+/// core level, `local` registers on the GPU).
+fn some_target(which: usize) -> Arc<Target> {
+    match which {
+        0 => target(GPU),
+        1 => target(CPU),
+        2 => tilec::target::builtin("sm90").expect("built-in target"),
+        _ => tilec::target::builtin("x86-avx2").expect("built-in target"),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_schedules_preserve_semantics(op in 0..OPS.len(), gpu in any::<bool>(), seed in any::<u64>(), subset in 0u32..64) {
-        let t: Arc<Target> = target(if gpu { GPU } else { CPU });
+    fn random_schedules_preserve_semantics(op in 0..OPS.len(), which in 0usize..4, seed in any::<u64>(), subset in 0u32..64) {
+        let t = some_target(which);
         let mut m = parse(OPS[op]);
         // A valid schedule: draw until one passes the target's limits.
         let mut choices = Choices(seed);
@@ -277,8 +302,8 @@ proptest! {
 #[test]
 fn debug_case() {
     let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-    let (Some(op), Some(seed), Some(subset), Some(gpu)) = (var("OP"), var("SEED"), var("SUBSET"), var("GPU")) else { return };
-    let t: Arc<Target> = target(if gpu == 1 { GPU } else { CPU });
+    let (Some(op), Some(seed), Some(subset), Some(which)) = (var("OP"), var("SEED"), var("SUBSET"), var("TARGET")) else { return };
+    let t = some_target(which as usize);
     let mut m = parse(OPS[op as usize]);
     let s = random_schedule(&m, &t, &mut Choices(seed));
     eprintln!("{s:?}");

@@ -169,6 +169,12 @@ pub fn check_equivalent(m: &Module, target: &Arc<Target>, passes: &mut [&mut (dy
         let v = tilec::verify::verify_module_with(&after_m, Some(target));
         assert!(!v.has_errors(), "pass output does not verify: {v:?}\n{}", tilec::syntax::print_module(&after_m));
     }
+    // What the passes make prints, parses back and prints the same.
+    let printed = tilec::syntax::print_module(&after_m);
+    let (reparsed, sm) = tilec::syntax::parse_str("printed.tile", &printed).unwrap_or_else(|(d, sm)| panic!("printed pass output does not parse:\n{}\n{printed}", sm.render(&d.0)));
+    let v = tilec::verify::verify_module_with(&reparsed, Some(target));
+    assert!(!v.has_errors(), "printed pass output does not verify:\n{}\n{printed}", sm.render(&v.0));
+    assert_eq!(tilec::syntax::print_module(&reparsed), printed, "print → parse → print of pass output is not stable");
     let after = run_function(&after_m.funcs[0], &ins).unwrap_or_else(|e| panic!("transformed program fails: {e}"));
     for (a, b) in after.iter().zip(&before) {
         let c = tilec::interp::compare::compare(a, b);

@@ -1,7 +1,7 @@
 //! `tile`: materialises the multi-level loop nest of every scheduled
 //! compute op (Gensor Table I's tiling; §IV-A's per-level tile sizes).
 //!
-//! The compute op `%C = compute ... schedule "t" {...}` becomes a global
+//! The compute op `%C = compute ... schedule "sm90" {...}` becomes a global
 //! output buffer and a `kernel` holding the loop nest: loops follow the
 //! target's loop-order template (`S.<level>`, `R.<level>`, `S.point`, ...),
 //! one loop per axis and level with trip count `parent size / size` (the

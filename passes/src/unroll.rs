@@ -10,9 +10,10 @@ pub static DECL: PassDecl = PassDecl {
     summary: "Mark small innermost loop nests to be unrolled",
     description: "
 Marks `unroll` every serial loop whose nest (the loop and the loops inside
-it) runs at most `max-steps` iterations in total and contains no barrier
-and no allocation, so code generation emits straight-line code (register
-tiles stay in registers). The limit comes from the option, or else from
+it) runs at most `max-steps` iterations in total and contains no barrier,
+no allocation and no copy, so code generation emits straight-line code
+(register tiles stay in registers). A `vector` loop inside counts as one
+step (one vector instruction), a `vthread` loop as its iterations. The limit comes from the option, or else from
 each kernel's schedule (`unroll = N`); 0 disables it.",
     options: &[OptionDecl { name: "max-steps", kind: OptionKind::Int, default: "-1", help: "largest nest to unroll; -1 takes each kernel's schedule" }],
     statistics: &[("unrolled", "loops marked unroll")],
@@ -24,15 +25,16 @@ pub struct Unroll {
 }
 
 /// Total iterations of the nest rooted at loop `op`, or `None` if it holds
-/// something that must not be unrolled.
+/// something that must not be unrolled. A `vector` loop is one step (its
+/// lanes are one vector instruction); a `vthread` loop counts its
+/// iterations (code generation unrolls virtual threads anyway); loops
+/// mapped to hardware (blocks, threads, cores) are never unrolled.
 fn nest_steps(f: &Function, op: Op) -> Option<u64> {
     let l = for_loop(f, op)?;
-    // A vector loop is one step of vector code.
-    if l.mapping == Mapping::Vector {
-        return Some(1);
-    }
-    if l.mapping != Mapping::Serial && l.mapping != Mapping::Unroll {
-        return None;
+    match l.mapping {
+        Mapping::Serial | Mapping::Unroll | Mapping::VThread => {}
+        Mapping::Vector => return Some(1),
+        _ => return None,
     }
     let mut inner = 1u64;
     for &o in &f.regions[f.ops[op].regions[0]].ops {

@@ -16,8 +16,10 @@ For every kernel whose schedule names a vector axis and width (`vector =
 innermost (`point`) loop of that axis into a loop over vectors and a
 `vector` loop of `width` lanes (tagged `<axis>.vector`), rewriting the
 index expressions inside. The axis' point loop must be the innermost loop
-of its nest and its trip count a multiple of the width (the schedule
-verifier checks both for schedules).",
+of its nest (the last spatial axis whose innermost tile is longer than 1)
+and its trip count, after `vthread`, a multiple of the width; otherwise
+the pass reports an error. (The verifier checks only that the width divides
+the axis' innermost tile.)",
     options: &[
         OptionDecl { name: "axis", kind: OptionKind::Str, default: "", help: "the axis to vectorise (empty: each kernel's schedule)" },
         OptionDecl { name: "width", kind: OptionKind::UInt, default: "8", help: "vector lanes when `axis` is given" },
@@ -43,10 +45,23 @@ impl Pass for Vectorize {
                 } else {
                     continue;
                 };
-                for lp in tagged_loops(f, kernel, &axis, "point") {
+                let loops = tagged_loops(f, kernel, &axis, "point");
+                if loops.is_empty() && width > 1 {
+                    diags.push(
+                        Diagnostic::error(format!("cannot vectorise `{axis}` by {width}: this kernel has no point loop of `{axis}`"))
+                            .at(f.op_spans[kernel], "in this kernel")
+                            .with_note("an axis has no point loop when its innermost tile, or each virtual thread's share of it, is one point"),
+                    );
+                    continue;
+                }
+                for lp in loops {
                     match vectorize_loop(f, lp, &axis, width) {
                         Ok(()) => cx.bump("vectorized", 1),
-                        Err(d) => diags.push(d),
+                        Err(d) => {
+                            // The other point loops of the axis fail alike.
+                            diags.push(d);
+                            break;
+                        }
                     }
                 }
             }
@@ -65,9 +80,17 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
             .with_help("vectorise the last spatial axis (the one that varies fastest in memory)"));
     }
     if width == 0 || l.extent % width != 0 {
+        // Virtual threads of the axis share its innermost tile out.
+        let vthreads = f.ancestors(lp).into_iter().find_map(|a| {
+            for_loop(f, a).filter(|x| x.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == "vthread")).map(|x| x.extent)
+        });
+        let help = match vthreads {
+            Some(v) => format!("the innermost tile of `{axis}` is split into {v} virtual threads: make it a multiple of {v} x {width}"),
+            None => format!("make the innermost tile of `{axis}` a multiple of {width}"),
+        };
         return Err(Diagnostic::error(format!("cannot vectorise `{axis}` by {width}: its innermost loop runs {} iterations", l.extent))
             .at(span, "not a multiple of the width")
-            .with_help(format!("make the innermost tile of `{axis}` a multiple of {width}")));
+            .with_help(help));
     }
     let old_iv = induction_var(f, lp);
     if l.extent == width {

@@ -59,14 +59,27 @@ impl Pass for VThread {
                     if v <= 1 {
                         continue;
                     }
-                    let Some(sizes) = schedule.tiles_of(&axis).map(|s| s.to_vec()) else {
-                        diags.push(Diagnostic::error(format!("vthread on `{axis}`, which the schedule does not tile")).at(f.op_spans[kernel], "in this kernel"));
+                    let loops = tagged_loops(f, kernel, &axis, "point");
+                    if loops.is_empty() {
+                        diags.push(
+                            Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: this kernel has no point loop of `{axis}`"))
+                                .at(f.op_spans[kernel], "in this kernel")
+                                .with_note("virtual threads split the innermost tile of a spatial axis; an axis whose innermost tile is 1 has no point loop"),
+                        );
                         continue;
-                    };
-                    for lp in tagged_loops(f, kernel, &axis, "point") {
+                    }
+                    let tiles = schedule.tiles_of(&axis).map(|s| s.to_vec());
+                    for lp in loops {
+                        // An axis the schedule does not tile is one tile of
+                        // its whole extent at every level: its point loop.
+                        let sizes = tiles.clone().unwrap_or_else(|| vec![for_loop(f, lp).expect("tagged loop").extent; levels.len()]);
                         match split(f, lp, &axis, v, &sizes, &levels) {
                             Ok(()) => cx.bump("vthreads", 1),
-                            Err(d) => diags.push(d),
+                            Err(d) => {
+                                // The other point loops of the axis fail alike.
+                                diags.push(d);
+                                break;
+                            }
                         }
                     }
                 }
@@ -81,7 +94,12 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     let t_size = *sizes.last().expect("at least one level");
     let parent = if sizes.len() >= 2 { sizes[sizes.len() - 2] } else { t_size };
     let extent = for_loop(f, lp).expect("tagged loop").extent;
-    if t_size % v != 0 || parent % v != 0 || extent != t_size {
+    if extent != t_size {
+        return Err(Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: its point loop runs {extent} iterations, not the {t_size} of its innermost tile"))
+            .at(span, "here")
+            .with_note("`vthread` splits the point loops as `tile` makes them: once, and before `vectorize`"));
+    }
+    if t_size % v != 0 || parent % v != 0 {
         return Err(Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: its innermost tile is {t_size}"))
             .at(span, "here")
             .with_help(format!("the innermost tile of `{axis}` must be a multiple of {v}")));
@@ -147,6 +165,20 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     });
     if bad {
         return Err(inconsistent(axis, span));
+    }
+    if t_size == v {
+        // Each virtual thread has one point: the point loop of one
+        // iteration goes, as `tile` leaves out loops of trip 1.
+        let body = f.ops[lp].regions[0];
+        let moved = std::mem::take(&mut f.regions[body].ops);
+        let inside: Vec<Op> = moved.iter().flat_map(|&o| std::iter::once(o).chain(subtree(f, o))).collect();
+        rewrite_index_exprs(f, &inside, |e| e.substitute(|x| if x == p_iv { AffineExpr::constant(0) } else { AffineExpr::var(x) }).expect("small"));
+        let pos = f.regions[vt_body].ops.iter().position(|&o| o == lp).expect("point loop in the vthread loop");
+        f.regions[vt_body].ops.remove(pos);
+        for (k, &o) in moved.iter().enumerate() {
+            f.ops[o].parent = vt_body;
+            f.regions[vt_body].ops.insert(pos + k, o);
+        }
     }
     Ok(())
 }

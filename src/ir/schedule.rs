@@ -76,7 +76,10 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
         entries.push(format!("vthread = {{{}}}", s.vthreads.iter().map(|(a, v)| format!("{a} = {v}")).collect::<Vec<_>>().join(", ")));
     }
     if !s.cache.is_empty() {
-        entries.push(format!("cache = {{{}}}", s.cache.iter().map(|c| format!("{} = {}", read_name(c.read), c.level)).collect::<Vec<_>>().join(", ")));
+        // In read order, however the directives were made.
+        let mut cache: Vec<&CacheDirective> = s.cache.iter().collect();
+        cache.sort_by_key(|c| c.read);
+        entries.push(format!("cache = {{{}}}", cache.iter().map(|c| format!("{} = {}", read_name(c.read), c.level)).collect::<Vec<_>>().join(", ")));
     }
     if s.unroll != 0 {
         entries.push(format!("unroll = {}", s.unroll));

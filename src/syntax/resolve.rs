@@ -956,7 +956,7 @@ impl Resolver {
                 if let Some(best) = crate::diag::closest(&c.name.text, LOOP_CLAUSES.into_iter()) {
                     d = d.with_help(format!("did you mean `{best}`?"));
                 }
-                self.error(d.with_note("loops take `map(<mapping>)` and `axis(<axis>.<level>)`"));
+                self.error(d.with_note("loops take `map(<mapping>)` and a tag, `axis(<axis>.<level>)` or `reduce(<axis>.<level>)`"));
                 continue;
             }
             if let Some(first) = seen.iter().find(|w| w.text == c.name.text) {

@@ -449,8 +449,11 @@ impl Checker<'_> {
         for p in parts.iter().filter(|p| p.bytes > 0) {
             d = d.with_secondary(p.span, format!("{}: {} bytes at tile level `{tl}`", p.what, p.bytes));
         }
+        // The accumulators count where the innermost tile level's own
+        // memory is checked, not for a memory no tile level uses.
+        let with_acc = level + 1 == self.t.tile_levels.len() && self.t.tile_levels[level].memory == m.name;
         let what = if m.managed {
-            format!("the reads staged in `{}`{}", m.name, if level + 1 == self.t.tile_levels.len() { " and the accumulators" } else { "" })
+            format!("the reads staged in `{}`{}", m.name, if with_acc { " and the accumulators" } else { "" })
         } else {
             "every read and the output tile".into()
         };

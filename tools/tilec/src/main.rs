@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use termcolor::{ColorChoice, StandardStream};
-use tilec::diag::{Diagnostic, Diagnostics, FileId, SourceMap};
+use tilec::diag::{Diagnostic, Diagnostics, FileId, Severity, SourceMap};
 use tilec::expected;
 use tilec::ir::Module;
 use tilec::pass::{DumpDir, IrPrinting, PassManager, Pipeline, PrintWhen, Registry, parse_pipeline, timing_report};
@@ -462,7 +462,15 @@ impl Driver {
                 timings.extend(report.timings);
                 statistics.extend(report.statistics);
             }
-            Err(d) => {
+            Err(mut d) => {
+                // Under --verify-diagnostics a failing pass's own errors in
+                // the input are what the annotations check, as with
+                // mlir-opt; the manager's summary at the pipeline text
+                // ("pass `X` failed") is then left out.
+                if cli.verify_diagnostics && d.iter().any(|x| x.severity == Severity::Error && x.span().is_some_and(|s| s.file == file)) {
+                    let in_pipeline = |x: &Diagnostic| x.span().is_some_and(|s| pipeline.passes.iter().any(|p| p.span.file == s.file));
+                    d.0.retain(|x| !(in_pipeline(x) && x.message.starts_with("pass `") && x.message.ends_with("` failed")));
+                }
                 all.extend(d);
                 return (Err(()), all);
             }
