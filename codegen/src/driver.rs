@@ -106,3 +106,15 @@ fn launch_metadata(l: &Lowered, chip: &str) -> String {
     s.push_str("\n  ]\n}\n");
     s
 }
+
+/// Whether code compiled for `t` runs on this machine: `Err` names the
+/// CPU features `t` enables that this machine lacks.
+pub fn host_can_run(t: &LlvmTarget) -> Result<(), String> {
+    let host = LlvmTarget::host();
+    if t.triple.split('-').next() != host.triple.split('-').next() {
+        return Err(format!("the `{}` architecture (this machine is `{}`)", t.triple, host.triple));
+    }
+    let have: Vec<&str> = host.features.split(',').filter(|f| f.starts_with('+')).collect();
+    let missing: Vec<&str> = t.features.split(',').filter(|f| f.starts_with('+') && !have.contains(f)).map(|f| f.trim_start_matches('+')).collect();
+    if missing.is_empty() { Ok(()) } else { Err(missing.join(", ")) }
+}

@@ -19,6 +19,8 @@ use tilec::interp::npy::{read_npy, write_npy};
 use tilec::interp::{Tensor, run_function};
 use tilec::ir::{Function, Module, Type};
 use tilec::pass::{PassManager, parse_pipeline};
+use tilec::target::{Target, TargetKind, TargetSet};
+use std::sync::Arc;
 use tilec::verify::verify_module;
 
 #[derive(Parser, Debug)]
@@ -60,6 +62,21 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = Backend::Interp)]
     backend: Backend,
 
+    /// The target to compile for (`--backend=cpu`): a name from
+    /// `tilec --list-targets` or a TOML file. By default the target the
+    /// schedules name, else `host`. Its code must run on this machine.
+    #[arg(long, value_name = "NAME|PATH")]
+    target: Option<String>,
+
+    /// Threads for the parallel (core-level) loops (`--backend=cpu`; 0:
+    /// one per core of this machine).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+
+    /// Keep the compiled object and shared library in DIR (`--backend=cpu`).
+    #[arg(long = "keep-dir", value_name = "DIR")]
+    keep_dir: Option<PathBuf>,
+
     /// Compare the results with the interpreter on the program before any
     /// pass; fail if they differ by more than the element type's tolerance.
     #[arg(long)]
@@ -86,12 +103,35 @@ struct Cli {
 enum Backend {
     /// The reference interpreter.
     Interp,
+    /// Compiled for this machine's CPU (through MLIR and LLVM) and run.
+    Cpu,
 }
 
 impl Backend {
     fn name(self) -> &'static str {
         match self {
             Backend::Interp => "interp",
+            Backend::Cpu => "cpu",
+        }
+    }
+}
+
+/// The pipeline `--backend=cpu` runs when none is given: the scheduling
+/// passes in the order they compose; ops without a schedule get the plain
+/// one.
+const DEFAULT_CPU_PIPELINE: &str = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)";
+
+/// How a function is executed: interpreted, or compiled and loaded.
+enum Executable<'f> {
+    Interp(&'f Function),
+    Cpu { program: tilec_codegen::CpuProgram, threads: usize },
+}
+
+impl Executable<'_> {
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Diagnostic> {
+        match self {
+            Executable::Interp(f) => run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}"))),
+            Executable::Cpu { program, threads } => program.run(inputs, *threads).map_err(|e| Diagnostic::error(format!("compiled code: {e}"))),
         }
     }
 }
@@ -229,10 +269,55 @@ fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Di
     diags.into_result().map(|()| (tensors, generated))
 }
 
-fn execute(backend: Backend, f: &Function, inputs: &[Tensor]) -> Result<Vec<Tensor>, Diagnostic> {
-    match backend {
-        Backend::Interp => run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}"))),
+/// The target of `--backend=cpu`: --target, else the one the schedules
+/// name, else this machine.
+fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module) -> Result<Arc<Target>, Diagnostics> {
+    let mut set = TargetSet::new();
+    if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
+        for dir in std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()) {
+            set.add_dir(sources, &dir)?;
+        }
     }
+    let name = match (&cli.target, module.schedule_targets().as_slice()) {
+        (Some(t), _) => t.clone(),
+        (None, []) => "host".to_string(),
+        (None, [one]) => one.clone(),
+        (None, [first, second, ..]) => {
+            return Err(Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`)"))
+                .with_help("pass --target, and schedule every op for it")
+                .into());
+        }
+    };
+    let target = set.resolve(sources, &name)?;
+    if target.kind != TargetKind::Cpu {
+        return Err(Diagnostic::error(format!("`--backend=cpu` needs a CPU target; `{}` is a {} target", target.name, target.kind.name()))
+            .with_help("schedule the ops for a CPU target (`tilec --list-targets`), or pass --target=host")
+            .into());
+    }
+    Ok(target)
+}
+
+/// Compiles `f` (after the pipeline) for `target`, links and loads it.
+fn build_cpu(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_codegen::CpuProgram, Diagnostic> {
+    let llvm = tilec_codegen::driver::llvm_target_of(target);
+    if let Err(missing) = tilec_codegen::driver::host_can_run(&llvm) {
+        return Err(Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name))
+            .with_help("pass --target=host to compile for this machine, or use `tilec --emit=obj` to only compile"));
+    }
+    let compiled = tilec_codegen::compile_function_cpu(f, &llvm).map_err(|e| {
+        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)).with_help("every compute op must be tiled: give it a schedule, or leave the default pipeline")
+    })?;
+    let scratch;
+    let dir = match &cli.keep_dir {
+        Some(d) => d.clone(),
+        None => {
+            scratch = tempfile::tempdir().map_err(|e| Diagnostic::error(format!("cannot make a temporary folder: {e}")))?;
+            scratch.path().to_path_buf()
+        }
+    };
+    let so = tilec_codegen::link_shared(&compiled.artifacts.object, &dir, &f.name).map_err(|e| Diagnostic::error(e.0))?;
+    // The library stays mapped after its file (in a temporary folder) is removed.
+    tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(Diagnostic::error)
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -248,35 +333,59 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let original = pick_function(&module, cli.func.as_deref())?;
     let func_name = original.name.clone();
 
+    if cli.backend != Backend::Cpu && (cli.target.is_some() || cli.threads != 0 || cli.keep_dir.is_some()) {
+        return Err(Diagnostic::error("--target, --threads and --keep-dir are options of `--backend=cpu`").into());
+    }
+    let target = match cli.backend {
+        Backend::Cpu => Some(resolve_target(cli, sources, &module)?),
+        Backend::Interp => None,
+    };
+
     // The program to execute: after the pipeline, if any.
     let mut transformed = module.clone();
-    if let Some(text) = &cli.pass_pipeline {
-        let registry = tilec_passes::registry();
+    let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Backend::Cpu) => Some(DEFAULT_CPU_PIPELINE.to_string()),
+        (None, Backend::Interp) => None,
+    };
+    if let Some(text) = &pipeline_text {
+        let registry = tilec_codegen::registry();
         let file = sources.add("<pass-pipeline>", text.clone());
         let pipeline = parse_pipeline(text, file, &registry)?;
-        PassManager::new(pipeline).run(&mut transformed)?;
+        let mut pm = PassManager::new(pipeline);
+        if let Some(t) = &target {
+            pm.set_target(t.clone());
+        }
+        pm.run(&mut transformed)?;
     }
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
 
     let (inputs, generated) = gather_inputs(cli, original)?;
+    let executable = match &target {
+        Some(t) => {
+            let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+            Executable::Cpu { program: build_cpu(cli, f, t)?, threads }
+        }
+        None => Executable::Interp(f),
+    };
     for _ in 0..cli.warmup {
-        execute(cli.backend, f, &inputs)?;
+        executable.run(&inputs)?;
     }
     let mut times = Vec::new();
     let mut results = Vec::new();
     for _ in 0..cli.repeat {
         let start = Instant::now();
-        results = execute(cli.backend, f, &inputs)?;
+        results = executable.run(&inputs)?;
         times.push(start.elapsed());
     }
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
-    let flops = tilec::ir::cost::flops(f);
+    let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
 
     let names = result_names(original);
 
     let checks: Vec<Option<Comparison>> = if cli.check {
-        let reference = execute(Backend::Interp, original, &inputs)?;
+        let reference = Executable::Interp(original).run(&inputs)?;
         results.iter().zip(&reference).map(|(got, want)| Some(compare(got, want))).collect()
     } else {
         vec![None; results.len()]
@@ -306,7 +415,8 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "file": cli.input,
             "function": func_name,
             "backend": cli.backend.name(),
-            "pipeline": cli.pass_pipeline,
+            "pipeline": pipeline_text,
+            "target": target.as_ref().map(|t| t.name.clone()),
             "seed": cli.seed,
             "repeat": cli.repeat,
             "warmup": cli.warmup,
