@@ -67,3 +67,23 @@ try:
     config.available_features.add("numpy")
 except ImportError:
     lit_config.note("numpy is not installed: tests that compare with numpy are skipped (install python3-numpy)")
+
+# `REQUIRES: avx512`: tests that run AVX-512 code need a CPU that has it
+# (emitting and inspecting AVX-512 objects works everywhere).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        if " avx512f" in cpuinfo.read():
+            config.available_features.add("avx512")
+except OSError:
+    pass
+
+# `REQUIRES: ptxas`: PTX is validated by NVIDIA's assembler where one is
+# found (on PATH, or TILEC_PTXAS); elsewhere those tests are UNSUPPORTED.
+import shutil
+
+ptxas = os.environ.get("TILEC_PTXAS") or shutil.which("ptxas")
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+else:
+    lit_config.note("ptxas not found: PTX is checked as text only (set TILEC_PTXAS or put ptxas on PATH)")

@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libpolly-22-dev libclang-22-dev libzstd-dev zlib1g-dev
-  python3 python3-numpy build-essential
+  python3 python3-numpy python3-pip build-essential
 )
 
 missing=()
@@ -37,3 +37,15 @@ for tool in lit FileCheck not; do
     exit 1
   fi
 done
+
+# NVIDIA's PTX assembler, to validate generated PTX in the tests (no GPU
+# needed). It ships in a PyPI package; it goes to .tools/ (git-ignored).
+# Without it the PTX tests are reported UNSUPPORTED, not failed.
+ptxas_dir=".tools/cuda-nvcc"
+if [ ! -x "$ptxas_dir/nvidia/cuda_nvcc/bin/ptxas" ]; then
+  echo "setup: installing ptxas (nvidia-cuda-nvcc-cu12) into $ptxas_dir" >&2
+  if ! PIP_BREAK_SYSTEM_PACKAGES=1 /usr/bin/python3 -m pip install --quiet --disable-pip-version-check \
+      --target "$ptxas_dir" nvidia-cuda-nvcc-cu12==12.9.86 >&2; then
+    echo "setup: warning: could not install ptxas; PTX will be checked as text only" >&2
+  fi
+fi

@@ -14,6 +14,9 @@ echo "==> building the tools for lit" >&2
 cargo build --workspace --locked
 
 echo "==> lit lit-tests" >&2
+if [ -x .tools/cuda-nvcc/nvidia/cuda_nvcc/bin/ptxas ]; then
+  export TILEC_PTXAS="$PWD/.tools/cuda-nvcc/nvidia/cuda_nvcc/bin/ptxas"
+fi
 lit_out=$(mktemp)
 set +e
 /usr/lib/llvm-22/bin/lit -sv --param tilec_bin_dir="$PWD/target/debug" "$@" lit-tests | tee "$lit_out"
