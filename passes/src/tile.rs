@@ -454,7 +454,7 @@ mod tests {
 }";
 
     fn tile_pass() -> Tile {
-        Tile { only: String::new() }
+        Tile { only: String::new(), plain_when_unscheduled: false }
     }
 
 
