@@ -87,3 +87,14 @@ if ptxas:
     config.substitutions.append(("%ptxas", ptxas))
 else:
     lit_config.note("ptxas not found: PTX is checked as text only (set TILEC_PTXAS or put ptxas on PATH)")
+
+# `REQUIRES: cuda`: tests that run kernels on a GPU need the CUDA driver
+# (libcuda.so) and a GPU; elsewhere they are UNSUPPORTED, and the tests of
+# the "no driver" error (`UNSUPPORTED: cuda`) run instead.
+import ctypes
+
+try:
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda")
+except OSError:
+    lit_config.note("no CUDA driver: GPU runs are skipped; PTX is compiled and checked only")

@@ -3,10 +3,12 @@
 //! out over threads, and the worker protocol measurements use. This crate
 //! does not link LLVM: the measurement worker stays small.
 
+pub mod cuda;
 pub mod program;
 pub mod worker;
 
-pub use program::{CpuProgram, HostPlan};
+pub use cuda::{CudaProgram, CudaRun};
+pub use program::{CpuProgram, CpuRun, HostPlan};
 
 /// How a kernel is called: its MLIR/C symbol, its parameters (buffers of
 /// the tile function, by value number, in order) and the trip count of its parallel region.

@@ -62,9 +62,9 @@ fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
     let mut times = Vec::new();
     let mut last = Vec::new();
     for _ in 0..job.repeat.max(1) {
-        let start = Instant::now();
-        last = program.run(&inputs, job.threads)?;
-        times.push(start.elapsed().as_secs_f64());
+        let run = program.run_timed(&inputs, job.threads)?;
+        times.push(run.kernel_seconds);
+        last = run.results;
     }
     if let Some(dir) = &job.outputs_dir {
         for (i, t) in last.iter().enumerate() {

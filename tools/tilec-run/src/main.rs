@@ -62,9 +62,9 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = Backend::Interp)]
     backend: Backend,
 
-    /// The target to compile for (`--backend=cpu`): a name from
+    /// The target to compile for (`--backend=cpu|cuda`): a name from
     /// `tilec --list-targets` or a TOML file. By default the target the
-    /// schedules name, else `host`. Its code must run on this machine.
+    /// schedules name, else `host` for `cpu`. Its code must run here.
     #[arg(long, value_name = "NAME|PATH")]
     target: Option<String>,
 
@@ -73,7 +73,8 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     threads: usize,
 
-    /// Keep the compiled object and shared library in DIR (`--backend=cpu`).
+    /// Keep the compiled artifacts in DIR: the object and shared library
+    /// (`--backend=cpu`), or the PTX and its launch metadata (`cuda`).
     #[arg(long = "keep-dir", value_name = "DIR")]
     keep_dir: Option<PathBuf>,
 
@@ -105,6 +106,9 @@ enum Backend {
     Interp,
     /// Compiled for this machine's CPU (through MLIR and LLVM) and run.
     Cpu,
+    /// Compiled to PTX for a CUDA target and run on GPU 0 through the
+    /// CUDA driver (which must be installed).
+    Cuda,
 }
 
 impl Backend {
@@ -112,6 +116,7 @@ impl Backend {
         match self {
             Backend::Interp => "interp",
             Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
         }
     }
 }
@@ -121,17 +126,35 @@ impl Backend {
 /// one.
 const DEFAULT_CPU_PIPELINE: &str = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)";
 
+/// The pipeline `--backend=cuda` runs when none is given: every op needs
+/// its own schedule on a GPU (there is no plain one).
+const DEFAULT_CUDA_PIPELINE: &str = "builtin.module(tile,cache,vthread,bind,vectorize,unroll)";
+
 /// How a function is executed: interpreted, or compiled and loaded.
 enum Executable<'f> {
     Interp(&'f Function),
     Cpu { program: tilec_codegen::CpuProgram, threads: usize },
+    Cuda(tilec_runtime::CudaProgram),
 }
 
 impl Executable<'_> {
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Diagnostic> {
+    /// The results and the time taken: by the kernels alone for compiled
+    /// code (no copies in or out), the whole call for the interpreter.
+    fn run(&self, inputs: &[Tensor]) -> Result<(Vec<Tensor>, Duration), Diagnostic> {
         match self {
-            Executable::Interp(f) => run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}"))),
-            Executable::Cpu { program, threads } => program.run(inputs, *threads).map_err(|e| Diagnostic::error(format!("compiled code: {e}"))),
+            Executable::Interp(f) => {
+                let start = Instant::now();
+                let results = run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}")))?;
+                Ok((results, start.elapsed()))
+            }
+            Executable::Cpu { program, threads } => {
+                let run = program.run_timed(inputs, *threads).map_err(|e| Diagnostic::error(format!("compiled code: {e}")))?;
+                Ok((run.results, Duration::from_secs_f64(run.kernel_seconds)))
+            }
+            Executable::Cuda(program) => {
+                let run = program.run(inputs).map_err(|e| Diagnostic::error(format!("GPU: {e}")))?;
+                Ok((run.results, Duration::from_secs_f64(run.kernel_seconds)))
+            }
         }
     }
 }
@@ -271,7 +294,7 @@ fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Di
 
 /// The target of `--backend=cpu`: --target, else the one the schedules
 /// name, else this machine.
-fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module) -> Result<Arc<Target>, Diagnostics> {
+fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module, kind: TargetKind) -> Result<Arc<Target>, Diagnostics> {
     let mut set = TargetSet::new();
     if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
         for dir in std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()) {
@@ -280,7 +303,12 @@ fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module) -> Result
     }
     let name = match (&cli.target, module.schedule_targets().as_slice()) {
         (Some(t), _) => t.clone(),
-        (None, []) => "host".to_string(),
+        (None, []) if kind == TargetKind::Cpu => "host".to_string(),
+        (None, []) => {
+            return Err(Diagnostic::error("`--backend=cuda` needs a CUDA target, and no schedule names one")
+                .with_help("pass --target=sm80 or --target=sm90, and schedule every op for it")
+                .into());
+        }
         (None, [one]) => one.clone(),
         (None, [first, second, ..]) => {
             return Err(Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`)"))
@@ -289,10 +317,12 @@ fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module) -> Result
         }
     };
     let target = set.resolve(sources, &name)?;
-    if target.kind != TargetKind::Cpu {
-        return Err(Diagnostic::error(format!("`--backend=cpu` needs a CPU target; `{}` is a {} target", target.name, target.kind.name()))
-            .with_help("schedule the ops for a CPU target (`tilec --list-targets`), or pass --target=host")
-            .into());
+    if target.kind != kind {
+        let (backend, wanted, help) = match kind {
+            TargetKind::Cpu => ("cpu", "CPU", "schedule the ops for a CPU target (`tilec --list-targets`), or pass --target=host"),
+            _ => ("cuda", "CUDA", "schedule the ops for a CUDA target (sm80, sm90), or use --backend=cpu"),
+        };
+        return Err(Diagnostic::error(format!("`--backend={backend}` needs a {wanted} target; `{}` is a {} target", target.name, target.kind.name())).with_help(help).into());
     }
     Ok(target)
 }
@@ -320,6 +350,36 @@ fn build_cpu(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_codegen::
     tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(Diagnostic::error)
 }
 
+/// Compiles `f` (after the pipeline) to PTX for `target` and loads it on
+/// GPU 0; the driver is looked for first.
+fn build_cuda(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_runtime::CudaProgram, Diagnostic> {
+    tilec_runtime::cuda::driver_status().map_err(|why| {
+        Diagnostic::error(format!("`--backend=cuda` cannot run here: {why}"))
+            .with_help("run on a machine with an NVIDIA GPU and its driver, or compile only with `tilec --emit=ptx`")
+    })?;
+    let (chip, features) = (target.isa.cpu.as_str(), target.isa.features.as_str());
+    let compiled = tilec_codegen::compile_function_gpu(f, chip, features).map_err(|e| {
+        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)).with_help("every compute op needs a schedule for the GPU target")
+    })?;
+    if let Some(dir) = &cli.keep_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Diagnostic::error(format!("cannot create `{}`: {e}", dir.display())))?;
+        let ptx = dir.join(format!("{}.ptx", f.name));
+        std::fs::write(&ptx, &compiled.ptx).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {e}", ptx.display())))?;
+    }
+    tilec_runtime::CudaProgram::load(&compiled.ptx, compiled.kernels, tilec_runtime::HostPlan::of(f)).map_err(Diagnostic::error)
+}
+
+/// The target's peak for `f`'s element type, in GFLOP/s, for the cores a
+/// CPU run uses (all of a GPU).
+fn peak_gflops(target: &Target, f: &Function, threads: usize) -> Option<f64> {
+    let elem = f.result_types.first()?.elem.name();
+    let chip = *target.peak_gflops.get(elem)?;
+    Some(match target.kind {
+        TargetKind::Cpu => chip * threads.min(target.compute.units.max(1) as usize) as f64 / target.compute.units.max(1) as f64,
+        _ => chip,
+    })
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
@@ -333,11 +393,15 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let original = pick_function(&module, cli.func.as_deref())?;
     let func_name = original.name.clone();
 
-    if cli.backend != Backend::Cpu && (cli.target.is_some() || cli.threads != 0 || cli.keep_dir.is_some()) {
-        return Err(Diagnostic::error("--target, --threads and --keep-dir are options of `--backend=cpu`").into());
+    if cli.backend == Backend::Interp && (cli.target.is_some() || cli.threads != 0 || cli.keep_dir.is_some()) {
+        return Err(Diagnostic::error("--target, --threads and --keep-dir are options of `--backend=cpu` and `--backend=cuda`").into());
+    }
+    if cli.backend == Backend::Cuda && cli.threads != 0 {
+        return Err(Diagnostic::error("--threads is an option of `--backend=cpu`").into());
     }
     let target = match cli.backend {
-        Backend::Cpu => Some(resolve_target(cli, sources, &module)?),
+        Backend::Cpu => Some(resolve_target(cli, sources, &module, TargetKind::Cpu)?),
+        Backend::Cuda => Some(resolve_target(cli, sources, &module, TargetKind::Cuda)?),
         Backend::Interp => None,
     };
 
@@ -346,6 +410,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
         (Some(text), _) => Some(text.clone()),
         (None, Backend::Cpu) => Some(DEFAULT_CPU_PIPELINE.to_string()),
+        (None, Backend::Cuda) => Some(DEFAULT_CUDA_PIPELINE.to_string()),
         (None, Backend::Interp) => None,
     };
     if let Some(text) = &pipeline_text {
@@ -361,12 +426,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
 
     let (inputs, generated) = gather_inputs(cli, original)?;
-    let executable = match &target {
-        Some(t) => {
-            let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
-            Executable::Cpu { program: build_cpu(cli, f, t)?, threads }
-        }
-        None => Executable::Interp(f),
+    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    let executable = match (&target, cli.backend) {
+        (Some(t), Backend::Cuda) => Executable::Cuda(build_cuda(cli, f, t)?),
+        (Some(t), _) => Executable::Cpu { program: build_cpu(cli, f, t)?, threads },
+        (None, _) => Executable::Interp(f),
     };
     for _ in 0..cli.warmup {
         executable.run(&inputs)?;
@@ -374,18 +438,19 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let mut times = Vec::new();
     let mut results = Vec::new();
     for _ in 0..cli.repeat {
-        let start = Instant::now();
-        results = executable.run(&inputs)?;
-        times.push(start.elapsed());
+        let (r, time) = executable.run(&inputs)?;
+        results = r;
+        times.push(time);
     }
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
+    let peak = target.as_ref().and_then(|t| peak_gflops(t, original, if cli.backend == Backend::Cpu { threads } else { 1 }));
 
     let names = result_names(original);
 
     let checks: Vec<Option<Comparison>> = if cli.check {
-        let reference = Executable::Interp(original).run(&inputs)?;
+        let (reference, _) = Executable::Interp(original).run(&inputs)?;
         results.iter().zip(&reference).map(|(got, want)| Some(compare(got, want))).collect()
     } else {
         vec![None; results.len()]
@@ -423,12 +488,21 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "time_ms": { "median": ms(med), "min": ms(min), "max": ms(max) },
             "flops": flops,
             "gflops": gflops,
+            "peak_gflops": peak,
+            "peak_fraction": peak.map(|p| gflops / p),
+            "threads": (cli.backend == Backend::Cpu).then_some(threads),
             "outputs": outputs,
             "check": cli.check.then_some(passed),
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&summary).unwrap_or_default()).ok();
     } else {
-        writeln!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
+        write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
+        match (&target, peak) {
+            (Some(t), Some(p)) if cli.backend == Backend::Cpu => write!(out, ", {:.1}% of `{}`'s nominal peak for {threads} core(s) ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
+            (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal peak ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
+            _ => None,
+        };
+        writeln!(out).ok();
         for ((name, t), c) in names.iter().zip(&results).zip(&checks) {
             writeln!(out, "  {name}: {}  checksum {:.6e}", t.ty, checksum(t)).ok();
             if cli.print {

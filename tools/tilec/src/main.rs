@@ -486,7 +486,12 @@ impl Driver {
         };
         let output = match (stage, &target) {
             (None, _) => Output { bytes: print_module(&module).into_bytes(), metadata: None },
-            (Some(_), None) => unreachable!("code generation has a target (host by default)"),
+            // A pipeline that ends in `lower-to-mlir` without --emit prints
+            // the MLIR it made; that needs no target.
+            (Some(_), None) => match &module.mlir {
+                Some(mlir) => Output { bytes: mlir.clone().into_bytes(), metadata: None },
+                None => Output { bytes: print_module(&module).into_bytes(), metadata: None },
+            },
             (Some(stage), Some(t)) => match tilec_codegen::driver::emit_stage(&module, t, stage) {
                 Ok((artifact, metadata)) => {
                     let bytes = match artifact {
@@ -502,7 +507,7 @@ impl Driver {
                 }
             },
         };
-        timings.push(("output".into(), start.elapsed()));
+        timings.push((if stage.is_some() { "code generation" } else { "print" }.into(), start.elapsed()));
         (Ok(output), all)
     }
 }

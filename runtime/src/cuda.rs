@@ -1,0 +1,123 @@
+//! Running compiled GPU kernels through the CUDA driver API (`cudarc`).
+//!
+//! The driver library (`libcuda.so`) is loaded when first needed, not
+//! linked: tilec builds and runs everywhere, and only `--backend=cuda`
+//! asks for a GPU. [`driver_status`] says, without panicking, whether one
+//! is usable here.
+
+use crate::program::{HostPlan, tensor_bytes, tensor_from_bytes};
+use crate::KernelAbi;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, sys};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tilec::interp::Tensor;
+
+/// Why no GPU can be used here, in words for a diagnostic.
+pub fn driver_status() -> Result<String, String> {
+    // SAFETY: only tries to open the library; no symbol is called.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("the CUDA driver library (libcuda.so) is not installed on this machine".to_string());
+    }
+    let count = CudaContext::device_count().map_err(|e| format!("the CUDA driver is installed but reports no usable GPU: {e}"))?;
+    if count < 1 {
+        return Err("the CUDA driver is installed but sees no GPU".to_string());
+    }
+    let ctx = CudaContext::new(0).map_err(|e| format!("cannot open GPU 0: {e}"))?;
+    ctx.name().map_err(|e| format!("cannot query GPU 0: {e}"))
+}
+
+/// Turns a driver error into a message saying what was being done.
+fn err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// A tile function compiled to PTX and loaded on GPU 0.
+pub struct CudaProgram {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Vec<(KernelAbi, CudaFunction)>,
+    plan: HostPlan,
+    device: String,
+}
+
+/// The result of one run: the function's results and the time the GPU
+/// spent in its kernels (between CUDA events around the launches).
+pub struct CudaRun {
+    pub results: Vec<Tensor>,
+    pub kernel_seconds: f64,
+}
+
+impl CudaProgram {
+    /// Loads `ptx` (every kernel of one function) on GPU 0.
+    pub fn load(ptx: &str, kernels: Vec<KernelAbi>, plan: HostPlan) -> Result<CudaProgram, String> {
+        let device = driver_status()?;
+        let ctx = CudaContext::new(0).map_err(|e| format!("cannot open GPU 0: {e}"))?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| format!("the driver rejects the PTX: {e}"))?;
+        let mut loaded = Vec::new();
+        for k in kernels {
+            let f = module.load_function(&k.symbol).map_err(|e| format!("kernel `{}` is not in the PTX: {e}", k.symbol))?;
+            loaded.push((k, f));
+        }
+        let stream = ctx.default_stream();
+        Ok(CudaProgram { ctx, stream, kernels: loaded, plan, device })
+    }
+
+    /// The GPU's name, as the driver reports it.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Copies `inputs` to the GPU, runs the kernels in order, copies the
+    /// results back.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<CudaRun, String> {
+        if inputs.len() != self.plan.params.len() {
+            return Err(format!("{} inputs given, {} expected", inputs.len(), self.plan.params.len()));
+        }
+        let mut bufs: HashMap<u32, CudaSlice<u8>> = HashMap::new();
+        for (p, t) in self.plan.params.iter().zip(inputs) {
+            if p.tensor_type()? != t.ty {
+                return Err(format!("input of type {} where {} is expected", t.ty, p.tensor_type()?));
+            }
+            bufs.insert(p.value, self.stream.clone_htod(&tensor_bytes(t)).map_err(err("cannot copy an input to the GPU"))?);
+        }
+        for b in &self.plan.buffers {
+            let bytes = b.tensor_type()?.size_bytes().unwrap_or(0).max(1) as usize;
+            bufs.insert(b.value, self.stream.alloc_zeros::<u8>(bytes).map_err(err("cannot allocate GPU memory"))?);
+        }
+        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(timing).map_err(err("cannot create an event"))?;
+        let end = self.ctx.new_event(timing).map_err(err("cannot create an event"))?;
+        start.record(&self.stream).map_err(err("cannot record an event"))?;
+        for (k, f) in &self.kernels {
+            let args: Vec<&CudaSlice<u8>> = k.params.iter().map(|v| bufs.get(v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
+            let dim = |d: [u64; 3]| -> Result<(u32, u32, u32), String> {
+                let c = |x: u64| u32::try_from(x.max(1)).map_err(|_| format!("kernel `{}`: launch dimension {x} exceeds 2^32", k.symbol));
+                Ok((c(d[0])?, c(d[1])?, c(d[2])?))
+            };
+            // Shared memory is static (declared in the PTX), so no dynamic bytes.
+            let config = LaunchConfig { grid_dim: dim(k.grid)?, block_dim: dim(k.block)?, shared_mem_bytes: 0 };
+            let mut launch = self.stream.launch_builder(f);
+            for a in &args {
+                launch.arg(*a);
+            }
+            // SAFETY: the kernel's parameters are exactly these buffers (bare
+            // pointers, in `k.params` order), each as large as its tile type.
+            unsafe { launch.launch(config) }.map_err(|e| format!("cannot launch `{}`: {e}", k.symbol))?;
+        }
+        end.record(&self.stream).map_err(err("cannot record an event"))?;
+        self.stream.synchronize().map_err(err("a kernel failed"))?;
+        let kernel_seconds = start.elapsed_ms(&end).map_err(err("cannot read the kernel time"))? as f64 / 1e3;
+        let results = self
+            .plan
+            .results
+            .iter()
+            .map(|r| {
+                let ty = r.tensor_type()?;
+                let b = bufs.get(&r.value).ok_or_else(|| "a result the host does not have".to_string())?;
+                let bytes = self.stream.clone_dtoh(b).map_err(err("cannot copy a result back"))?;
+                Ok(tensor_from_bytes(&ty, &bytes[..ty.size_bytes().unwrap_or(0) as usize]))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(CudaRun { results, kernel_seconds })
+    }
+}
