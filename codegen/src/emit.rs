@@ -4,7 +4,7 @@
 //! Each `kernel` op of a function becomes one MLIR function: the buffers and
 //! tensors it uses from outside are its parameters (static-shape memrefs,
 //! passed as bare pointers), in the order recorded in the [`KernelAbi`].
-//! The host (the runtime in `run.rs`, or a user's program through the C
+//! The host (`tilec_runtime`, or a user's program through the C
 //! ABI in `docs/codegen.md`) allocates global buffers and calls the
 //! kernels in order.
 //!
@@ -31,6 +31,11 @@ use std::fmt::Write;
 use tilec::ir::*;
 
 pub use tilec_runtime::KernelAbi;
+
+/// The most shared memory a kernel may declare statically (`.shared` in
+/// PTX). More needs dynamic shared memory and an opt-in at launch, which
+/// tilec does not generate yet.
+pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
 /// Why code could not be generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -312,6 +317,12 @@ impl<'f> Emitter<'f> {
         self.line(&format!("{lin} = arith.addi {t3}, {t2} : index"));
         self.thread_linear = Some((lin, threads));
         self.region(body)?;
+        if self.shared_bytes > MAX_STATIC_SHARED_BYTES {
+            return err(format!(
+                "kernel `{}` needs {} bytes of shared memory per block; statically declared shared memory is limited to {} bytes (48 KiB) on every CUDA GPU: use smaller shared tiles",
+                abi.symbol, self.shared_bytes, MAX_STATIC_SHARED_BYTES
+            ));
+        }
         abi.shared_bytes = self.shared_bytes;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! tiled module into MLIR (kept on the module; `--emit` compiles it on).
 
 use tilec::diag::{Diagnostic, Diagnostics, Span};
-use tilec::ir::Module;
+use tilec::ir::{Module, OpKind};
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
 use tilec::target::TargetKind;
 
@@ -34,12 +34,23 @@ impl Pass for LowerToMlir {
             "false" => false,
             _ => cx.target().is_some_and(|t| t.kind == TargetKind::Cuda),
         };
+        // Untiled compute ops are the usual mistake: point at each one.
+        let mut untiled = Diagnostics::new();
+        for f in &module.funcs {
+            for &op in &f.regions[f.body].ops {
+                if let OpKind::Compute(c) = &f.ops[op].kind {
+                    let name = c.label.as_deref().map(|l| format!(" \"{l}\"")).unwrap_or_default();
+                    untiled.push(
+                        Diagnostic::error(format!("cannot lower to MLIR: compute op{name} in @{} has no loop nest", f.name))
+                            .at(f.op_spans[op], "not tiled")
+                            .with_help("give every compute op a schedule (or run `search`) and run `tile` before `lower-to-mlir`"),
+                    );
+                }
+            }
+        }
+        untiled.into_result()?;
         let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
-        let lowered = crate::driver::lower(module, gpu).map_err(|e| {
-            Diagnostic::error(format!("cannot lower to MLIR: {}", e.0))
-                .at(at, "in this module")
-                .with_help("give every compute op a schedule (or run `search`) and run `tile` before `lower-to-mlir`")
-        })?;
+        let lowered = crate::driver::lower(module, gpu).map_err(|e| Diagnostic::error(format!("cannot lower to MLIR: {}", e.0)).at(at, "in this module"))?;
         let text = crate::compile::normalize_mlir(&lowered.mlir).map_err(|e| Diagnostic::error(format!("generated MLIR is invalid (a tilec bug): {}", e.0)).at(at, "in this module"))?;
         cx.bump("kernels", lowered.functions.iter().map(|(_, k, _)| k.len() as u64).sum());
         module.mlir = Some(text);
