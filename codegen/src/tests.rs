@@ -161,3 +161,110 @@ fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
     assert_eq!(k.block, [16, 16, 1]);
     assert_eq!(k.shared_bytes, (64 * 16 + 16 * 64) * 4);
 }
+
+/// How many random schedules per op kind and target the differential tests
+/// draw (`TILEC_DIFF_CASES`, default 3; CI runs the default).
+fn diff_cases() -> u64 {
+    std::env::var("TILEC_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3)
+}
+
+/// The CPU targets whose code runs on this machine.
+fn runnable_cpu_targets() -> Vec<Arc<Target>> {
+    ["x86-avx2", "x86-avx512"]
+        .into_iter()
+        .map(|n| tilec::target::builtin(n).expect("built-in target"))
+        .filter(|t| driver::host_can_run(&llvm_target(t)).is_ok())
+        .collect()
+}
+
+/// Differential test: every op kind, under random valid schedules (and the
+/// plain one), through every scheduling pass, compiled for each CPU target
+/// this machine runs, executed with 1 and 2 threads, compared with the
+/// interpreter on the op as written.
+#[test]
+fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
+    let full = "builtin.module(tile,cache,vthread,bind,vectorize,unroll)";
+    let plain = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)";
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let mut compiled_count = 0;
+    for target in runnable_cpu_targets() {
+        for (op, src) in tilec_passes::samples::OPS.iter().enumerate() {
+            let original = parse(src);
+            let f0 = &original.funcs[0];
+            let inputs: Vec<Tensor> = f0.params.iter().enumerate().map(|(i, &p)| Tensor::random(f0.value_type(p).as_tensor().unwrap(), Tensor::input_seed(7, i))).collect();
+            let want = run_function(f0, &inputs).expect("interpreter");
+            let mut cases: Vec<(String, Module, &str)> = vec![("plain".into(), original.clone(), plain)];
+            for seed in 0..diff_cases() {
+                let mut m = original.clone();
+                let mut choices = tilec_passes::samples::Choices(seed * 1000 + op as u64);
+                if tilec_passes::samples::set_random_valid_schedule(&mut m, &target, &mut choices, 50) {
+                    cases.push((format!("seed {seed}"), m, full));
+                }
+            }
+            for (case, mut m, pipeline) in cases {
+                let what = format!("op {op} on {} ({case})", target.name);
+                let schedule_text = tilec::syntax::print_module(&m);
+                schedule(&mut m, pipeline, &target);
+                let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(&target)).unwrap_or_else(|e| panic!("{what}: {e}\n{schedule_text}"));
+                let so = link_shared(&compiled.artifacts.object, dir.path(), &format!("diff{compiled_count}")).expect("links");
+                compiled_count += 1;
+                let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
+                for threads in [1, 2] {
+                    let got = program.run(&inputs, threads).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    for (g, w) in got.iter().zip(&want) {
+                        let c = compare(g, w);
+                        assert!(c.passed, "{what}, {threads} threads: {c:?}\n{schedule_text}");
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{compiled_count} compiled kernels matched the interpreter");
+    assert!(compiled_count > 0 || runnable_cpu_targets().is_empty());
+}
+
+/// Every op kind under random valid GPU schedules compiles to PTX for
+/// sm_80 and sm_90; where `TILEC_PTXAS` names NVIDIA's assembler, the PTX
+/// is assembled too (the test says so when it is not).
+#[test]
+fn random_schedules_compile_to_ptx_for_both_gpus() {
+    let ptxas = std::env::var_os("TILEC_PTXAS").map(std::path::PathBuf::from).filter(|p| p.exists());
+    if ptxas.is_none() {
+        eprintln!("TILEC_PTXAS not set: PTX is generated but not assembled");
+    }
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let mut made = 0;
+    for name in ["sm80", "sm90"] {
+        let target = tilec::target::builtin(name).expect("built-in target");
+        for (op, src) in tilec_passes::samples::OPS.iter().enumerate() {
+            for seed in 0..diff_cases().min(2) {
+                let mut m = parse(src);
+                let mut choices = tilec_passes::samples::Choices(seed * 1000 + op as u64 + 17);
+                if !tilec_passes::samples::set_random_valid_schedule(&mut m, &target, &mut choices, 50) {
+                    continue;
+                }
+                let what = format!("op {op} on {name} (seed {seed})");
+                let schedule_text = tilec::syntax::print_module(&m);
+                schedule(&mut m, "builtin.module(tile,cache,vthread,bind,vectorize,unroll)", &target);
+                let c = match compile_function_gpu(&m.funcs[0], &target.isa.cpu, &target.isa.features) {
+                    Ok(c) => c,
+                    // Random schedules may stage more than static shared
+                    // memory holds; that refusal is tested in lit.
+                    Err(e) if e.0.contains("statically declared shared memory") => continue,
+                    Err(e) => panic!("{what}: {e}\n{schedule_text}"),
+                };
+                assert!(c.ptx.contains(&format!(".target {}", target.isa.cpu)), "{what}: PTX for the wrong chip");
+                if let Some(ptxas) = &ptxas {
+                    let path = dir.path().join(format!("k{made}.ptx"));
+                    std::fs::write(&path, &c.ptx).unwrap();
+                    let arch = format!("-arch={}", target.isa.cpu);
+                    let out = std::process::Command::new(ptxas).arg(&arch).arg(&path).arg("-o").arg(path.with_extension("cubin")).output().expect("runs ptxas");
+                    assert!(out.status.success(), "{what}: ptxas rejects the PTX:\n{}\n{}", String::from_utf8_lossy(&out.stderr), c.ptx);
+                }
+                made += 1;
+            }
+        }
+    }
+    eprintln!("{made} PTX modules generated{}", if ptxas.is_some() { " and assembled" } else { "" });
+    assert!(made >= 2 * tilec_passes::samples::OPS.len(), "too few valid GPU schedules drawn ({made})");
+}

@@ -2,6 +2,7 @@
 //! `PassDecl`) and registered in [`registry`].
 
 pub mod canonicalize;
+pub mod samples;
 mod nest;
 #[cfg(test)]
 mod testing;
