@@ -7,6 +7,7 @@ pub mod driver;
 pub mod emit;
 pub mod evaluator;
 pub mod lower_pass;
+pub mod peak;
 
 use std::path::{Path, PathBuf};
 use tilec::ir::Function;

@@ -125,12 +125,14 @@ fn gemm_speed() {
     let mut times = Vec::new();
     for _ in 0..7 {
         let t = std::time::Instant::now();
-        program.run(&inputs, 1).unwrap();
-        times.push(t.elapsed().as_secs_f64());
+        let _ = t;
+        times.push(program.run_timed(&inputs, 1).unwrap().kernel_seconds);
     }
     times.sort_by(f64::total_cmp);
     let gflops = 2.0 * (n * n * n) as f64 / times[3] / 1e9;
-    eprintln!("GEMM {n}: median {:.2} ms, {gflops:.1} GFLOP/s", times[3] * 1e3);
+    let lanes = if width == "16" { 16 } else { 8 };
+    let peak = peak::measure_fma_peak(&LlvmTarget::host(), lanes, 1, 5).unwrap();
+    eprintln!("GEMM {n}: median {:.2} ms, {gflops:.1} GFLOP/s; measured {lanes}-lane FMA peak {:.1} GFLOP/s: {:.1}%", times[3] * 1e3, peak.gflops, 100.0 * gflops / peak.gflops);
 }
 
 #[test]
@@ -267,4 +269,27 @@ fn random_schedules_compile_to_ptx_for_both_gpus() {
     }
     eprintln!("{made} PTX modules generated{}", if ptxas.is_some() { " and assembled" } else { "" });
     assert!(made >= 2 * tilec_passes::samples::OPS.len(), "too few valid GPU schedules drawn ({made})");
+}
+
+/// This machine's f32 FMA peak, by hand:
+/// `cargo test -p tilec-codegen --release fma_peak -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a test"]
+fn fma_peak() {
+    let host = LlvmTarget::host();
+    for lanes in [8, 16] {
+        if lanes == 16 && driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx512").unwrap())).is_err() {
+            continue;
+        }
+        for threads in [1, 2] {
+            let p = peak::measure_fma_peak(&host, lanes, threads, 7).unwrap();
+            eprintln!("{lanes} lanes, {threads} thread(s): {:.1} GFLOP/s", p.gflops);
+        }
+    }
+}
+
+#[test]
+fn the_peak_kernel_runs_and_reports_a_positive_rate() {
+    let p = peak::measure_fma_peak(&LlvmTarget::host(), 8, 1, 1).expect("peak kernel compiles and runs");
+    assert!(p.gflops > 0.1 && p.gflops.is_finite(), "{p:?}");
 }

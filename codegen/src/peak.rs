@@ -1,0 +1,88 @@
+//! Measuring this machine's floating-point peak with a generated kernel, so
+//! that "% of peak" figures come from the machine, not a datasheet.
+//!
+//! The kernel keeps `chains` independent accumulators of `lanes`-wide f32
+//! vectors and updates each with a fused multiply-add per step. With at
+//! least latency x throughput chains (4 x 2 on current x86 cores) the FMA
+//! units never wait, so its rate is the core's FMA peak. It goes through
+//! the same MLIR → LLVM path as every tilec kernel and runs through the
+//! same runtime, one parallel iteration per thread.
+
+use crate::compile::{CompileError, LlvmTarget, compile_cpu};
+use crate::{CpuProgram, HostPlan, KernelAbi, link_shared};
+use std::fmt::Write;
+use tilec_runtime::program::BufferSpec;
+
+/// FMA steps per accumulator and call (long enough to dwarf the call).
+const STEPS: u64 = 1 << 22;
+
+/// The MLIR of the peak kernel: `peak_k0(out: memref<T x lanes x f32>, lo, hi)`,
+/// one parallel iteration per thread, each writing its accumulators' sum
+/// to its row of `out` (so nothing is optimised away).
+fn peak_kernel_mlir(lanes: u64, chains: usize, threads: u64) -> String {
+    let v = format!("vector<{lanes}xf32>");
+    let mut s = String::new();
+    writeln!(s, "module {{").unwrap();
+    writeln!(s, "  func.func @peak_k0(%out: memref<{threads}x{lanes}xf32>, %lo: index, %hi: index) {{").unwrap();
+    writeln!(s, "    %c0 = arith.constant 0 : index").unwrap();
+    writeln!(s, "    %c1 = arith.constant 1 : index").unwrap();
+    writeln!(s, "    %steps = arith.constant {STEPS} : index").unwrap();
+    // Multiplier and addend close to 1 and 0 keep the values finite.
+    writeln!(s, "    %m = arith.constant dense<0.999999> : {v}").unwrap();
+    writeln!(s, "    %a = arith.constant dense<0.000001> : {v}").unwrap();
+    writeln!(s, "    scf.for %t = %lo to %hi step %c1 {{").unwrap();
+    let inits: Vec<String> = (0..chains).map(|i| format!("%init{i}")).collect();
+    for (i, name) in inits.iter().enumerate() {
+        writeln!(s, "      {name} = arith.constant dense<{}.0> : {v}", i + 1).unwrap();
+    }
+    let iter_args: Vec<String> = (0..chains).map(|i| format!("%x{i} = {}", inits[i])).collect();
+    let types = vec![v.clone(); chains].join(", ");
+    let results: Vec<String> = (0..chains).map(|i| format!("%r#{i}")).collect();
+    writeln!(s, "      %r:{chains} = scf.for %i = %c0 to %steps step %c1 iter_args({}) -> ({types}) {{", iter_args.join(", ")).unwrap();
+    for i in 0..chains {
+        writeln!(s, "        %y{i} = vector.fma %x{i}, %m, %a : {v}").unwrap();
+    }
+    let ys: Vec<String> = (0..chains).map(|i| format!("%y{i}")).collect();
+    writeln!(s, "        scf.yield {} : {types}", ys.join(", ")).unwrap();
+    writeln!(s, "      }}").unwrap();
+    let mut acc = results[0].clone();
+    for (i, r) in results.iter().enumerate().skip(1) {
+        writeln!(s, "      %s{i} = arith.addf {acc}, {r} : {v}").unwrap();
+        acc = format!("%s{i}");
+    }
+    writeln!(s, "      vector.store {acc}, %out[%t, %c0] : memref<{threads}x{lanes}xf32>, {v}").unwrap();
+    writeln!(s, "    }}").unwrap();
+    writeln!(s, "    return").unwrap();
+    writeln!(s, "  }}").unwrap();
+    writeln!(s, "}}").unwrap();
+    s
+}
+
+/// A measured peak: GFLOP/s over all threads, median of the runs.
+#[derive(Clone, Debug)]
+pub struct Peak {
+    pub gflops: f64,
+    pub lanes: u64,
+    pub threads: usize,
+}
+
+/// Measures the f32 FMA peak of `target` (which must run here) with
+/// `threads` threads: median of `runs` timed calls after one warm-up.
+pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: usize) -> Result<Peak, CompileError> {
+    // 12 chains: more than latency (4) x FMA units (2), fewer than the 16
+    // (ymm) or 32 (zmm) vector registers.
+    let chains = 12;
+    let t = threads.max(1) as u64;
+    let artifacts = compile_cpu(&peak_kernel_mlir(lanes, chains, t), target)?;
+    let dir = tempfile::tempdir().map_err(|e| CompileError(format!("cannot make a temporary folder: {e}")))?;
+    let so = link_shared(&artifacts.object, dir.path(), "peak")?;
+    let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: "f32".into() };
+    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out] };
+    let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+    let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
+    program.run(&[], threads).map_err(CompileError)?;
+    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(&[], threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
+    times.sort_by(f64::total_cmp);
+    let flops = 2.0 * (STEPS * lanes * chains as u64 * t) as f64;
+    Ok(Peak { gflops: flops / times[times.len() / 2] / 1e9, lanes, threads })
+}
