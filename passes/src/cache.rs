@@ -158,27 +158,10 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         let mut anc: Vec<Op> = f.ancestors(load).into_iter().take_while(|&a| a != kernel).collect();
         anc.reverse();
         let loops: Vec<Op> = anc.iter().copied().filter(|&a| for_loop(f, a).is_some()).collect();
-        let j = loops.iter().take_while(|&&l| position_of(f, l).is_some_and(|p| p <= staging_pos)).count();
-        // Staging point: before the op of the staging region that holds the load.
-        let (region, holder) = if j == 0 {
-            (f.ops[kernel].regions[0], anc.first().copied().unwrap_or(load))
-        } else {
-            let outer = loops[j - 1];
-            let body = f.ops[outer].regions[0];
-            let holder = anc.iter().copied().chain([load]).find(|&o| f.ops[o].parent == body).expect("the load is inside");
-            (body, holder)
-        };
-        // A read already staged inside this point (into a level nearer the
-        // loads) cannot be staged again out here: its buffer does not exist
-        // yet. Staging outer levels first (shared, then local) works.
-        if f.def_op(f.ops[load].operands[0]).is_some_and(|d| d == holder || f.ancestors(d).contains(&holder)) {
-            let inner = f.values[f.ops[load].operands[0]].name.clone().unwrap_or_default();
-            return Err(Diagnostic::error(format!("read `{read}` is already staged inside the loops where `{level}` would stage it (in `%{inner}`)"))
-                .at(span, "in this kernel")
-                .with_help(format!("stage `{read}` into `{level}` before staging it into a level nearer the loads")));
-        }
+        let staged_at = loops.iter().take_while(|&&l| position_of(f, l).is_some_and(|p| p <= staging_pos)).count();
+        let mut j = staged_at;
         let cooperative = scope == MemScope::Shared;
-        let varying: Vec<Op> = loops.iter().enumerate().filter(|&(i, &l)| i >= j || (cooperative && is_thread_level(f, l))).map(|(_, &l)| l).collect();
+        let varying: Vec<Op> = loops.iter().enumerate().filter(|&(i, &l)| i >= staged_at || (cooperative && is_thread_level(f, l))).map(|(_, &l)| l).collect();
         let trips: Vec<(Value, i64)> = varying.iter().map(|&l| (f.regions[f.ops[l].regions[0]].args[0], for_loop(f, l).expect("loop").extent as i64)).collect();
         let trip_of = |v: Value| trips.iter().find(|(x, _)| *x == v).map(|&(_, n)| n);
 
@@ -210,6 +193,47 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             origin.push(AffineExpr::from_parts(o_terms, o_const, 1).expect("small"));
             local.push(AffineExpr::from_parts(l_terms, l_const, 1).expect("small"));
             sizes.push(size as u64);
+        }
+        // A thread's own copy moves out of the serial loops its box does not
+        // depend on (and out of one-iteration loops, whose index is 0), so
+        // that a packed panel is copied once and reused by every iteration
+        // of those loops, as BLAS packs its panels. Shared copies stay: they
+        // are fenced by barriers at their level. Parallel loops are never
+        // crossed: each core packs its own.
+        if !cooperative {
+            while j > 0 {
+                let l = loops[j - 1];
+                let Some(lp) = for_loop(f, l) else { break };
+                let serial_level = lp.tag.as_ref().is_some_and(|tag| t.tile_level(&tag.level).is_some_and(|(_, lv)| lv.binding == Binding::Serial));
+                if !serial_level {
+                    break;
+                }
+                let v = f.regions[f.ops[l].regions[0]].args[0];
+                if lp.extent == 1 {
+                    origin = origin.iter().map(|e| e.substitute(|x| if x == v { AffineExpr::constant(0) } else { AffineExpr::var(x) }).expect("small")).collect();
+                } else if origin.iter().any(|e| e.uses(v)) {
+                    break;
+                }
+                j -= 1;
+            }
+        }
+        // Staging point: before the op of the staging region that holds the load.
+        let (region, holder) = if j == 0 {
+            (f.ops[kernel].regions[0], anc.first().copied().unwrap_or(load))
+        } else {
+            let outer = loops[j - 1];
+            let body = f.ops[outer].regions[0];
+            let holder = anc.iter().copied().chain([load]).find(|&o| f.ops[o].parent == body).expect("the load is inside");
+            (body, holder)
+        };
+        // A read already staged inside this point (into a level nearer the
+        // loads) cannot be staged again out here: its buffer does not exist
+        // yet. Staging outer levels first (shared, then local) works.
+        if f.def_op(f.ops[load].operands[0]).is_some_and(|d| d == holder || f.ancestors(d).contains(&holder)) {
+            let inner = f.values[f.ops[load].operands[0]].name.clone().unwrap_or_default();
+            return Err(Diagnostic::error(format!("read `{read}` is already staged inside the loops where `{level}` would stage it (in `%{inner}`)"))
+                .at(span, "in this kernel")
+                .with_help(format!("stage `{read}` into `{level}` before staging it into a level nearer the loads")));
         }
         let buf_ty = BufferType::new(sizes.clone(), src_ty.elem, scope);
         // The box may reach outside the source (padding, or partial tiles

@@ -213,11 +213,14 @@ pub fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
         }
     }
     s.unroll = ch.pick(&[0u64, 4, 16]);
-    // Vector: the innermost point loop's axis, the last spatial axis whose
-    // innermost tile is longer than 1; the width divides that tile's share
-    // of one virtual thread.
+    // Vector: any spatial axis whose innermost tile is longer than 1 (its
+    // point loop goes innermost; the last axis is the usual choice, the
+    // others gather); the width divides that tile's share of one virtual
+    // thread.
     if t.isa.vector_bits > 0 && ch.below(2) == 0 {
-        if let Some(a) = spatial.iter().rev().find(|a| last(&s, a) > 1) {
+        let candidates: Vec<&&AxisDecl> = spatial.iter().filter(|a| last(&s, a) > 1).collect();
+        let pick = if candidates.is_empty() || ch.below(2) == 0 { candidates.last().copied() } else { Some(ch.pick(&candidates)) };
+        if let Some(a) = pick {
             let trip = last(&s, a) / s.vthreads_of(&a.name);
             let widths: Vec<u64> = [2u64, 4].into_iter().filter(|w| trip % w == 0).collect();
             if !widths.is_empty() {

@@ -146,6 +146,11 @@ struct Builder<'a> {
     /// accumulator is allocated).
     acc_pos: usize,
     level_names: Vec<String>,
+    /// The schedule's vector axis: its point loop goes innermost, whatever
+    /// the axes' order, so that the axes' order can choose the order of
+    /// the tile loops (which panel stays in cache) without forbidding
+    /// vectors along the axis that is contiguous in memory.
+    vector_axis: Option<usize>,
 }
 
 /// Replaces compute op `op` by its loop nest; returns the number of loops.
@@ -181,7 +186,8 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     let has_reduction = c.reduction_axes().next().is_some();
     let acc_pos = order.iter().position(|e| matches!(e, OrderEntry::Reduction(_) | OrderEntry::ReductionPoint)).unwrap_or(order.len());
     let level_names = target.tile_levels.iter().map(|l| l.name.clone()).collect();
-    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names };
+    let vector_axis = schedule.vector.as_ref().and_then(|(name, _)| axes.iter().position(|a| &a.name == name));
+    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis };
     b.nest(0, kernel_body, false, has_reduction, &read_names);
 
     // Uses of the tensor now read the buffer; the compute op goes.
@@ -200,7 +206,8 @@ impl Builder<'_> {
     }
 
     /// Loops of order entry `k`: (axis, level, trip), trip > 1 only,
-    /// outer levels first, axes in declaration order within a level.
+    /// outer levels first, axes in declaration order within a level (the
+    /// vector axis last among point loops).
     fn entry_loops(&self, k: usize) -> Vec<(usize, Level, u64)> {
         let spatial = |a: &AxisTiles| a.kind == AxisKind::Spatial;
         let levels: Vec<Level> = match self.order[k] {
@@ -215,7 +222,11 @@ impl Builder<'_> {
         };
         let mut out = Vec::new();
         for level in levels {
-            for (i, a) in self.axes.iter().enumerate().filter(|(_, a)| wants(a)) {
+            let mut axes: Vec<usize> = (0..self.axes.len()).filter(|&i| wants(&self.axes[i])).collect();
+            if level == Level::Point {
+                axes.sort_by_key(|&i| Some(i) == self.vector_axis);
+            }
+            for (i, a) in axes.into_iter().map(|i| (i, &self.axes[i])) {
                 let trip = match level {
                     Level::Tile(l) => a.trip(l),
                     Level::Point => a.point_trip(),
@@ -292,8 +303,16 @@ impl Builder<'_> {
             .product()
     }
 
+    /// The spatial axes in the order of the accumulator's dimensions: the
+    /// order the output's indices use them (so the accumulator's rows are
+    /// contiguous along the same axis as the output's, which the vector
+    /// loop runs along), then any other in declaration order.
     fn spatial(&self) -> Vec<usize> {
-        (0..self.axes.len()).filter(|&a| self.axes[a].kind == AxisKind::Spatial).collect()
+        let mut axes: Vec<usize> = (0..self.axes.len()).filter(|&a| self.axes[a].kind == AxisKind::Spatial).collect();
+        let ids: Vec<AxisId> = self.c.axis_ids().collect();
+        let first_use = |a: usize| self.c.output.iter().position(|e| e.uses(ids[a])).unwrap_or(usize::MAX);
+        axes.sort_by_key(|&a| first_use(a));
+        axes
     }
 
     /// Builds the nest from order position `k` into `region`.
