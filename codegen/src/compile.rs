@@ -57,7 +57,8 @@ fn pass_manager(ctx: &Context) -> PassManager<'_> {
             after_all: true,
             module_scope: true,
             on_change: false,
-            on_failure: true,
+            // true would print only after a pass that fails.
+            on_failure: false,
             flags: melior::ir::operation::OperationPrintingFlags::new(),
             tree_printing_path: std::path::PathBuf::new(),
         });
