@@ -582,7 +582,6 @@ impl<'f> Emitter<'f> {
                 conds.push(lt);
             }
         }
-        let et = mlir_elem(elem);
         let load = |e: &mut Self, quots: &[String]| {
             let v = e.fresh("ld");
             e.line(&format!("{v} = memref.load {m}[{}] : {mty}", quots.join(", ")));
@@ -597,10 +596,18 @@ impl<'f> Emitter<'f> {
             self.line(&format!("{a} = arith.andi {all}, {c} : i1"));
             all = a;
         }
+        Ok(self.load_or_pad(&all, m, mty, &quots, pad, elem))
+    }
+
+    /// `cond ? memref.load m[idx] : pad`, as an `scf.if` (the load must not
+    /// run when it would be out of bounds).
+    fn load_or_pad(&mut self, cond: &str, m: &str, mty: &str, idx: &[String], pad: Literal, elem: ElemType) -> String {
+        let et = mlir_elem(elem);
         let v = self.fresh("pl");
-        self.line(&format!("{v} = scf.if {all} -> ({et}) {{"));
+        self.line(&format!("{v} = scf.if {cond} -> ({et}) {{"));
         self.depth += 1;
-        let x = load(self, &quots);
+        let x = self.fresh("ld");
+        self.line(&format!("{x} = memref.load {m}[{}] : {mty}", idx.join(", ")));
         self.line(&format!("scf.yield {x} : {et}"));
         self.depth -= 1;
         self.line("} else {");
@@ -609,7 +616,7 @@ impl<'f> Emitter<'f> {
         self.line(&format!("scf.yield {p} : {et}"));
         self.depth -= 1;
         self.line("}");
-        Ok(v)
+        v
     }
 
     fn load(&mut self, op: Op, a: &Access) -> Result<Ev, EmitError> {
@@ -768,7 +775,6 @@ impl<'f> Emitter<'f> {
 
     /// A load at already-emitted indices, with bounds checks if `pad`.
     fn padded_load_names(&mut self, m: &str, mty: &str, shape: &[u64], elem: ElemType, idx: &[String], pad: Option<Literal>) -> Result<String, EmitError> {
-        let et = mlir_elem(elem);
         let Some(pad) = pad else {
             let v = self.fresh("ld");
             self.line(&format!("{v} = memref.load {m}[{}] : {mty}", idx.join(", ")));
@@ -797,20 +803,7 @@ impl<'f> Emitter<'f> {
             self.line(&format!("{v} = memref.load {m}[] : {mty}"));
             return Ok(v);
         };
-        let v = self.fresh("pl");
-        self.line(&format!("{v} = scf.if {cond} -> ({et}) {{"));
-        self.depth += 1;
-        let x = self.fresh("ld");
-        self.line(&format!("{x} = memref.load {m}[{}] : {mty}", idx.join(", ")));
-        self.line(&format!("scf.yield {x} : {et}"));
-        self.depth -= 1;
-        self.line("} else {");
-        self.depth += 1;
-        let p = self.scalar_constant(pad, elem);
-        self.line(&format!("scf.yield {p} : {et}"));
-        self.depth -= 1;
-        self.line("}");
-        Ok(v)
+        Ok(self.load_or_pad(&cond, m, mty, idx, pad, elem))
     }
 
     fn fill(&mut self, op: Op, lit: Literal) -> Result<(), EmitError> {

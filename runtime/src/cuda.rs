@@ -107,17 +107,11 @@ impl CudaProgram {
         end.record(&self.stream).map_err(err("cannot record an event"))?;
         self.stream.synchronize().map_err(err("a kernel failed"))?;
         let kernel_seconds = start.elapsed_ms(&end).map_err(err("cannot read the kernel time"))? as f64 / 1e3;
-        let results = self
-            .plan
-            .results
-            .iter()
-            .map(|r| {
-                let ty = r.tensor_type()?;
-                let b = bufs.get(&r.value).ok_or_else(|| "a result the host does not have".to_string())?;
-                let bytes = self.stream.clone_dtoh(b).map_err(err("cannot copy a result back"))?;
-                Ok(tensor_from_bytes(&ty, &bytes[..ty.size_bytes().unwrap_or(0) as usize]))
-            })
-            .collect::<Result<_, String>>()?;
+        let results = self.plan.collect_results(|value, ty| {
+            let b = bufs.get(&value).ok_or_else(|| "a result the host does not have".to_string())?;
+            let bytes = self.stream.clone_dtoh(b).map_err(err("cannot copy a result back"))?;
+            Ok(tensor_from_bytes(ty, &bytes[..ty.size_bytes().unwrap_or(0) as usize]))
+        })?;
         Ok(CudaRun { results, kernel_seconds })
     }
 }

@@ -77,6 +77,14 @@ impl HostPlan {
     }
 }
 
+impl HostPlan {
+    /// The function's results, in order: `read` turns each returned
+    /// buffer (by value number) into a tensor of its type.
+    pub(crate) fn collect_results(&self, mut read: impl FnMut(u32, &TensorType) -> Result<Tensor, String>) -> Result<Vec<Tensor>, String> {
+        self.results.iter().map(|r| read(r.value, &r.tensor_type()?)).collect()
+    }
+}
+
 /// Most buffer parameters a kernel may have (the host calls kernels
 /// through a fixed set of C signatures).
 pub const MAX_KERNEL_PARAMS: usize = 16;
@@ -197,15 +205,7 @@ impl CpuProgram {
             });
         }
         let kernel_seconds = start.elapsed().as_secs_f64();
-        let results = self
-            .plan
-            .results
-            .iter()
-            .map(|r| {
-                let ty = r.tensor_type()?;
-                bufs.get(&r.value).map(|b| tensor_from_bytes(&ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string())
-            })
-            .collect::<Result<_, String>>()?;
+        let results = self.plan.collect_results(|value, ty| bufs.get(&value).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))?;
         Ok(CpuRun { results, kernel_seconds })
     }
 }
