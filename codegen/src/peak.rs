@@ -86,3 +86,62 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
     let flops = 2.0 * (STEPS * lanes * chains as u64 * t) as f64;
     Ok(Peak { gflops: flops / times[times.len() / 2] / 1e9, lanes, threads })
 }
+
+/// A measured memory bandwidth: GB/s of the STREAM triad over all threads.
+#[derive(Clone, Debug)]
+pub struct Bandwidth {
+    pub gbs: f64,
+    pub threads: usize,
+}
+
+/// The MLIR of the triad kernel `a[i] = b[i] + 3 * c[i]` over `n` f32 in
+/// 16-lane vectors, `parts` parallel iterations each doing `n / parts`.
+fn triad_kernel_mlir(n: u64, parts: u64) -> String {
+    let chunk = n / parts;
+    let v = "vector<16xf32>";
+    let m = format!("memref<{n}xf32>");
+    format!(
+        "module {{
+  func.func @triad_k0(%a: {m}, %b: {m}, %c: {m}, %lo: index, %hi: index) {{
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %chunk = arith.constant {chunk} : index
+    %s = arith.constant dense<3.0> : {v}
+    scf.for %t = %lo to %hi step %c1 {{
+      %start = arith.muli %t, %chunk : index
+      %end = arith.addi %start, %chunk : index
+      scf.for %i = %start to %end step %c16 {{
+        %x = vector.load %b[%i] : {m}, {v}
+        %y = vector.load %c[%i] : {m}, {v}
+        %z = vector.fma %y, %s, %x : {v}
+        vector.store %z, %a[%i] : {m}, {v}
+      }}
+    }}
+    return
+  }}
+}}
+"
+    )
+}
+
+/// Measures the STREAM-triad bandwidth with `threads` threads over three
+/// arrays of 32 MiB each (far larger than any cache): median of `runs`.
+/// Counts 3 x 4 bytes per element (the write-allocate read is not counted,
+/// as STREAM does not count it).
+pub fn measure_bandwidth(target: &LlvmTarget, threads: usize, runs: usize) -> Result<Bandwidth, CompileError> {
+    let n: u64 = 1 << 23;
+    let parts = 64;
+    let artifacts = compile_cpu(&triad_kernel_mlir(n, parts), target)?;
+    let dir = tempfile::tempdir().map_err(|e| CompileError(format!("cannot make a temporary folder: {e}")))?;
+    let so = link_shared(&artifacts.object, dir.path(), "triad")?;
+    let spec = |value| BufferSpec { value, shape: vec![n], elem: "f32".into() };
+    let plan = HostPlan { params: vec![spec(1), spec(2)], buffers: vec![spec(0)], results: vec![spec(0)] };
+    let abi = KernelAbi { symbol: "triad_k0".into(), params: vec![0, 1, 2], parallel_trip: parts, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+    let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
+    let input = tilec::interp::Tensor::random(&tilec::ir::TensorType::new(vec![n], tilec::ir::ElemType::F32), 1);
+    let inputs = [input.clone(), input];
+    program.run(&inputs, threads).map_err(CompileError)?;
+    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(&inputs, threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
+    times.sort_by(f64::total_cmp);
+    Ok(Bandwidth { gbs: 12.0 * n as f64 / times[times.len() / 2] / 1e9, threads })
+}

@@ -301,6 +301,12 @@ fn fma_peak() {
 }
 
 #[test]
+fn the_bandwidth_kernel_runs_and_reports_a_positive_rate() {
+    let b = peak::measure_bandwidth(&LlvmTarget::host(), 2, 1).expect("triad kernel compiles and runs");
+    assert!(b.gbs > 0.1 && b.gbs.is_finite(), "{b:?}");
+}
+
+#[test]
 fn the_peak_kernel_runs_and_reports_a_positive_rate() {
     let p = peak::measure_fma_peak(&LlvmTarget::host(), 8, 1, 1).expect("peak kernel compiles and runs");
     assert!(p.gflops > 0.1 && p.gflops.is_finite(), "{p:?}");

@@ -1,0 +1,416 @@
+//! `tilec-bench`: runs workloads through tilec's scheduling strategies,
+//! compiles them for this machine, times the kernels and reports GFLOP/s
+//! against this machine's measured peak and, with `--baseline`, against
+//! numpy and onnxruntime measured in the same run.
+//!
+//! It installs nothing: baselines run where those Python packages are
+//! installed and are reported as skipped otherwise.
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value as Json, json};
+use std::io::{IsTerminal, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+use termcolor::{ColorChoice, StandardStream};
+use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
+use tilec::interp::{Tensor, compare::compare, run_function};
+use tilec::pass::{PassManager, parse_pipeline};
+use tilec::target::{Target, TargetKind, TargetSet};
+use tilec_codegen::LlvmTarget;
+
+#[derive(Parser, Debug)]
+#[command(name = "tilec-bench", version, about = "Benchmark workloads through tilec's strategies on this machine")]
+struct Cli {
+    /// Tile files to run (default: the CPU-sized workloads of benchmarks/workloads/).
+    files: Vec<PathBuf>,
+
+    /// Strategies, comma-separated: `plain` (no search: the plain schedule)
+    /// or a strategy of the `search` pass (`markov`, `roller`, `random`, ...).
+    #[arg(long, default_value = "plain", value_delimiter = ',')]
+    strategy: Vec<String>,
+
+    /// Threads for the kernels (0: one per core).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+
+    /// The target to schedule and compile for (must run on this machine).
+    #[arg(long, default_value = "host")]
+    target: String,
+
+    /// Seed of the search and of the inputs.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    /// Extra options for the search pass, as in a pipeline (`budget=64 measure-top-k=8`).
+    #[arg(long = "search-options", default_value = "")]
+    search_options: String,
+
+    /// Timed runs per workload (the median is reported).
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+
+    /// Skip the comparison with the interpreter.
+    #[arg(long = "no-check")]
+    no_check: bool,
+
+    /// Also measure numpy (GEMM, GEMV, batched GEMM) and onnxruntime
+    /// (convolutions, pooling) on the same workloads, side by side.
+    #[arg(long)]
+    baseline: bool,
+
+    /// Measure this machine's FMA peak and memory bandwidth first, with
+    /// generated kernels; ratios to peak then use it (else the target's
+    /// nominal peak). Alone (no files, no strategy given), only that.
+    #[arg(long)]
+    peak: bool,
+
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The workloads run by default: those sized for a CPU (the GPU-sized
+/// Gensor shapes and the largest pooling are left out).
+const DEFAULT_WORKLOADS: &[&str] = &[
+    "gemm_1024",
+    "gemm_bert_m0",
+    "gemm_bert_m1",
+    "gemm_bert_m2",
+    "gemm_bert_m3",
+    "gemm_bert_m4",
+    "gemm_bert_m5",
+    "gemm_gta_16x512x128",
+    "gemm_gta_1024x16x256",
+    "gemm_gta_256x1024x256",
+    "gemm_gta_512x256x16",
+    "bmm_bert_qk",
+    "bmm_bert_sv",
+    "gemv_v3",
+    "conv2d_resnet50_r0",
+    "conv2d_resnet50_r1",
+    "conv2d_resnet50_r2",
+    "conv2d_resnet50_r3",
+    "conv2d_resnet50_r4",
+    "conv2d_resnet50_r5",
+    "conv2d_resnet50_r6",
+    "conv2d_resnet50_r7",
+    "conv2d_resnet50_r8",
+    "conv2d_resnet50_r9",
+    "conv2d_resnet50_r10",
+    "conv2d_resnet50_r11",
+    "conv2d_resnet50_r12",
+    "avgpool_p1",
+    "maxpool_resnet_stem",
+];
+
+fn repo_root() -> PathBuf {
+    // The binary lives in <repo>/target/<profile>/; fall back to the
+    // current folder.
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.ancestors().nth(3).map(Path::to_path_buf))
+        .filter(|r| r.join("benchmarks/workloads").is_dir())
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The machine, in words, for the report.
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model}, {cores} core(s)")
+}
+
+/// A measured peak: GFLOP/s for the threads used, and bandwidth.
+struct MeasuredPeak {
+    gflops: f64,
+    lanes: u64,
+    bandwidth_gbs: f64,
+}
+
+fn measure_peak(threads: usize) -> Result<MeasuredPeak, String> {
+    let host = LlvmTarget::host();
+    let lanes = if host.features.split(',').any(|f| f == "+avx512f") { 16 } else { 8 };
+    let p = tilec_codegen::peak::measure_fma_peak(&host, lanes, threads, 7).map_err(|e| e.0)?;
+    let b = tilec_codegen::peak::measure_bandwidth(&host, threads, 7).map_err(|e| e.0)?;
+    Ok(MeasuredPeak { gflops: p.gflops, lanes, bandwidth_gbs: b.gbs })
+}
+
+/// One workload under one strategy.
+struct Row {
+    workload: String,
+    strategy: String,
+    result: Result<Measured, String>,
+}
+
+struct Measured {
+    search_s: f64,
+    compile_s: f64,
+    measurements: Option<u64>,
+    median_s: f64,
+    min_s: f64,
+    flops: u64,
+    check: Option<bool>,
+    baseline: Option<Result<(String, f64), String>>,
+}
+
+fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
+    match strategy {
+        "plain" => "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)".to_string(),
+        s => {
+            let extra = if options.trim().is_empty() { String::new() } else { format!(" {}", options.trim()) };
+            format!("builtin.module(search{{strategy={s} seed={seed}{extra}}},tile{{unscheduled=serial}},cache,vthread,bind,vectorize,unroll)")
+        }
+    }
+}
+
+fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads: usize, dir: &Path) -> Result<Measured, String> {
+    let render = |sources: &SourceMap, d: &Diagnostics| sources.render(&d.0);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let (module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| render(&sm, &d))?;
+    let v = tilec::verify::verify_module(&module);
+    if v.has_errors() {
+        return Err(render(&sources, &v));
+    }
+    let original = module.funcs.first().ok_or("no function")?.clone();
+    let registry = tilec_codegen::registry();
+    let pipeline_text = pipeline_for(strategy, cli.seed, &cli.search_options);
+    let pfile = sources.add("<pipeline>", pipeline_text.clone());
+    let pipeline = parse_pipeline(&pipeline_text, pfile, &registry).map_err(|d| render(&sources, &d))?;
+    let mut pm = PassManager::new(pipeline);
+    pm.set_target(target.clone());
+    let mut scheduled = module.clone();
+    let start = Instant::now();
+    let report = pm.run(&mut scheduled).map_err(|d| render(&sources, &d))?;
+    let search_s = start.elapsed().as_secs_f64();
+    let measurements = report.statistics.iter().flat_map(|(_, counters)| counters.iter()).filter(|(name, _)| *name == "measured").map(|(_, n)| *n).reduce(|a, b| a + b);
+
+    let f = scheduled.funcs.first().ok_or("the pipeline removed the function")?;
+    let start = Instant::now();
+    let compiled = tilec_codegen::compile_function_cpu(f, &tilec_codegen::driver::llvm_target_of(target)).map_err(|e| e.0)?;
+    let so = tilec_codegen::link_shared(&compiled.artifacts.object, dir, &f.name).map_err(|e| e.0)?;
+    let program = tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone())?;
+    let compile_s = start.elapsed().as_secs_f64();
+
+    let inputs: Vec<Tensor> = original
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| original.value_type(p).as_tensor().map(|t| Tensor::random(t, Tensor::input_seed(cli.seed, i))).ok_or("a parameter is not a tensor"))
+        .collect::<Result<_, _>>()?;
+    for _ in 0..cli.warmup {
+        program.run(&inputs, threads)?;
+    }
+    let mut times = Vec::new();
+    let mut results = Vec::new();
+    for _ in 0..cli.repeat.max(1) {
+        let run = program.run_timed(&inputs, threads)?;
+        times.push(run.kernel_seconds);
+        results = run.results;
+    }
+    times.sort_by(f64::total_cmp);
+    let check = if cli.no_check {
+        None
+    } else {
+        let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
+        Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
+    };
+    let baseline = cli.baseline.then(|| run_baseline(path, threads));
+    Ok(Measured { search_s, compile_s, measurements, median_s: times[times.len() / 2], min_s: times[0], flops: tilec::ir::cost::flops(&original), check, baseline })
+}
+
+/// numpy/onnxruntime on the same workload (`benchmarks/baseline.py`):
+/// (library, median seconds), or why it was skipped.
+fn run_baseline(path: &Path, threads: usize) -> Result<(String, f64), String> {
+    let script = repo_root().join("benchmarks/baseline.py");
+    let python = ["/usr/bin/python3", "python3"].into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())).ok_or("no python3")?;
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .arg(path)
+        .arg("--threads")
+        .arg(threads.to_string())
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .env("OPENBLAS_NUM_THREADS", threads.to_string())
+        .env("MKL_NUM_THREADS", threads.to_string())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    let doc: Json = serde_json::from_slice(&out.stdout).map_err(|_| format!("baseline failed: {}", String::from_utf8_lossy(&out.stderr).trim()))?;
+    match (doc["library"].as_str(), doc["median_s"].as_f64(), doc["skipped"].as_str()) {
+        (Some(lib), Some(t), _) => Ok((lib.to_string(), t)),
+        (_, _, Some(why)) => Err(why.to_string()),
+        _ => Err("baseline gave no figure".into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
+    match run(&cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(d) => {
+            let choice = if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never };
+            SourceMap::new().emit(&mut StandardStream::stderr(choice).lock(), &d.0);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<bool, Diagnostics> {
+    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    let mut sources = SourceMap::new();
+    let target = TargetSet::new().resolve(&mut sources, &cli.target)?;
+    if target.kind != TargetKind::Cpu {
+        return Err(Diagnostic::error(format!("tilec-bench runs on this machine's CPU; `{}` is a {} target", target.name, target.kind.name())).with_help("pass a CPU target, e.g. --target=host").into());
+    }
+    if let Err(missing) = tilec_codegen::driver::host_can_run(&tilec_codegen::driver::llvm_target_of(&target)) {
+        return Err(Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name)).with_help("pass --target=host").into());
+    }
+    let peak = if cli.peak {
+        eprintln!("measuring this machine's peak ({threads} thread(s))...");
+        Some(measure_peak(threads).map_err(|e| Diagnostic::error(format!("cannot measure the peak: {e}")))?)
+    } else {
+        None
+    };
+    let peak_only = cli.peak && cli.files.is_empty() && std::env::args().all(|a| !a.starts_with("--strategy"));
+    let files: Vec<PathBuf> = if peak_only {
+        Vec::new()
+    } else if cli.files.is_empty() {
+        let dir = repo_root().join("benchmarks/workloads");
+        DEFAULT_WORKLOADS.iter().map(|w| dir.join(format!("{w}.tile"))).collect()
+    } else {
+        cli.files.clone()
+    };
+    let nominal = target.peak_gflops.get("f32").map(|chip| chip * threads.min(target.compute.units.max(1) as usize) as f64 / target.compute.units.max(1) as f64);
+    let (peak_gflops, peak_source) = match &peak {
+        Some(p) => (Some(p.gflops), "measured"),
+        None => (nominal, "nominal"),
+    };
+
+    let dir = tempfile::tempdir().map_err(|e| Diagnostic::error(format!("cannot make a temporary folder: {e}")))?;
+    let total = (files.len() * cli.strategy.len()) as u64;
+    let bar = if total > 0 && std::io::stderr().is_terminal() { ProgressBar::new(total) } else { ProgressBar::hidden() };
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut rows = Vec::new();
+    for path in &files {
+        let workload = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        for strategy in &cli.strategy {
+            bar.set_message(format!("{workload} ({strategy})"));
+            let result = run_one(cli, path, strategy, &target, threads, dir.path());
+            if !cli.json && !bar.is_hidden() {
+                bar.println(format!("{workload} ({strategy}) done"));
+            }
+            rows.push(Row { workload: workload.clone(), strategy: strategy.clone(), result });
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+
+    let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)));
+    let mut out = String::new();
+    if cli.json {
+        let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops)).collect();
+        let doc = json!({
+            "machine": machine(),
+            "target": target.name,
+            "threads": threads,
+            "peak": { "source": peak_source, "gflops": peak_gflops, "lanes": peak.as_ref().map(|p| p.lanes), "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs) },
+            "repeat": cli.repeat,
+            "warmup": cli.warmup,
+            "seed": cli.seed,
+            "records": records,
+        });
+        out = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        out.push('\n');
+    } else {
+        use std::fmt::Write as _;
+        writeln!(out, "machine: {}; target `{}`, {threads} thread(s)", machine(), target.name).ok();
+        match (&peak, peak_gflops) {
+            (Some(p), _) => writeln!(out, "measured peak: {:.1} GFLOP/s f32 FMA ({}-lane vectors), {:.1} GB/s triad", p.gflops, p.lanes, p.bandwidth_gbs).ok(),
+            (None, Some(g)) => writeln!(out, "peak: {g:.1} GFLOP/s, the target's nominal figure (pass --peak to measure it)").ok(),
+            (None, None) => writeln!(out, "peak: unknown").ok(),
+        };
+        if !rows.is_empty() {
+            writeln!(out, "{:<24} {:<9} {:>9} {:>6} {:>11} {:>9} {:>7} {:>6} {:>22} {:>7}", "workload", "strategy", "search s", "meas", "median ms", "GFLOP/s", "% peak", "check", "baseline GFLOP/s", "ratio").ok();
+        }
+        for r in &rows {
+            match &r.result {
+                Ok(m) => {
+                    let gflops = m.flops as f64 / m.median_s / 1e9;
+                    let pct = peak_gflops.map_or("-".to_string(), |p| format!("{:.1}", 100.0 * gflops / p));
+                    let check = match m.check {
+                        Some(true) => "ok",
+                        Some(false) => "FAIL",
+                        None => "-",
+                    };
+                    let (base, ratio) = match &m.baseline {
+                        Some(Ok((lib, t))) => {
+                            let g = m.flops as f64 / t / 1e9;
+                            (format!("{g:.1} ({lib})"), format!("{:.2}", gflops / g))
+                        }
+                        Some(Err(_)) => ("skipped".to_string(), "-".to_string()),
+                        None => ("-".to_string(), "-".to_string()),
+                    };
+                    let meas = m.measurements.map_or("-".to_string(), |n| n.to_string());
+                    writeln!(out, "{:<24} {:<9} {:>9.2} {:>6} {:>11.3} {:>9.2} {:>7} {:>6} {:>22} {:>7}", r.workload, r.strategy, m.search_s, meas, m.median_s * 1e3, gflops, pct, check, base, ratio).ok();
+                }
+                Err(e) => {
+                    let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+                    writeln!(out, "{:<24} {:<9} error: {first}", r.workload, r.strategy).ok();
+                }
+            }
+        }
+        let skipped: Vec<String> = rows.iter().filter_map(|r| r.result.as_ref().ok().and_then(|m| m.baseline.as_ref()).and_then(|b| b.as_ref().err()).map(|why| format!("{}: {why}", r.workload))).collect();
+        if let Some(first) = skipped.first() {
+            writeln!(out, "baselines skipped: {first}{}", if skipped.len() > 1 { format!(" (and {} more)", skipped.len() - 1) } else { String::new() }).ok();
+        }
+    }
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(all_ok)
+}
+
+fn row_json(r: &Row, peak: Option<f64>) -> Json {
+    match &r.result {
+        Ok(m) => {
+            let gflops = m.flops as f64 / m.median_s / 1e9;
+            let (baseline, ratio) = match &m.baseline {
+                Some(Ok((lib, t))) => {
+                    let g = m.flops as f64 / t / 1e9;
+                    (json!({ "library": lib, "median_ms": t * 1e3, "gflops": g }), json!(gflops / g))
+                }
+                Some(Err(why)) => (json!({ "skipped": why }), Json::Null),
+                None => (Json::Null, Json::Null),
+            };
+            json!({
+                "workload": r.workload,
+                "strategy": r.strategy,
+                "search_s": m.search_s,
+                "compile_s": m.compile_s,
+                "measurements": m.measurements,
+                "median_ms": m.median_s * 1e3,
+                "min_ms": m.min_s * 1e3,
+                "flops": m.flops,
+                "gflops": gflops,
+                "peak_fraction": peak.map(|p| gflops / p),
+                "check": m.check,
+                "baseline": baseline,
+                "ratio_to_baseline": ratio,
+            })
+        }
+        Err(e) => json!({ "workload": r.workload, "strategy": r.strategy, "error": e }),
+    }
+}
