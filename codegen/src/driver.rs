@@ -81,8 +81,37 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
     Ok(match stage {
         Stage::Llvm => (Artifact::Text(artifacts.llvm_ir), None),
         Stage::Asm => (Artifact::Text(artifacts.asm), None),
-        _ => (Artifact::Bytes(artifacts.object), None),
+        _ => (Artifact::Bytes(artifacts.object), Some(cpu_metadata(&lowered, t))),
     })
+}
+
+/// `{"target", "kernels": [{"function", "symbol", "params", "parallel_trip"}]}`:
+/// how to call the kernels of a CPU object (docs/codegen.md, "The C ABI").
+fn cpu_metadata(l: &Lowered, t: &Target) -> String {
+    let mut s = format!("{{\n  \"target\": \"{}\",\n  \"kernels\": [", t.name);
+    let mut first = true;
+    for (func, kernels, plan) in &l.functions {
+        for k in kernels {
+            if !first {
+                s.push(',');
+            }
+            first = false;
+            let params: Vec<String> = k
+                .params
+                .iter()
+                .map(|v| {
+                    let spec = plan.params.iter().chain(&plan.buffers).find(|b| b.value == *v);
+                    match spec {
+                        Some(b) => format!("{{\"value\": {v}, \"shape\": {:?}, \"elem\": \"{}\"}}", b.shape, b.elem),
+                        None => format!("{{\"value\": {v}}}"),
+                    }
+                })
+                .collect();
+            write!(s, "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"parallel_trip\": {}, \"params\": [{}]}}", k.symbol, k.parallel_trip, params.join(", ")).unwrap();
+        }
+    }
+    s.push_str("\n  ]\n}\n");
+    s
 }
 
 /// `{"kernels": [{"function", "symbol", "grid", "block", "shared_bytes", "params"}]}`.

@@ -36,7 +36,8 @@ struct Cli {
 
     /// The stage to stop at and print: the tile IR (`tile`, the default
     /// unless the pipeline lowered to MLIR), MLIR (`mlir`), LLVM IR (`llvm`),
-    /// assembly (`asm`), an object file (`obj`, needs -o) or PTX (`ptx`).
+    /// assembly (`asm`), an object file (`obj`, needs -o), a shared
+    /// library (`lib`, needs -o; linked with the system `cc`) or PTX (`ptx`).
     /// Past `tile`, without --pass-pipeline, the default pipeline runs
     /// (docs/codegen.md).
     #[arg(long, value_enum)]
@@ -127,6 +128,7 @@ enum Emit {
     Llvm,
     Asm,
     Obj,
+    Lib,
     Ptx,
 }
 
@@ -308,6 +310,9 @@ impl Driver {
         if cli.emit == Some(Emit::Obj) && cli.output.is_none() && !failed {
             return Err(Diagnostic::error("`--emit=obj` writes an object file: give it a name with -o").into());
         }
+        if cli.emit == Some(Emit::Lib) && cli.output.is_none() && !failed {
+            return Err(Diagnostic::error("`--emit=lib` writes a shared library: give it a name with -o").into());
+        }
         match &cli.output {
             // Like mlir-opt, an output file is only kept when everything worked.
             Some(_) if failed => {}
@@ -481,7 +486,7 @@ impl Driver {
             None | Some(Emit::Tile) | Some(Emit::Mlir) => Some(tilec_codegen::driver::Stage::Mlir),
             Some(Emit::Llvm) => Some(tilec_codegen::driver::Stage::Llvm),
             Some(Emit::Asm) => Some(tilec_codegen::driver::Stage::Asm),
-            Some(Emit::Obj) => Some(tilec_codegen::driver::Stage::Obj),
+            Some(Emit::Obj) | Some(Emit::Lib) => Some(tilec_codegen::driver::Stage::Obj),
             Some(Emit::Ptx) => Some(tilec_codegen::driver::Stage::Ptx),
         };
         let output = match (stage, &target) {
@@ -498,6 +503,17 @@ impl Driver {
                         tilec_codegen::driver::Artifact::Text(t) => t.into_bytes(),
                         tilec_codegen::driver::Artifact::Bytes(b) => b,
                     };
+                    let bytes = if cli.emit == Some(Emit::Lib) {
+                        match link_library(&bytes) {
+                            Ok(lib) => lib,
+                            Err(e) => {
+                                all.push(Diagnostic::error(format!("cannot make a shared library: {e}")).with_help("install a C toolchain (`build-essential`), or use `--emit=obj` and link it yourself"));
+                                return (Err(()), all);
+                            }
+                        }
+                    } else {
+                        bytes
+                    };
                     Output { bytes, metadata }
                 }
                 Err(e) => {
@@ -510,6 +526,14 @@ impl Driver {
         timings.push((if stage.is_some() { "code generation" } else { "print" }.into(), start.elapsed()));
         (Ok(output), all)
     }
+}
+
+/// Links an object into a shared library (in a scratch folder) and returns
+/// the library's bytes.
+fn link_library(object: &[u8]) -> Result<Vec<u8>, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary folder: {e}"))?;
+    let so = tilec_codegen::link_shared(object, dir.path(), "kernels").map_err(|e| e.0)?;
+    std::fs::read(&so).map_err(|e| format!("cannot read `{}`: {e}", so.display()))
 }
 
 /// What one input chunk produced: the bytes to write, and for PTX the
