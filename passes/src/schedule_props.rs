@@ -12,7 +12,7 @@ use tilec::target::Target;
 
 /// Tiny instances of every op kind (same structure as the workloads:
 /// strides, padding, dilation, groups, transposition, epilogues).
-const OPS: &[&str] = &[
+pub(crate) const OPS: &[&str] = &[
     // GEMM with a fused epilogue
     "func @f(%A: tensor<5x6xf32>, %B: tensor<6x7xf32>, %bias: tensor<7xf32>) -> tensor<5x7xf32> {
   %C = compute (i: 5, j: 7) reduce sum (k: 6) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<5x7xf32>[i, j] {
