@@ -269,6 +269,10 @@ impl Driver {
         let split = chunks.len() > 1;
         timings.push(("read input".into(), start.elapsed()));
         let records = self.read_records(&pipeline)?;
+        // Bad lines of records files are reported before anything runs.
+        if !records.warnings.is_empty() {
+            self.emit(&Diagnostics(records.warnings.clone()));
+        }
 
         // Diagnostics of all chunks, in input order; the run fails if any
         // chunk failed, but the chunks that worked are still printed.
@@ -294,7 +298,6 @@ impl Driver {
             diagnostics.extend(produced);
         }
         failed |= diagnostics.has_errors();
-        diagnostics.0.splice(0..0, records.warnings.iter().cloned());
         if !diagnostics.is_empty() {
             self.emit(&diagnostics);
         }
