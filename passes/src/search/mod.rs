@@ -58,7 +58,7 @@ records file. Options that only some strategies read say so. See
         OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
         OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
         OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
-        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "1", help: "markov: factor on the benefit of the cache action (Formula 2)" },
+        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0.1", help: "markov: factor on the benefit of the cache action (Formula 2)" },
         OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" },
         OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" },
         OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
@@ -254,6 +254,7 @@ impl Search {
             return Err(at(Diagnostic::error(format!("search strategy `{}` found no schedule of this op that fits target `{}`", self.strategy, target.name)))
                 .with_help(format!("raise budget (now {}) or try another strategy", self.budget)));
         }
+        let constructed = start.elapsed();
         // Measure the first K candidates.
         if scx.will_measure() {
             for c in ranked.iter().take(self.measure_k as usize) {
@@ -313,7 +314,7 @@ impl Search {
         for n in &notes {
             r.push_str(&format!("  {n}\n"));
         }
-        r.push_str(&format!("  time: {:.3} s\n", elapsed.as_secs_f64()));
+        r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
         r.push_str(&format!("  chosen: {}\n", one_line(&schedule, &p)));
         r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, p.predict(&chosen))));
         match measured_s {
