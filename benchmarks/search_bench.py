@@ -62,8 +62,7 @@ def run(tilec, workload, strategy, k, seed, extra_options):
     out = {"workload": workload, "strategy": strategy, "wall_s": wall}
     if p.returncode != 0:
         first = next((l for l in p.stderr.splitlines() if l.startswith("error")), p.stderr.strip()[:200])
-        m = re.search(r"has (\d+) points, more than max-space=(\d+)", first)
-        out["error"] = f"refused: {int(m.group(1)):,} points > max-space" if m else first
+        out["error"] = first
         return out
     r = p.stderr
     m = re.search(r"states visited: (\d+), candidates ranked: (\d+), measured: (\d+)(?: \((\d+) failed\))?", r)
@@ -91,6 +90,7 @@ def main():
     ap.add_argument("--option", action="append", default=[], help="an extra search option for every run (budget=4000)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--from-json", help="print the tables of an earlier --json file instead of running")
+    ap.add_argument("--pivot", action="store_true", help="one row per strategy, one column per workload: GFLOP/s (regret)")
     a = ap.parse_args()
     strategies = [s for s in a.strategies.split(";" if ";" in a.strategies else ",") if s]
     rows = []
@@ -105,11 +105,16 @@ def main():
             r["regret"] = (1.0 - r["gflops"] / best) if r.get("gflops") and best > 0 else None
             rows.append(r)
             print(json.dumps(r), file=sys.stderr)
+    if a.pivot:
+        pivot(rows, strategies)
+        return
     print(f"| workload | strategy | GFLOP/s (measured) | regret | predicted GFLOP/s | construction (s) | states | measured (failed) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['workload']} | {r['strategy']} | — | — | — | — | — | {r['error'][:90]} |")
+            m = re.search(r"has (\d+) points, more than max-space=(\d+)", r["error"])
+            why = f"refused: {int(m.group(1)):,} points > max-space={m.group(2)}" if m else r["error"][:90]
+            print(f"| {r['workload']} | {r['strategy']} | — | — | — | — | — | {why} |")
             continue
         g = f"{r['gflops']:.2f}" if r["gflops"] is not None else "—"
         reg = f"{100 * r['regret']:.0f}%" if r["regret"] is not None else "—"
@@ -127,6 +132,23 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+
+
+def pivot(rows, strategies):
+    ws = list(dict.fromkeys(r["workload"] for r in rows))
+    print("| strategy | " + " | ".join(ws) + " | mean regret |")
+    print("|---|" + "---:|" * len(ws) + "---:|")
+    for s in strategies:
+        cells, regs = [], []
+        for w in ws:
+            r = next((x for x in rows if x["workload"] == w and x["strategy"] == s), None)
+            if r is None or r.get("gflops") is None:
+                cells.append("—")
+                continue
+            cells.append(f"{r['gflops']:.2f} ({100 * r['regret']:.0f}%)")
+            regs.append(r["regret"])
+        mean = f"{100 * sum(regs) / len(regs):.0f}%" if regs else "—"
+        print(f"| `{s}` | " + " | ".join(cells) + f" | {mean} |")
 
 
 if __name__ == "__main__":
