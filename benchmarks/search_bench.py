@@ -42,7 +42,7 @@ DEFAULT_WORKLOADS = [
 ]
 
 
-def run(tilec, workload, strategy, k, seed, extra_options):
+def run(tilec, workload, strategy, k, seed, extra_options, target="host"):
     name, _, opts = strategy.partition(":")
     # Later settings override earlier ones: the defaults, the strategy's
     # own (`exhaustive:measure-top-k=840`), then --option.
@@ -54,7 +54,7 @@ def run(tilec, workload, strategy, k, seed, extra_options):
     path = os.path.join(ROOT, "benchmarks", "workloads", workload + ".tile")
     start = time.time()
     p = subprocess.run(
-        [tilec, path, "--target=host", "--search-report", "--pass-pipeline=" + pipeline, "-o", os.devnull],
+        [tilec, path, "--target=" + target, "--search-report", "--pass-pipeline=" + pipeline, "-o", os.devnull],
         capture_output=True,
         text=True,
     )
@@ -88,6 +88,7 @@ def main():
     ap.add_argument("--strategies", default="markov,roller,random,exhaustive")
     ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
     ap.add_argument("--option", action="append", default=[], help="an extra search option for every run (budget=4000)")
+    ap.add_argument("--target", default="host", help="the target (measurement needs one that runs here; --k 0 compares predictions)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--from-json", help="print the tables of an earlier --json file instead of running")
     ap.add_argument("--pivot", action="store_true", help="one row per strategy, one column per workload: GFLOP/s (regret)")
@@ -99,7 +100,7 @@ def main():
             rows = json.load(f)
         strategies = list(dict.fromkeys(r["strategy"] for r in rows))
     for w in [] if a.from_json else [w for w in a.workloads.split(",") if w]:
-        results = [run(a.tilec, w, s, a.k, a.seed, a.option) for s in strategies]
+        results = [run(a.tilec, w, s, a.k, a.seed, a.option, a.target) for s in strategies]
         best = max((r.get("gflops") or 0.0) for r in results)
         for r in results:
             r["regret"] = (1.0 - r["gflops"] / best) if r.get("gflops") and best > 0 else None

@@ -51,6 +51,13 @@ enum Action {
     VThread,
 }
 
+/// `cache-scale=0`: Formula 2's ratios are about 4 between CPU caches and
+/// about 30 between GPU shared memory and registers, against tile benefits
+/// of 1–2; these factors let the walk stay at a level long enough to grow
+/// its tile (docs/search.md, "How the defaults were chosen").
+pub const DEFAULT_CACHE_SCALE_CPU: f64 = 0.1;
+pub const DEFAULT_CACHE_SCALE_GPU: f64 = 0.01;
+
 /// The cache boost of Algorithm 1 at step `t`.
 pub fn cache_boost(t: f64) -> f64 {
     3.0 / (1.0 + (-(5f64.ln()) / 10.0 * (t - 10.0)).exp())
@@ -78,7 +85,19 @@ impl Markov {
         let s = p.footprint(cfg, level).max(low.line_bytes as u64) as f64;
         // GB/s is bytes per nanosecond.
         let b = (low.latency_ns + s / low.bandwidth_gbs.max(1e-9)) / (high.latency_ns + s / high.bandwidth_gbs.max(1e-9));
-        b * cache_boost(step as f64) * self.cache_scale
+        b * cache_boost(step as f64) * self.scale(p)
+    }
+
+    /// The `cache-scale` in effect: the option, or for 0 the default of
+    /// the target's kind (chosen by experiment, docs/search.md).
+    fn scale(&self, p: &Problem) -> f64 {
+        if self.cache_scale > 0.0 {
+            self.cache_scale
+        } else if p.gpu() {
+            DEFAULT_CACHE_SCALE_GPU
+        } else {
+            DEFAULT_CACHE_SCALE_CPU
+        }
     }
 
     /// Every action from (`cfg`, `level`) with its benefit (0: infeasible).
@@ -158,6 +177,9 @@ impl Strategy for Markov {
     }
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
+        if self.cache_scale < 0.0 {
+            return Err(format!("cache-scale must not be negative (got {})", self.cache_scale));
+        }
         if !(self.temperature > self.threshold && self.threshold > 0.0) {
             return Err(format!("markov needs temperature > threshold > 0 (got temperature={} threshold={})", self.temperature, self.threshold));
         }
@@ -173,7 +195,7 @@ impl Strategy for Markov {
                 break; // stuck at the start: nothing feasible to do
             }
         }
-        cx.note(format!("{walks} walks of at most {} steps", (self.temperature / self.threshold).log2().ceil()));
+        cx.note(format!("{walks} walks of at most {} steps, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
         Ok(cx.rank(p, top))
     }

@@ -58,7 +58,7 @@ records file. Options that only some strategies read say so. See
         OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
         OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
         OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
-        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0.1", help: "markov: factor on the benefit of the cache action (Formula 2)" },
+        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
         OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" },
         OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" },
         OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },

@@ -72,6 +72,10 @@ pub struct Problem {
     pub unroll: u64,
 }
 
+/// Warps per block below which a GPU cannot hide latency, in the model
+/// (its prediction scales throughput by threads / (4 × 32) below that).
+pub const MIN_WARPS: u64 = 4;
+
 pub fn divisors(n: u64) -> Vec<u64> {
     let mut d: Vec<u64> = (1..).take_while(|i| i * i <= n).filter(|i| n % i == 0).flat_map(|i| [i, n / i]).collect();
     d.sort_unstable();
@@ -280,15 +284,17 @@ impl Problem {
 
     /// Does a move from `cfg` to `next` at `level` keep the machine busy? At
     /// a `parallel`/`grid` level, a move that leaves fewer tiles than cores
-    /// or SMs (and fewer than before) does not: the model gives it
-    /// probability 0, as it does to a move over a capacity.
+    /// or SMs (and fewer than before) does not; at a GPU `threads` level,
+    /// one that leaves fewer than [`MIN_WARPS`] warps per block (and fewer
+    /// than before). The model gives such moves probability 0, as it does
+    /// to a move over a capacity.
     pub fn keeps_parallelism(&self, cfg: &Config, next: &Config, level: usize) -> bool {
-        if !matches!(self.target.tile_levels[level].binding, Binding::Parallel | Binding::Grid) {
-            return true;
-        }
-        let units = self.target.compute.units.max(1) as u64;
-        let (n, n2) = (self.parallel_tiles(cfg), self.parallel_tiles(next));
-        n2 >= n || n2 >= units
+        let (n, n2, min) = match self.target.tile_levels[level].binding {
+            Binding::Parallel | Binding::Grid => (self.parallel_tiles(cfg), self.parallel_tiles(next), self.target.compute.units.max(1) as u64),
+            Binding::Threads => (self.threads(cfg), self.threads(next), MIN_WARPS * self.target.compute.warp_size.max(1) as u64),
+            Binding::Serial => return true,
+        };
+        n2 >= n || n2 >= min
     }
 
     /// GPU threads per block.
@@ -413,7 +419,7 @@ impl Problem {
             let warp = t.compute.warp_size.max(1) as f64;
             eff *= th / ((th / warp).ceil() * warp);
             // Too few threads per SM cannot hide latency.
-            eff *= (th / 128.0).min(1.0);
+            eff *= (th / (MIN_WARPS as f64 * warp)).min(1.0);
         } else {
             let w = self.vector_width(cfg).max(1) as f64;
             eff *= w / self.lanes.max(1) as f64;

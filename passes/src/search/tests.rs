@@ -241,7 +241,7 @@ fn show_candidates() {
     let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
     let p = Problem::new(f, op, t.clone(), 16).unwrap();
     for strategy in ["markov", "roller", "random"] {
-        let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "1".into()))]);
+        let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
         let mut st = s.strategy();
         let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
