@@ -33,6 +33,11 @@ pub struct ApplyRecords {
 
 impl Pass for ApplyRecords {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        // Nothing to schedule, nothing to read.
+        let unscheduled = module.funcs.iter().any(|f| f.regions[f.body].ops.iter().any(|&o| f.ops[o].kind.as_compute().is_some_and(|c| c.schedule.is_none())));
+        if !unscheduled {
+            return Ok(());
+        }
         if self.file.is_empty() {
             return Err(Diagnostic::error("apply-records needs a records file: apply-records{file=PATH}").into());
         }
