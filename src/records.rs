@@ -16,6 +16,11 @@
 use crate::ir::{AffineExpr, AxisId, CacheDirective, Compute, Function, Op, Schedule};
 use serde::{Deserialize, Serialize};
 
+/// The name under which the driver hands the search the records already in
+/// the `--records` file, so that a search resumes: a candidate measured
+/// before (same workload, target and schedule) is not measured again.
+pub const RESUME: &str = "<--records>";
+
 /// The schedule of a record, as data (not text: records are read without
 /// the op's source at hand). Mirrors [`Schedule`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

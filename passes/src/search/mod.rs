@@ -115,7 +115,10 @@ pub struct SearchCx<'a> {
     evaluator: Option<&'a mut (dyn Evaluator + 'static)>,
     /// The op alone in a function, for measurement.
     base: Module,
-    measured: Vec<(Config, Measurement)>,
+    /// Every measurement, and whether it came from the records (resumed).
+    measured: Vec<(Config, Measurement, bool)>,
+    /// Successful records of this workload on this target from earlier runs.
+    known: Vec<Record>,
     notes: Vec<String>,
     strategy: &'static str,
 }
@@ -165,10 +168,16 @@ impl SearchCx<'_> {
     /// Compiles, runs and times `cfg` (once; later calls return the first
     /// result). `None` without an evaluator.
     pub fn measure(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
-        if let Some((_, m)) = self.measured.iter().find(|(c, _)| c == cfg) {
+        if let Some((_, m, _)) = self.measured.iter().find(|(c, _, _)| c == cfg) {
             return Some(m.clone());
         }
         let ev = self.evaluator.as_deref_mut()?;
+        let data = RecordSchedule::of(&p.schedule(cfg));
+        if let Some(l) = self.known.iter().find(|r| r.schedule == data).and_then(|r| r.latency.as_ref()) {
+            let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
+            self.measured.push((cfg.clone(), Ok(t.clone()), true));
+            return Some(Ok(t));
+        }
         let mut m = self.base.clone();
         let f = &mut m.funcs[0];
         f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(p.schedule(cfg));
@@ -176,7 +185,7 @@ impl SearchCx<'_> {
             Ok(()) => ev.evaluate(&m, &p.func),
             Err(e) => Err(tilec::measure::Failure::Compile(e)),
         };
-        self.measured.push((cfg.clone(), result.clone()));
+        self.measured.push((cfg.clone(), result.clone(), false));
         Some(result)
     }
 }
@@ -231,6 +240,10 @@ impl Search {
         let base = p.extract(f);
         let no_eval = cx.no_evaluator_reason().map(str::to_string);
         let key = tilec::records::workload_key(f, op).unwrap_or_default();
+        let known: Vec<Record> = cx
+            .records(tilec::records::RESUME)
+            .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
+            .unwrap_or_default();
         let evaluator = if self.measure_k > 0 { cx.evaluator() } else { None };
         let mut checked: Result<(), String> = Ok(());
         let evaluator = match evaluator {
@@ -242,7 +255,7 @@ impl Search {
             }
             None => None,
         };
-        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), notes: Vec::new(), strategy: strategy.name() };
+        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), known, notes: Vec::new(), strategy: strategy.name() };
         let ranked = strategy.run(&p, &mut scx).map_err(|m| {
             at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(if self.strategy == "exhaustive" {
                 "use strategy=markov or roller for large spaces, or raise max-space".to_string()
@@ -264,7 +277,7 @@ impl Search {
         let SearchCx { visited, measured, notes, evaluator, strategy: strategy_name, .. } = scx;
         let had_evaluator = evaluator.is_some();
         drop(evaluator);
-        let best_measured = measured.iter().filter_map(|(c, m)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let (chosen, measured_s) = match best_measured {
             Some((t, c)) => (c.clone(), Some(t)),
             None => (ranked[0].clone(), None),
@@ -272,8 +285,8 @@ impl Search {
         let schedule = p.schedule(&chosen);
         let elapsed = start.elapsed();
 
-        // Records of every measurement.
-        for (c, m) in &measured {
+        // Records of every new measurement.
+        for (c, m, _) in measured.iter().filter(|(_, _, resumed)| !resumed) {
             let s = p.schedule(c);
             let (latency, gflops, error) = match m {
                 Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
@@ -291,7 +304,8 @@ impl Search {
                 version: tilec::VERSION.to_string(),
             });
         }
-        let failures = measured.iter().filter(|(_, m)| m.is_err()).count();
+        let failures = measured.iter().filter(|(_, m, _)| m.is_err()).count();
+        let resumed = measured.iter().filter(|(_, _, r)| *r).count();
         cx.bump("ops", 1);
         cx.bump("states", visited);
         cx.bump("measured", measured.len() as u64);
@@ -302,6 +316,9 @@ impl Search {
         r.push_str(&format!("  states visited: {}, candidates ranked: {}, measured: {}", visited, ranked.len(), measured.len()));
         if failures > 0 {
             r.push_str(&format!(" ({failures} failed)"));
+        }
+        if resumed > 0 {
+            r.push_str(&format!(" ({resumed} from the records)"));
         }
         r.push('\n');
         if self.measure_k == 0 {
@@ -321,7 +338,7 @@ impl Search {
             Some(t) => r.push_str(&format!(", measured: {}\n", fmt_gflops(p.flops, t))),
             None => r.push_str(", measured: -\n"),
         }
-        for (c, m) in &measured {
+        for (c, m, _) in &measured {
             if let Err(e) = m {
                 r.push_str(&format!("  failed candidate {}: {e}\n", one_line(&p.schedule(c), &p)));
             }

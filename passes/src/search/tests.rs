@@ -197,6 +197,17 @@ fn measurement_goes_through_the_evaluator_and_into_records() {
     cx2.add_records("r.jsonl".into(), Arc::new(records.clone()));
     crate::apply_records::ApplyRecords { file: "r.jsonl".into() }.run(&mut fresh, &mut cx2).expect("apply");
     assert_eq!(tilec::syntax::print_module(&fresh), tilec::syntax::print_module(&m));
+    // A search given these records as the --records file's resumes: the
+    // three timed candidates are not measured again, the failed one is.
+    let mut again = parse(GEMM);
+    let mut cx4 = PassContext::with_target(Some(t.clone()));
+    cx4.set_evaluator(Some(Box::new(Fake { calls: 0, references: 0 })));
+    cx4.add_records(tilec::records::RESUME.into(), Arc::new(records.clone()));
+    search("roller", &[("measure-top-k", "4")]).run(&mut again, &mut cx4).expect("search");
+    let new = cx4.take_records();
+    assert_eq!(new.len(), 1, "only the failed candidate is measured again");
+    assert_eq!(new[0].schedule, records.iter().find(|r| r.error.is_some()).unwrap().schedule);
+    assert!(cx4.take_reports().join("").contains("measured: 4 (3 from the records)"));
     // Without records read: an error.
     let mut cx3 = PassContext::with_target(Some(t));
     assert!(crate::apply_records::ApplyRecords { file: "other.jsonl".into() }.run(&mut parse(GEMM), &mut cx3).is_err());
@@ -243,7 +254,7 @@ fn show_candidates() {
     for strategy in ["markov", "roller", "random"] {
         let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
         let mut st = s.strategy();
-        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
         for c in ranked.iter().take(5) {

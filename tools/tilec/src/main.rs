@@ -121,7 +121,8 @@ struct Cli {
     search_report: bool,
 
     /// Append every measurement `search` makes to this records file (JSON
-    /// lines; docs/search.md).
+    /// lines; docs/search.md). Candidates the file already has a time for
+    /// (same workload, target and schedule) are not measured again.
     #[arg(long = "records", value_name = "FILE")]
     records: Option<PathBuf>,
 
@@ -268,7 +269,7 @@ impl Driver {
         };
         let split = chunks.len() > 1;
         timings.push(("read input".into(), start.elapsed()));
-        let records = self.read_records(&pipeline)?;
+        let records = self.read_records(cli, &pipeline)?;
         // Bad lines of records files are reported before anything runs.
         if !records.warnings.is_empty() {
             self.emit(&Diagnostics(records.warnings.clone()));
@@ -557,7 +558,27 @@ struct LoadedRecords {
 }
 
 impl Driver {
-    fn read_records(&mut self, pipeline: &Pipeline) -> Result<LoadedRecords, Diagnostics> {
+    /// The records of a file's text; each bad line is a warning at it.
+    fn parse_records_file(&mut self, name: &str, text: String, warnings: &mut Vec<Diagnostic>) -> Arc<Vec<tilec::records::Record>> {
+        let (good, bad) = tilec::records::parse_records(&text);
+        let file = self.sources.add(name.to_string(), text);
+        let source = self.sources.source(file);
+        let mut starts = vec![0usize];
+        starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
+        for (line, why) in bad {
+            let start = starts[line - 1];
+            let end = source[start..].find('\n').map_or(source.len(), |e| start + e);
+            let span = tilec::diag::Span::new(file, start..end);
+            warnings.push(
+                Diagnostic::warning(format!("skipped line {line} of records file `{name}`: not a record ({why})"))
+                    .at(span, "this line")
+                    .with_note("the other lines are used"),
+            );
+        }
+        Arc::new(good.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn read_records(&mut self, cli: &Cli, pipeline: &Pipeline) -> Result<LoadedRecords, Diagnostics> {
         let mut loaded = LoadedRecords::default();
         for spec in &pipeline.passes {
             if spec.decl.name != "apply-records" {
@@ -570,22 +591,16 @@ impl Driver {
             let text = std::fs::read_to_string(&name).map_err(|e| {
                 Diagnostic::error(format!("cannot read records file `{name}`: {}", tilec::input::io_reason(&e))).at(spec.span, "named here")
             })?;
-            let (good, bad) = tilec::records::parse_records(&text);
-            let file = self.sources.add(name.clone(), text);
-            let source = self.sources.source(file);
-            let mut starts = vec![0usize];
-            starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
-            for (line, why) in bad {
-                let start = starts[line - 1];
-                let end = source[start..].find('\n').map_or(source.len(), |e| start + e);
-                let span = tilec::diag::Span::new(file, start..end);
-                loaded.warnings.push(
-                    Diagnostic::warning(format!("skipped line {line} of records file `{name}`: not a record ({why})"))
-                        .at(span, "this line")
-                        .with_note("the other lines are used"),
-                );
+            let records = self.parse_records_file(&name, text, &mut loaded.warnings);
+            loaded.files.push((name, records));
+        }
+        // The records already in the --records file: a measured search
+        // resumes from them.
+        if let Some(path) = &cli.records {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let records = self.parse_records_file(&path.display().to_string(), text, &mut loaded.warnings);
+                loaded.files.push((tilec::records::RESUME.to_string(), records));
             }
-            loaded.files.push((name, Arc::new(good.into_iter().map(|(_, r)| r).collect())));
         }
         Ok(loaded)
     }
