@@ -48,7 +48,8 @@ run and timed, and the fastest wins. `measure-top-k=0` is construction
 only: no measurement, and the same seed gives the same schedule. Ops that
 already have a schedule are left alone. `tilec --search-report` prints what
 each search did; `tilec --records FILE` appends every measurement to a
-records file. Options that only some strategies read say so. See
+records file, and a measured search does not measure again the candidates
+that file has times for. Options that only some strategies read say so. See
 `docs/search.md`.",
     options: &[
         OptionDecl { name: "strategy", kind: OptionKind::Enum(STRATEGIES), default: "markov", help: "how candidates are constructed" },
