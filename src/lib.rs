@@ -12,6 +12,7 @@ pub mod interp;
 pub mod ir;
 pub mod measure;
 pub mod pass;
+pub mod records;
 pub mod syntax;
 pub mod target;
 pub mod verify;

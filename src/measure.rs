@@ -65,4 +65,14 @@ pub type Measurement = Result<Timing, Failure>;
 /// fully scheduled (loop-level IR).
 pub trait Evaluator {
     fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement;
+
+    /// Tells the evaluator what the next candidates must compute: `func` of
+    /// `reference` (level 0, unscheduled). An evaluator that checks results
+    /// computes its reference here; `Err` says why it cannot (the search
+    /// then reports its measurements as unchecked). The default checks
+    /// nothing.
+    fn set_reference(&mut self, reference: &Module, func: &str) -> Result<(), String> {
+        let _ = (reference, func);
+        Err("this evaluator does not check results".into())
+    }
 }

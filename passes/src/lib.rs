@@ -1,6 +1,7 @@
 //! tilec's transformations. Each pass is declared once (a static
 //! `PassDecl`) and registered in [`registry`].
 
+pub mod apply_records;
 pub mod canonicalize;
 pub mod samples;
 mod nest;
@@ -16,6 +17,7 @@ pub mod cache;
 pub mod unroll;
 pub mod vectorize;
 pub mod vthread;
+pub mod search;
 
 use tilec::pass::Registry;
 
@@ -23,6 +25,8 @@ use tilec::pass::Registry;
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(&canonicalize::DECL);
+    r.register(&search::DECL);
+    r.register(&apply_records::DECL);
     r.register(&tile::DECL);
     r.register(&cache::DECL);
     r.register(&vthread::DECL);

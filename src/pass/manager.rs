@@ -13,6 +13,9 @@ pub struct PassManager {
     instrumentations: Vec<Box<dyn Instrumentation>>,
     verify_each: bool,
     target: Option<std::sync::Arc<crate::target::Target>>,
+    evaluator: Option<Box<dyn crate::measure::Evaluator>>,
+    no_evaluator_reason: Option<String>,
+    records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
 }
 
 /// What a run measured: wall time per pass (and for verification) and the
@@ -23,16 +26,36 @@ pub struct RunReport {
     /// Per pass run that declares statistics: every declared counter, in
     /// declaration order, zeros included.
     pub statistics: Vec<(String, Vec<(&'static str, u64)>)>,
+    /// What the search pass reported (`--search-report`), in order.
+    pub search_reports: Vec<String>,
+    /// Measurements made during the run, for the records file.
+    pub records: Vec<crate::records::Record>,
 }
 
 impl PassManager {
     pub fn new(pipeline: Pipeline) -> Self {
-        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None }
+        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new() }
     }
 
     /// The target passes compile for (`--target`).
     pub fn set_target(&mut self, target: std::sync::Arc<crate::target::Target>) {
         self.target = Some(target);
+    }
+
+    /// The evaluator measured search strategies use; it is handed to the
+    /// passes through [`PassContext`] and kept across runs.
+    pub fn set_evaluator(&mut self, e: Box<dyn crate::measure::Evaluator>) {
+        self.evaluator = Some(e);
+    }
+
+    /// Why no evaluator is installed, for the search report.
+    pub fn set_no_evaluator_reason(&mut self, why: impl Into<String>) {
+        self.no_evaluator_reason = Some(why.into());
+    }
+
+    /// Records the driver read from `file`, for `apply-records{file=...}`.
+    pub fn add_records(&mut self, file: impl Into<String>, records: std::sync::Arc<Vec<crate::records::Record>>) {
+        self.records.push((file.into(), records));
     }
 
     pub fn add_instrumentation(&mut self, i: Box<dyn Instrumentation>) {
@@ -54,6 +77,11 @@ impl PassManager {
     pub fn run(&mut self, module: &mut Module) -> Result<RunReport, Diagnostics> {
         let mut report = RunReport::default();
         let mut cx = PassContext::with_target(self.target.clone());
+        cx.set_evaluator(self.evaluator.take());
+        cx.set_no_evaluator_reason(self.no_evaluator_reason.clone());
+        for (file, r) in &self.records {
+            cx.add_records(file.clone(), r.clone());
+        }
         let mut verify_time = Duration::ZERO;
         let mut result = Ok(());
         for inst in &mut self.instrumentations {
@@ -101,6 +129,9 @@ impl PassManager {
                 inst.after_pass(&event, module, elapsed);
             }
         }
+        self.evaluator = cx.take_evaluator();
+        report.search_reports = cx.take_reports();
+        report.records = cx.take_records();
         if self.verify_each && !self.pipeline.passes.is_empty() {
             report.timings.push(("(verify)".to_string(), verify_time));
         }

@@ -28,11 +28,23 @@ pub trait Pass {
 }
 
 /// What a pass may use besides the module: the target it compiles for,
-/// and statistics (the measurement interface comes with the search pass).
+/// statistics, and for the search pass an optional [`Evaluator`] (how fast
+/// is a candidate?), records handed in by the driver (`apply-records`), and
+/// what the search reports and measures, which the driver prints and writes.
+/// Passes do no I/O: everything they read or produce goes through here.
+///
+/// [`Evaluator`]: crate::measure::Evaluator
 #[derive(Default)]
 pub struct PassContext {
     statistics: IndexMap<&'static str, u64>,
     target: Option<std::sync::Arc<crate::target::Target>>,
+    evaluator: Option<Box<dyn crate::measure::Evaluator>>,
+    /// Why there is no evaluator, for reports (`None`: none was asked for).
+    no_evaluator_reason: Option<String>,
+    /// Records read by the driver, by the file name a pass option gives.
+    records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
+    new_records: Vec<crate::records::Record>,
+    reports: Vec<String>,
 }
 
 impl PassContext {
@@ -41,12 +53,64 @@ impl PassContext {
     }
 
     pub fn with_target(target: Option<std::sync::Arc<crate::target::Target>>) -> Self {
-        PassContext { statistics: IndexMap::new(), target }
+        PassContext { target, ..PassContext::default() }
     }
 
     /// The target given with `--target`, if any.
     pub fn target(&self) -> Option<&crate::target::Target> {
         self.target.as_deref()
+    }
+
+    /// Installs the evaluator measured strategies use.
+    pub fn set_evaluator(&mut self, e: Option<Box<dyn crate::measure::Evaluator>>) {
+        self.evaluator = e;
+    }
+
+    /// Takes the evaluator back (the pass manager returns it to its owner).
+    pub fn take_evaluator(&mut self) -> Option<Box<dyn crate::measure::Evaluator>> {
+        self.evaluator.take()
+    }
+
+    pub fn evaluator(&mut self) -> Option<&mut (dyn crate::measure::Evaluator + 'static)> {
+        self.evaluator.as_deref_mut()
+    }
+
+    /// Says why no evaluator is installed (e.g. the target does not run on
+    /// this machine); reports quote it.
+    pub fn set_no_evaluator_reason(&mut self, why: Option<String>) {
+        self.no_evaluator_reason = why;
+    }
+
+    pub fn no_evaluator_reason(&self) -> Option<&str> {
+        self.no_evaluator_reason.as_deref()
+    }
+
+    /// Hands in the records the driver read from `file`.
+    pub fn add_records(&mut self, file: String, records: std::sync::Arc<Vec<crate::records::Record>>) {
+        self.records.push((file, records));
+    }
+
+    /// The records read from `file`, if the driver read it.
+    pub fn records(&self, file: &str) -> Option<&[crate::records::Record]> {
+        self.records.iter().find(|(f, _)| f == file).map(|(_, r)| r.as_slice())
+    }
+
+    /// Adds a measurement to the records the driver writes (`--records`).
+    pub fn push_record(&mut self, r: crate::records::Record) {
+        self.new_records.push(r);
+    }
+
+    pub fn take_records(&mut self) -> Vec<crate::records::Record> {
+        std::mem::take(&mut self.new_records)
+    }
+
+    /// Adds a paragraph to the search report (`tilec --search-report`).
+    pub fn report(&mut self, text: String) {
+        self.reports.push(text);
+    }
+
+    pub fn take_reports(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.reports)
     }
 
     /// Adds `n` to the statistic `name` (declared in the pass's `statistics`).

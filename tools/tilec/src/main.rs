@@ -116,6 +116,17 @@ struct Cli {
     #[arg(long = "dump-pass-pipeline")]
     dump_pass_pipeline: bool,
 
+    /// Print what each `search` did (per op: strategy, states visited,
+    /// candidates measured, time, predicted and measured figures) to stderr.
+    #[arg(long = "search-report")]
+    search_report: bool,
+
+    /// Append every measurement `search` makes to this records file (JSON
+    /// lines; docs/search.md). Candidates the file already has a time for
+    /// (same workload, target and schedule) are not measured again.
+    #[arg(long = "records", value_name = "FILE")]
+    records: Option<PathBuf>,
+
     /// Colour diagnostics.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
@@ -260,6 +271,11 @@ impl Driver {
         };
         let split = chunks.len() > 1;
         timings.push(("read input".into(), start.elapsed()));
+        let records = self.read_records(cli, &pipeline)?;
+        // Bad lines of records files are reported before anything runs.
+        if !records.warnings.is_empty() {
+            self.emit(&Diagnostics(records.warnings.clone()));
+        }
 
         // Diagnostics of all chunks, in input order; the run fails if any
         // chunk failed, but the chunks that worked are still printed.
@@ -269,7 +285,7 @@ impl Driver {
         let mut statistics = Vec::new();
         for (index, range) in chunks.into_iter().enumerate() {
             let dump_prefix = if split { format!("chunk{index}_") } else { String::new() };
-            let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &dump_prefix, &mut timings, &mut statistics);
+            let (result, produced) = self.process_chunk(cli, file, range.clone(), &pipeline, &records, &dump_prefix, &mut timings, &mut statistics);
             let ok = result.is_ok();
             if let Ok(o) = result {
                 outputs.push(o);
@@ -409,6 +425,7 @@ impl Driver {
         file: FileId,
         range: std::ops::Range<usize>,
         pipeline: &Pipeline,
+        records: &LoadedRecords,
         dump_prefix: &str,
         timings: &mut Vec<(String, Duration)>,
         statistics: &mut Vec<(String, Vec<(&'static str, u64)>)>,
@@ -449,6 +466,14 @@ impl Driver {
         if let Some(t) = &target {
             pm.set_target(t.clone());
         }
+        for (name, r) in &records.files {
+            pm.add_records(name.clone(), r.clone());
+        }
+        match search_evaluator(pipeline, target.as_deref()) {
+            Ok(Some(e)) => pm.set_evaluator(e),
+            Ok(None) => {}
+            Err(why) => pm.set_no_evaluator_reason(why),
+        }
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
             after_all: cli.print_ir_after_all,
@@ -466,6 +491,23 @@ impl Driver {
             Ok(report) => {
                 timings.extend(report.timings);
                 statistics.extend(report.statistics);
+                if cli.search_report {
+                    for r in &report.search_reports {
+                        eprint!("{r}");
+                    }
+                }
+                if let (Some(path), false) = (&cli.records, report.records.is_empty()) {
+                    let mut text = String::new();
+                    for r in &report.records {
+                        text.push_str(&r.to_json_line());
+                        text.push('\n');
+                    }
+                    let written = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(text.as_bytes()));
+                    if let Err(e) = written {
+                        all.push(Diagnostic::error(format!("cannot write records to `{}`: {}", path.display(), tilec::input::io_reason(&e))));
+                        return (Err(()), all);
+                    }
+                }
             }
             Err(mut d) => {
                 // Under --verify-diagnostics a failing pass's own errors in
@@ -534,6 +576,104 @@ fn link_library(object: &[u8]) -> Result<Vec<u8>, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary folder: {e}"))?;
     let so = tilec_codegen::link_shared(object, dir.path(), "kernels").map_err(|e| e.0)?;
     std::fs::read(&so).map_err(|e| format!("cannot read `{}`: {e}", so.display()))
+}
+
+/// Records files named by `apply-records{file=...}` in the pipeline, read
+/// once; lines that are not records are warnings.
+#[derive(Default)]
+struct LoadedRecords {
+    files: Vec<(String, Arc<Vec<tilec::records::Record>>)>,
+    warnings: Vec<Diagnostic>,
+}
+
+impl Driver {
+    /// The records of a file's text; each bad line is a warning at it.
+    fn parse_records_file(&mut self, name: &str, text: String, warnings: &mut Vec<Diagnostic>) -> Arc<Vec<tilec::records::Record>> {
+        let (good, bad) = tilec::records::parse_records(&text);
+        let file = self.sources.add(name.to_string(), text);
+        let source = self.sources.source(file);
+        let mut starts = vec![0usize];
+        starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
+        for (line, why) in bad {
+            let start = starts[line - 1];
+            let end = source[start..].find('\n').map_or(source.len(), |e| start + e);
+            let span = tilec::diag::Span::new(file, start..end);
+            warnings.push(
+                Diagnostic::warning(format!("skipped line {line} of records file `{name}`: not a record ({why})"))
+                    .at(span, "this line")
+                    .with_note("the other lines are used"),
+            );
+        }
+        Arc::new(good.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn read_records(&mut self, cli: &Cli, pipeline: &Pipeline) -> Result<LoadedRecords, Diagnostics> {
+        let mut loaded = LoadedRecords::default();
+        for spec in &pipeline.passes {
+            if spec.decl.name != "apply-records" {
+                continue;
+            }
+            let name = spec.options.text("file");
+            if name.is_empty() || loaded.files.iter().any(|(f, _)| *f == name) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&name).map_err(|e| {
+                Diagnostic::error(format!("cannot read records file `{name}`: {}", tilec::input::io_reason(&e))).at(spec.span, "named here")
+            })?;
+            let records = self.parse_records_file(&name, text, &mut loaded.warnings);
+            loaded.files.push((name, records));
+        }
+        // The records already in the --records file: a measured search
+        // resumes from them.
+        if let Some(path) = &cli.records {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let records = self.parse_records_file(&path.display().to_string(), text, &mut loaded.warnings);
+                loaded.files.push((tilec::records::RESUME.to_string(), records));
+            }
+        }
+        Ok(loaded)
+    }
+}
+
+/// The evaluator for a pipeline whose `search` measures (`measure-top-k`
+/// above 0): a CPU evaluator when the target's code runs on this machine
+/// and the worker is found. `Ok(None)`: nothing measures; `Err`: why there
+/// is no evaluator (the search report says it).
+fn search_evaluator(pipeline: &Pipeline, target: Option<&Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
+    let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && p.options.uint("measure-top-k") > 0);
+    let Some(t) = target.filter(|_| measures) else { return Ok(None) };
+    if t.kind != tilec::target::TargetKind::Cpu {
+        return Err(format!("`{}` is a GPU target; only CPU candidates are measured here", t.name));
+    }
+    let llvm = tilec_codegen::driver::llvm_target_of(t);
+    tilec_codegen::driver::host_can_run(&llvm).map_err(|missing| format!("this machine cannot run code for `{}` (it lacks {missing})", t.name))?;
+    let worker = tilec_codegen::evaluator::find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
+    let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
+    Ok(Some(Box::new(CheckedEvaluator(tilec_codegen::evaluator::CpuEvaluator::new(llvm, worker, dir)))))
+}
+
+/// The CPU evaluator, checking results against the interpreter when the
+/// op is small enough for it.
+struct CheckedEvaluator(tilec_codegen::evaluator::CpuEvaluator);
+
+/// Iteration points above which the interpreter would take too long to
+/// compute a reference (it runs about a million points a second).
+const REFERENCE_POINTS: u64 = 20_000_000;
+
+impl tilec::measure::Evaluator for CheckedEvaluator {
+    fn evaluate(&mut self, candidate: &Module, func: &str) -> tilec::measure::Measurement {
+        self.0.evaluate(candidate, func)
+    }
+
+    fn set_reference(&mut self, reference: &Module, func: &str) -> Result<(), String> {
+        self.0.reference = None;
+        let f = reference.func(func).ok_or_else(|| format!("no function @{func}"))?;
+        let points: u64 = f.walk().iter().filter_map(|&o| f.ops[o].kind.as_compute()).map(|c| c.iteration_points().unwrap_or(u64::MAX)).sum();
+        if points > REFERENCE_POINTS {
+            return Err(format!("{points} iteration points are too many for the interpreter (at most {REFERENCE_POINTS})"));
+        }
+        self.0.set_reference_from(reference, func)
+    }
 }
 
 /// What one input chunk produced: the bytes to write, and for PTX the

@@ -1,0 +1,106 @@
+//! The baselines: `random` (seeded uniform draws from the space) and
+//! `exhaustive` (every point of a small space; with enough measurements,
+//! the true optimum every other strategy's regret is measured against).
+
+use super::rng::Rng;
+use super::space::{Config, Problem};
+use super::{SearchCx, Strategy};
+
+/// `random`: `budget` draws, each axis a uniformly drawn chain of sizes (and
+/// on GPUs a virtual-thread count). Without measurements the draws are
+/// ranked by the model; with them, the first `measure-top-k` valid draws
+/// are measured in the order drawn (random search).
+pub struct Random;
+
+impl Random {
+    fn draw(p: &Problem, rng: &mut Rng) -> Config {
+        let mut cfg = p.initial();
+        for a in 0..p.axes.len() {
+            for level in 0..p.levels {
+                // Levels below are still 1, so every choice is allowed.
+                let c = p.choices(&cfg, a, level);
+                cfg.tiles[a][level] = c[rng.below(c.len())];
+            }
+            if p.vthread_ok && p.axes[a].spatial {
+                let inner = cfg.tiles[a][p.levels - 1];
+                let d: Vec<u64> = super::space::divisors(inner).into_iter().filter(|&v| v <= 4).collect();
+                cfg.vthreads[a] = d[rng.below(d.len())];
+            }
+        }
+        cfg
+    }
+}
+
+impl Strategy for Random {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
+    fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
+        let mut rng = Rng::new(cx.seed);
+        let mut draws = Vec::new();
+        while cx.visited < cx.budget {
+            cx.visited += 1;
+            let c = Self::draw(p, &mut rng);
+            if p.valid(&c) && !draws.contains(&c) {
+                draws.push(c);
+            }
+        }
+        if cx.will_measure() {
+            // Random search: measure in the order drawn.
+            return Ok(draws);
+        }
+        Ok(cx.rank(p, draws))
+    }
+}
+
+/// `exhaustive`: every valid point of the space, ranked by the model (and
+/// measured up to `measure-top-k`). Refuses spaces larger than `max-space`.
+pub struct Exhaustive {
+    pub max_space: u64,
+}
+
+impl Strategy for Exhaustive {
+    fn name(&self) -> &'static str {
+        "exhaustive"
+    }
+
+    fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
+        let size = p.space_size();
+        if size > self.max_space as u128 {
+            return Err(format!("the schedule space of this op has {size} points, more than max-space={}", self.max_space));
+        }
+        let chains: Vec<Vec<Vec<u64>>> = (0..p.axes.len()).map(|a| p.chains(a)).collect();
+        let vts: Vec<Vec<u64>> = (0..p.axes.len()).map(|a| if p.vthread_ok && p.axes[a].spatial { vec![1, 2, 4] } else { vec![1] }).collect();
+        let mut all = Vec::new();
+        let mut idx = vec![0usize; p.axes.len()];
+        let mut vidx = vec![0usize; p.axes.len()];
+        'outer: loop {
+            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect() };
+            cx.visited += 1;
+            let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
+            if vt_ok && p.valid(&cfg) {
+                all.push(cfg);
+            }
+            // Odometer over (chain, vthread) per axis, last axis fastest.
+            let mut a = p.axes.len();
+            loop {
+                if a == 0 {
+                    break 'outer;
+                }
+                a -= 1;
+                vidx[a] += 1;
+                if vidx[a] < vts[a].len() {
+                    break;
+                }
+                vidx[a] = 0;
+                idx[a] += 1;
+                if idx[a] < chains[a].len() {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
+        Ok(cx.rank(p, all))
+    }
+}

@@ -1,0 +1,217 @@
+//! `markov`: Gensor's graph-based construction (seed `000_…`, §IV).
+//!
+//! A state is an ETIR: per axis a tile size per tile level, virtual threads,
+//! and the current level (`Walk::level`, outermost first). From a state the
+//! actions are `tile(a)` / `invTile(a)` (the next larger / smaller size of
+//! axis `a` at the current level), `cache` (move to the next, inner, level)
+//! and `setVThread(a)` (the next virtual-thread count of a spatial axis, at
+//! the innermost level, on targets with banked staged memory). Benefits:
+//!
+//! - tiling, Formula 1: `Q(T)·F(T') / (Q(T')·F(T))` with Roller's traffic
+//!   `Q` and footprint `F` at the current level ([`Problem::traffic`],
+//!   [`Problem::footprint`]);
+//! - caching, Formula 2: `(L_low + S/B_low) / (L_high + S/B_high)`, the
+//!   latencies and bandwidths of the current level's memory (low) and the
+//!   next one's (high), `S` the current tile's footprint; multiplied by the
+//!   annealing boost `3 / (1 + e^{-ln5/10·(t-10)})` at step `t` and by the
+//!   `cache-scale` option;
+//! - virtual threads, Formula 3: `⌈x/(V·W)⌉ / ⌈x/(V'·W)⌉` going from `V` to
+//!   `V'` virtual threads, `x` the axis' innermost tile, `W` the bank width
+//!   in elements.
+//!
+//! A transition whose footprint exceeds the level's capacity (or, at the GPU
+//! thread level, whose block exceeds the thread limit) has probability 0;
+//! the others are normalised and one is drawn by roulette with the seeded
+//! generator. Algorithm 1's annealing drives a walk: the temperature starts
+//! at `temperature` and halves every step until it falls below `threshold`;
+//! each new state joins the top results with probability
+//! `1 - 1/(1 + e^{-0.5(-ln T - 10)})`, and the walk's last state always
+//! does. Walks repeat from the initial state until `budget` states were
+//! visited; the results are ranked by the analytic model.
+//!
+//! Algorithm 2 as printed draws with `rand() ≥ probList[i]`, which is not a
+//! roulette over the normalised list; we implement the roulette the text
+//! describes.
+
+use super::rng::Rng;
+use super::space::{Config, Problem};
+use super::{SearchCx, Strategy};
+
+pub struct Markov {
+    pub temperature: f64,
+    pub threshold: f64,
+    pub cache_scale: f64,
+}
+
+#[derive(Clone, Debug)]
+enum Action {
+    Tile,
+    InvTile,
+    Cache,
+    VThread,
+}
+
+/// `cache-scale=0`: Formula 2's ratios are about 4 between CPU caches and
+/// about 30 between GPU shared memory and registers, against tile benefits
+/// of 1–2; these factors let the walk stay at a level long enough to grow
+/// its tile (docs/search.md, "How the defaults were chosen").
+pub const DEFAULT_CACHE_SCALE_CPU: f64 = 0.1;
+pub const DEFAULT_CACHE_SCALE_GPU: f64 = 0.01;
+
+/// The cache boost of Algorithm 1 at step `t`.
+pub fn cache_boost(t: f64) -> f64 {
+    3.0 / (1.0 + (-(5f64.ln()) / 10.0 * (t - 10.0)).exp())
+}
+
+/// The probability that a state reached at temperature `temp` joins the
+/// top results.
+pub fn keep_probability(temp: f64) -> f64 {
+    1.0 - 1.0 / (1.0 + (-0.5 * (-temp.ln() - 10.0)).exp())
+}
+
+impl Markov {
+    fn tile_benefit(p: &Problem, cfg: &Config, next: &Config, level: usize) -> f64 {
+        if !p.fits(next, level) || !p.keeps_parallelism(cfg, next, level) {
+            return 0.0;
+        }
+        let (q, q2) = (p.traffic(cfg, level).max(1.0), p.traffic(next, level).max(1.0));
+        let (f, f2) = (p.footprint(cfg, level).max(1) as f64, p.footprint(next, level).max(1) as f64);
+        q * f2 / (q2 * f)
+    }
+
+    fn cache_benefit(&self, p: &Problem, cfg: &Config, level: usize, step: usize) -> f64 {
+        let t = &p.target;
+        let (Some(low), Some(high)) = (t.memory_level(&t.tile_levels[level].memory), t.memory_level(&t.tile_levels[level + 1].memory)) else { return 0.0 };
+        let s = p.footprint(cfg, level).max(low.line_bytes as u64) as f64;
+        // GB/s is bytes per nanosecond.
+        let b = (low.latency_ns + s / low.bandwidth_gbs.max(1e-9)) / (high.latency_ns + s / high.bandwidth_gbs.max(1e-9));
+        b * cache_boost(step as f64) * self.scale(p)
+    }
+
+    /// The `cache-scale` in effect: the option, or for 0 the default of
+    /// the target's kind (chosen by experiment, docs/search.md).
+    fn scale(&self, p: &Problem) -> f64 {
+        if self.cache_scale > 0.0 {
+            self.cache_scale
+        } else if p.gpu() {
+            DEFAULT_CACHE_SCALE_GPU
+        } else {
+            DEFAULT_CACHE_SCALE_CPU
+        }
+    }
+
+    /// Every action from (`cfg`, `level`) with its benefit (0: infeasible).
+    fn actions(&self, p: &Problem, cfg: &Config, level: usize, step: usize) -> Vec<(Action, f64, Config)> {
+        let mut out = Vec::new();
+        for a in 0..p.axes.len() {
+            if p.fixed(a, level) {
+                continue;
+            }
+            let choices = p.choices(cfg, a, level);
+            let cur = cfg.tiles[a][level];
+            if let Some(&s) = choices.iter().find(|&&s| s > cur) {
+                let mut n = cfg.clone();
+                n.tiles[a][level] = s;
+                out.push((Action::Tile, Self::tile_benefit(p, cfg, &n, level), n));
+            }
+            if let Some(&s) = choices.iter().rev().find(|&&s| s < cur) {
+                let mut n = cfg.clone();
+                n.tiles[a][level] = s;
+                out.push((Action::InvTile, Self::tile_benefit(p, cfg, &n, level), n));
+            }
+        }
+        if level + 1 < p.levels {
+            let mut n = cfg.clone();
+            let ok = level + 1 != p.thread_level.unwrap_or(usize::MAX) || p.fix_threads(&mut n);
+            let b = if ok && p.fits(&n, level + 1) { self.cache_benefit(p, cfg, level, step) } else { 0.0 };
+            out.push((Action::Cache, b, n));
+        } else if p.vthread_ok {
+            for a in 0..p.axes.len() {
+                if !p.axes[a].spatial {
+                    continue;
+                }
+                let x = cfg.tiles[a][level];
+                let v = cfg.vthreads[a];
+                if let Some(v2) = super::space::divisors(x).into_iter().find(|&d| d > v) {
+                    let w = p.bank_width_elems.max(1);
+                    let b = x.div_ceil(v * w) as f64 / x.div_ceil(v2 * w) as f64;
+                    let mut n = cfg.clone();
+                    n.vthreads[a] = v2;
+                    out.push((Action::VThread, b, n));
+                }
+            }
+        }
+        out
+    }
+
+    /// One walk of Algorithm 1; appends the kept states to `top`.
+    fn walk(&self, p: &Problem, rng: &mut Rng, cx: &mut SearchCx, top: &mut Vec<Config>, taken: &mut [u64; 4]) {
+        let mut e = p.initial();
+        let mut level = 0;
+        let mut temp = self.temperature;
+        let mut step = 0;
+        while temp > self.threshold && cx.visited < cx.budget {
+            let actions = self.actions(p, &e, level, step);
+            let weights: Vec<f64> = actions.iter().map(|(_, b, _)| *b).collect();
+            let Some(i) = rng.roulette(&weights) else { break };
+            let (action, _, next) = actions.into_iter().nth(i).expect("drawn index");
+            taken[action.clone() as usize] += 1;
+            if matches!(action, Action::Cache) {
+                level += 1;
+            }
+            e = next;
+            cx.visited += 1;
+            if rng.unit() < keep_probability(temp) {
+                top.push(p.complete(&e, level));
+            }
+            temp /= 2.0;
+            step += 1;
+        }
+        top.push(p.complete(&e, level));
+    }
+}
+
+impl Strategy for Markov {
+    fn name(&self) -> &'static str {
+        "markov"
+    }
+
+    fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
+        if self.cache_scale < 0.0 {
+            return Err(format!("cache-scale must not be negative (got {})", self.cache_scale));
+        }
+        if !(self.temperature > self.threshold && self.threshold > 0.0) {
+            return Err(format!("markov needs temperature > threshold > 0 (got temperature={} threshold={})", self.temperature, self.threshold));
+        }
+        let mut rng = Rng::new(cx.seed);
+        let mut top = Vec::new();
+        let mut walks = 0;
+        let mut taken = [0u64; 4];
+        while cx.visited < cx.budget {
+            let before = cx.visited;
+            self.walk(p, &mut rng, cx, &mut top, &mut taken);
+            walks += 1;
+            if cx.visited == before {
+                break; // stuck at the start: nothing feasible to do
+            }
+        }
+        cx.note(format!("{walks} walks of at most {} steps, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
+        cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
+        Ok(cx.rank(p, top))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_annealing_curves_are_the_papers() {
+        assert!((cache_boost(10.0) - 1.5).abs() < 1e-12);
+        assert!((cache_boost(0.0) - 0.5).abs() < 1e-12);
+        assert!(cache_boost(100.0) > 2.99);
+        assert!(keep_probability(1.0) > 0.99);
+        assert!((keep_probability((-10f64).exp()) - 0.5).abs() < 1e-12);
+        assert!(keep_probability(1e-30) < 0.01);
+    }
+}

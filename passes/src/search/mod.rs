@@ -1,0 +1,386 @@
+//! `search`: fills in the schedule of every compute op that has none, for
+//! the pipeline's target, through one [`Strategy`] interface (DESIGN §4).
+//!
+//! A strategy gets the op's [`Problem`] (its space on the target and the
+//! analytic model, `space.rs`) and a [`SearchCx`] (seeded budget, the
+//! ranking by the model, measurement through the pass context's
+//! `Evaluator`), and returns its candidates best first. The pass then
+//! measures the first `measure-top-k` of them when an evaluator is
+//! installed, takes the best measured (else the first), writes it into the
+//! op, reports what happened (`tilec --search-report`) and hands every
+//! measurement to the records (`tilec --records`). Strategies: `markov`
+//! (Gensor), `roller`, `random`, `exhaustive` (`docs/search.md`).
+
+mod baseline;
+mod markov;
+mod rng;
+mod roller;
+pub mod space;
+#[cfg(test)]
+mod tests;
+
+use space::{Config, Problem};
+use std::sync::Arc;
+use std::time::Instant;
+use tilec::diag::{Diagnostic, Diagnostics};
+use tilec::ir::*;
+use tilec::measure::{Evaluator, Measurement};
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use tilec::records::{Latency, Record, RecordSchedule};
+use tilec::target::{Target, TargetKind};
+
+/// The strategies, by option name.
+pub const STRATEGIES: &[&str] = &["markov", "roller", "random", "exhaustive"];
+
+pub static DECL: PassDecl = PassDecl {
+    name: "search",
+    summary: "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive)",
+    description: "
+Fills in the schedule of every compute op that has none, for the target of
+the pipeline (`--target`), with the chosen strategy: `markov` (Gensor's
+Markov-chain construction with annealing), `roller` (greedy tree
+construction by data reuse), `random` (seeded draws), `exhaustive` (every
+point of a small space). Strategies construct candidates and rank them with
+an analytic model of the target (footprints, traffic, bandwidths, peak
+throughput); with `measure-top-k=K` and an evaluator (the `tilec` driver
+installs one when the target runs on this machine), the best K are compiled,
+run and timed, and the fastest wins. `measure-top-k=0` is construction
+only: no measurement, and the same seed gives the same schedule. Ops that
+already have a schedule are left alone. `tilec --search-report` prints what
+each search did; `tilec --records FILE` appends every measurement to a
+records file, and a measured search does not measure again the candidates
+that file has times for. Options that only some strategies read say so. See
+`docs/search.md`.",
+    options: &[
+        OptionDecl { name: "strategy", kind: OptionKind::Enum(STRATEGIES), default: "markov", help: "how candidates are constructed" },
+        OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
+        OptionDecl { name: "budget", kind: OptionKind::UInt, default: "2000", help: "states a strategy may visit per op (markov: walk steps; random: draws)" },
+        OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
+        OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
+        OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
+        OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
+        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
+        OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" },
+        OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" },
+        OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
+    ],
+    statistics: &[("ops", "compute ops scheduled"), ("states", "states visited"), ("measured", "candidates measured")],
+    create: |o: &PassOptions| {
+        Box::new(Search {
+            strategy: o.str("strategy").to_string(),
+            seed: o.uint("seed"),
+            budget: o.uint("budget"),
+            measure_k: o.uint("measure-top-k"),
+            only: o.str("op").to_string(),
+            temperature: o.float("temperature"),
+            threshold: o.float("threshold"),
+            cache_scale: o.float("cache-scale"),
+            beam: o.uint("beam"),
+            max_space: o.uint("max-space"),
+            unroll: o.uint("unroll"),
+        })
+    },
+};
+
+pub struct Search {
+    pub strategy: String,
+    pub seed: u64,
+    pub budget: u64,
+    pub measure_k: u64,
+    pub only: String,
+    pub temperature: f64,
+    pub threshold: f64,
+    pub cache_scale: f64,
+    pub beam: u64,
+    pub max_space: u64,
+    pub unroll: u64,
+}
+
+/// The one interface every strategy implements (markov, roller, random,
+/// exhaustive; gradient descent, dual-task and TLM later).
+pub trait Strategy {
+    fn name(&self) -> &'static str;
+    /// The candidates for `p`, best first. May measure through `cx`
+    /// (strategies that learn from measurements); must count the states it
+    /// visits in `cx.visited` and stop at `cx.budget`. `Err` is a message
+    /// for a diagnostic at the op (e.g. a space too large).
+    fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String>;
+}
+
+/// What a strategy may use besides the problem.
+pub struct SearchCx<'a> {
+    pub seed: u64,
+    pub budget: u64,
+    pub visited: u64,
+    measure_k: u64,
+    evaluator: Option<&'a mut (dyn Evaluator + 'static)>,
+    /// The op alone in a function, for measurement.
+    base: Module,
+    /// Every measurement, and whether it came from the records (resumed).
+    measured: Vec<(Config, Measurement, bool)>,
+    /// Successful records of this workload on this target from earlier runs.
+    known: Vec<Record>,
+    notes: Vec<String>,
+    strategy: &'static str,
+}
+
+impl SearchCx<'_> {
+    /// Will the pass measure candidates?
+    pub fn will_measure(&self) -> bool {
+        self.measure_k > 0 && self.evaluator.is_some()
+    }
+
+    /// A line for the report.
+    pub fn note(&mut self, n: String) {
+        self.notes.push(n);
+    }
+
+    /// Valid candidates, duplicates removed, fastest predicted first (ties
+    /// in the configurations' order, so ranking is deterministic).
+    pub fn rank(&self, p: &Problem, cands: Vec<Config>) -> Vec<Config> {
+        let mut v: Vec<(f64, Config)> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for c in cands {
+            if seen.insert(c.clone()) && p.valid(&c) {
+                v.push((p.predict(&c), c));
+            }
+        }
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// Like [`SearchCx::rank`] for partial states chosen down to `level`:
+    /// each is predicted as [`Problem::complete`] makes it whole, and kept
+    /// when that is valid.
+    pub fn rank_partial(&self, p: &Problem, cands: Vec<Config>, level: usize) -> Vec<Config> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut v: Vec<(f64, Config)> = cands
+            .into_iter()
+            .filter(|c| seen.insert(c.clone()))
+            .filter_map(|c| {
+                let whole = p.complete(&c, level);
+                p.valid(&whole).then(|| (p.predict(&whole), c))
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// Compiles, runs and times `cfg` (once; later calls return the first
+    /// result). `None` without an evaluator.
+    pub fn measure(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
+        if let Some((_, m, _)) = self.measured.iter().find(|(c, _, _)| c == cfg) {
+            return Some(m.clone());
+        }
+        let ev = self.evaluator.as_deref_mut()?;
+        let data = RecordSchedule::of(&p.schedule(cfg));
+        if let Some(l) = self.known.iter().find(|r| r.schedule == data).and_then(|r| r.latency.as_ref()) {
+            let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
+            self.measured.push((cfg.clone(), Ok(t.clone()), true));
+            return Some(Ok(t));
+        }
+        let mut m = self.base.clone();
+        let f = &mut m.funcs[0];
+        f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(p.schedule(cfg));
+        let result = match lower_for_measurement(&mut m, &p.target) {
+            Ok(()) => ev.evaluate(&m, &p.func),
+            Err(e) => Err(tilec::measure::Failure::Compile(e)),
+        };
+        self.measured.push((cfg.clone(), result.clone(), false));
+        Some(result)
+    }
+}
+
+/// The scheduling passes a measured candidate goes through (the orders of
+/// docs/scheduling.md), with their default options.
+fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), String> {
+    let decls: &[&PassDecl] = if target.kind == TargetKind::Cuda {
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
+    } else {
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL]
+    };
+    let mut cx = PassContext::with_target(Some(target.clone()));
+    for d in decls {
+        let mut pass = (d.create)(&PassOptions::defaults(d.options));
+        pass.run(m, &mut cx).map_err(|e| format!("pass `{}`: {}", d.name, e.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
+    }
+    Ok(())
+}
+
+fn one_line(s: &Schedule, p: &Problem) -> String {
+    let mut text = String::new();
+    let names: Vec<String> = p.info.reads.iter().map(|r| r.name.trim_start_matches('%').to_string()).collect();
+    let _ = tilec::ir::schedule::write_schedule_body(s, &mut text, "", &|i| names.get(i).cloned().unwrap_or_else(|| format!("read{i}")));
+    // `{ a, b }` on one line, without the outer braces.
+    let inner: Vec<&str> = text.split('\n').map(str::trim).filter(|l| *l != "{" && *l != "}").collect();
+    if inner.is_empty() { "{}".to_string() } else { inner.join(" ") }
+}
+
+fn fmt_gflops(flops: f64, seconds: f64) -> String {
+    format!("{:.2} GFLOP/s ({:.4} ms)", flops / seconds / 1e9, seconds * 1e3)
+}
+
+impl Search {
+    fn strategy(&self) -> Box<dyn Strategy> {
+        match self.strategy.as_str() {
+            "markov" => Box::new(markov::Markov { temperature: self.temperature, threshold: self.threshold, cache_scale: self.cache_scale }),
+            "roller" => Box::new(roller::Roller { k: self.beam as usize }),
+            "random" => Box::new(baseline::Random),
+            "exhaustive" => Box::new(baseline::Exhaustive { max_space: self.max_space }),
+            other => unreachable!("the option parser accepts only the strategies listed, not `{other}`"),
+        }
+    }
+
+    /// Searches one op; returns its schedule.
+    fn search_op(&self, f: &Function, op: Op, target: &Arc<Target>, cx: &mut PassContext) -> Result<Schedule, Diagnostic> {
+        let span = f.op_spans[op];
+        let at = |d: Diagnostic| d.at(span, "while searching a schedule for this op");
+        let start = Instant::now();
+        let p = Problem::new(f, op, target.clone(), self.unroll).ok_or_else(|| at(Diagnostic::error("not a well-formed compute op")))?;
+        let mut strategy = self.strategy();
+        let base = p.extract(f);
+        let no_eval = cx.no_evaluator_reason().map(str::to_string);
+        let key = tilec::records::workload_key(f, op).unwrap_or_default();
+        let known: Vec<Record> = cx
+            .records(tilec::records::RESUME)
+            .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
+            .unwrap_or_default();
+        let evaluator = if self.measure_k > 0 { cx.evaluator() } else { None };
+        let mut checked: Result<(), String> = Ok(());
+        let evaluator = match evaluator {
+            Some(e) => {
+                let mut reference = base.clone();
+                reference.funcs[0].ops[op].kind.as_compute_mut().expect("compute").schedule = None;
+                checked = e.set_reference(&reference, &p.func);
+                Some(e)
+            }
+            None => None,
+        };
+        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), known, notes: Vec::new(), strategy: strategy.name() };
+        let ranked = strategy.run(&p, &mut scx).map_err(|m| {
+            at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(if self.strategy == "exhaustive" {
+                "use strategy=markov or roller for large spaces, or raise max-space".to_string()
+            } else {
+                "see docs/search.md for the options".to_string()
+            })
+        })?;
+        if ranked.is_empty() {
+            return Err(at(Diagnostic::error(format!("search strategy `{}` found no schedule of this op that fits target `{}`", self.strategy, target.name)))
+                .with_help(format!("raise budget (now {}) or try another strategy", self.budget)));
+        }
+        let constructed = start.elapsed();
+        // Measure the first K candidates.
+        if scx.will_measure() {
+            for c in ranked.iter().take(self.measure_k as usize) {
+                scx.measure(&p, c);
+            }
+        }
+        let SearchCx { visited, measured, notes, evaluator, strategy: strategy_name, .. } = scx;
+        let had_evaluator = evaluator.is_some();
+        drop(evaluator);
+        let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let (chosen, measured_s) = match best_measured {
+            Some((t, c)) => (c.clone(), Some(t)),
+            None => (ranked[0].clone(), None),
+        };
+        let schedule = p.schedule(&chosen);
+        let elapsed = start.elapsed();
+
+        // Records of every new measurement.
+        for (c, m, _) in measured.iter().filter(|(_, _, resumed)| !resumed) {
+            let s = p.schedule(c);
+            let (latency, gflops, error) = match m {
+                Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
+                Err(e) => (None, None, Some(e.to_string())),
+            };
+            cx.push_record(Record {
+                workload: key.clone(),
+                target: target.name.clone(),
+                schedule: RecordSchedule::of(&s),
+                sentence: p.sentence(&s),
+                strategy: strategy_name.to_string(),
+                latency,
+                gflops,
+                error,
+                version: tilec::VERSION.to_string(),
+            });
+        }
+        let failures = measured.iter().filter(|(_, m, _)| m.is_err()).count();
+        let resumed = measured.iter().filter(|(_, _, r)| *r).count();
+        cx.bump("ops", 1);
+        cx.bump("states", visited);
+        cx.bump("measured", measured.len() as u64);
+
+        // The report.
+        let label = p.compute.label.as_deref().map_or_else(String::new, |l| format!(" \"{l}\""));
+        let mut r = format!("search: @{} compute{label} on `{}`: strategy {} (seed {}, budget {})\n", p.func, target.name, self.strategy, self.seed, self.budget);
+        r.push_str(&format!("  states visited: {}, candidates ranked: {}, measured: {}", visited, ranked.len(), measured.len()));
+        if failures > 0 {
+            r.push_str(&format!(" ({failures} failed)"));
+        }
+        if resumed > 0 {
+            r.push_str(&format!(" ({resumed} from the records)"));
+        }
+        r.push('\n');
+        if self.measure_k == 0 {
+            r.push_str("  construction only: measure-top-k=0\n");
+        } else if !had_evaluator {
+            r.push_str(&format!("  construction only: no evaluator ({})\n", no_eval.as_deref().unwrap_or("none installed")));
+        } else if let Err(why) = &checked {
+            r.push_str(&format!("  results not checked against the interpreter: {why}\n"));
+        }
+        for n in &notes {
+            r.push_str(&format!("  {n}\n"));
+        }
+        r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
+        r.push_str(&format!("  chosen: {}\n", one_line(&schedule, &p)));
+        r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, p.predict(&chosen))));
+        match measured_s {
+            Some(t) => r.push_str(&format!(", measured: {}\n", fmt_gflops(p.flops, t))),
+            None => r.push_str(", measured: -\n"),
+        }
+        for (c, m, _) in &measured {
+            if let Err(e) = m {
+                r.push_str(&format!("  failed candidate {}: {e}\n", one_line(&p.schedule(c), &p)));
+            }
+        }
+        cx.report(r);
+        Ok(schedule)
+    }
+}
+
+impl Pass for Search {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        let mut diags = Diagnostics::new();
+        if self.budget == 0 {
+            diags.push(Diagnostic::error("search needs budget of at least 1"));
+            return Err(diags);
+        }
+        for fi in 0..module.funcs.len() {
+            let ops: Vec<Op> = module.funcs[fi].regions[module.funcs[fi].body].ops.clone();
+            for op in ops {
+                let f = &module.funcs[fi];
+                let Some(c) = f.ops[op].kind.as_compute() else { continue };
+                if c.schedule.is_some() || (!self.only.is_empty() && c.label.as_deref() != Some(self.only.as_str())) {
+                    continue;
+                }
+                let Some(target) = cx.target().cloned().map(Arc::new) else {
+                    diags.push(
+                        Diagnostic::error("search needs a target to schedule for")
+                            .at(f.op_spans[op], "this op has no schedule")
+                            .with_help("pass --target (e.g. --target=host)"),
+                    );
+                    return Err(diags);
+                };
+                match self.search_op(f, op, &target, cx) {
+                    Ok(s) => {
+                        let f = &mut module.funcs[fi];
+                        f.ops[op].kind.as_compute_mut().expect("compute").schedule = Some(s);
+                    }
+                    Err(d) => diags.push(d),
+                }
+            }
+        }
+        diags.into_result()
+    }
+}

@@ -1,0 +1,559 @@
+//! The schedule space one compute op has on one target, and the analytic
+//! model every strategy shares.
+//!
+//! A [`Config`] is Gensor's ETIR state without its current level: per axis
+//! one tile size per tile level of the target (outermost first, each
+//! dividing the one before), and per axis a virtual-thread count. It becomes
+//! a [`Schedule`] by [`Problem::schedule`], which adds what follows from the
+//! target and is the same for every strategy: on GPUs every stageable read
+//! staged into the block level's shared memory, a vector width on the last
+//! spatial axis where its innermost tile allows one, and an unroll limit.
+//!
+//! The model (Roller's definitions, `docs/search.md`): the **footprint**
+//! `F(T, l)` of a tile at tile level `l` counts bytes the way the resource
+//! check does (`tilec::target::check`), so a state the model accepts is a
+//! state the verifier accepts; the **traffic** `Q(T, l)` is the bytes moved
+//! into tiles of level `l` over the whole op: the number of spatial tiles
+//! times each read's tile with the reduction axes at their full extent,
+//! plus the output. The **prediction** is a roofline: the larger of the
+//! compute time (peak throughput, scaled by how evenly the outermost tiles
+//! fill the cores or SMs, by vector-lane use on CPUs and warp use on GPUs)
+//! and, per tile level, its traffic over the bandwidth of the memory it is
+//! filled from.
+
+use std::sync::Arc;
+use tilec::ir::affine::AffineExpr;
+use tilec::ir::*;
+use tilec::target::{Binding, ComputeInfo, Per, Target, TargetKind, check_schedule};
+
+#[derive(Clone, Debug)]
+pub struct Axis {
+    pub name: String,
+    pub extent: u64,
+    pub spatial: bool,
+}
+
+/// A point of the space: `tiles[axis][level]`, `vthreads[axis]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Config {
+    pub tiles: Vec<Vec<u64>>,
+    pub vthreads: Vec<u64>,
+}
+
+/// One op on one target.
+pub struct Problem {
+    pub func: String,
+    pub op: Op,
+    pub compute: Compute,
+    pub info: ComputeInfo,
+    pub target: Arc<Target>,
+    pub axes: Vec<Axis>,
+    pub levels: usize,
+    /// Per tile level: does the loop order have reduction loops there? (A
+    /// CPU core's tile covers the whole reduction.)
+    pub red_loop: Vec<bool>,
+    pub flops: f64,
+    /// Reads that can be staged into the block level's shared memory (GPU;
+    /// reads whose indices divide cannot be staged).
+    pub stageable: Vec<usize>,
+    /// The managed memory level of the outermost tile level (GPU `shared`).
+    pub shared_level: Option<String>,
+    /// The tile level whose spatial loops become GPU threads.
+    pub thread_level: Option<usize>,
+    /// Virtual threads: Gensor's Formula 3 needs banks; only targets whose
+    /// innermost staged memory has banks (GPU shared memory) get them.
+    pub vthread_ok: bool,
+    pub bank_width_elems: u64,
+    /// The axis a vector width goes on (the last spatial axis) and the
+    /// lanes of a vector register for the widest element it carries.
+    pub vector_axis: Option<usize>,
+    pub lanes: u64,
+    /// The unroll limit every schedule gets.
+    pub unroll: u64,
+}
+
+/// Warps per block below which a GPU cannot hide latency, in the model
+/// (its prediction scales throughput by threads / (4 × 32) below that).
+pub const MIN_WARPS: u64 = 4;
+
+pub fn divisors(n: u64) -> Vec<u64> {
+    let mut d: Vec<u64> = (1..).take_while(|i| i * i <= n).filter(|i| n % i == 0).flat_map(|i| [i, n / i]).collect();
+    d.sort_unstable();
+    d.dedup();
+    d
+}
+
+impl Problem {
+    /// The problem of compute op `op` of `f` on `target`; `None` if `op` is
+    /// not a well-formed compute op.
+    pub fn new(f: &Function, op: Op, target: Arc<Target>, unroll: u64) -> Option<Problem> {
+        let c = f.op(op).kind.as_compute()?.clone();
+        let info = ComputeInfo::of(f, op)?;
+        let axes: Vec<Axis> = c.axes.iter().map(|a| Axis { name: a.name.clone(), extent: a.extent.max(1), spatial: a.kind == AxisKind::Spatial }).collect();
+        let levels = target.tile_levels.len();
+        let red_loop = target.tile_levels.iter().map(|l| target.loop_order.iter().any(|e| *e == format!("R.{}", l.name))).collect();
+        let points: f64 = axes.iter().map(|a| a.extent as f64).product();
+        let regions = &f.op(op).regions;
+        let arith = |r: Region| f.region(r).ops.iter().filter(|&&o| matches!(f.op(o).kind, OpKind::Unary(_) | OpKind::Binary(_))).count() as f64;
+        let per_point = regions.first().map_or(0.0, |&r| arith(r)) + if c.combiner.is_some() { 1.0 } else { 0.0 };
+        let outputs: f64 = axes.iter().filter(|a| a.spatial).map(|a| a.extent as f64).product();
+        let flops = (points * per_point.max(1.0) + outputs * regions.get(1).map_or(0.0, |&r| arith(r))).max(1.0);
+        let gpu = target.kind == TargetKind::Cuda;
+        let first_mem = target.tile_levels.first().and_then(|l| target.memory_level(&l.memory));
+        let shared_level = first_mem.filter(|m| gpu && m.managed && m.scope.is_some()).map(|m| m.name.clone());
+        let stageable = if shared_level.is_some() { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() } else { Vec::new() };
+        let thread_level = target.tile_levels.iter().position(|l| l.binding == Binding::Threads);
+        let has_v = target.loop_order.iter().any(|e| e == "V");
+        let banks = first_mem.filter(|m| m.banks > 0 && m.bank_width_bytes > 0);
+        let vthread_ok = gpu && has_v && banks.is_some() && !stageable.is_empty();
+        let elem = info.acc.size_bytes().max(1);
+        let bank_width_elems = banks.map_or(1, |m| (m.bank_width_bytes as u64 / elem).max(1));
+        let vector_axis = c.axes.iter().rposition(|a| a.kind == AxisKind::Spatial);
+        // The widest element the vector lanes carry (as the resource check
+        // computes it): accumulator, output, reads indexed by the axis.
+        let mut bits = info.acc.size_bytes().max(info.output.elem.size_bytes()) * 8;
+        if let Some(v) = vector_axis {
+            let id = c.axis_by_name(&axes[v].name)?;
+            for (i, r) in c.all_reads() {
+                if r.indices.iter().any(|e| e.uses(id)) {
+                    bits = bits.max(info.reads.get(i)?.tensor.elem.size_bytes() * 8);
+                }
+            }
+        }
+        let lanes = if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 };
+        Some(Problem {
+            func: f.name.clone(),
+            op,
+            compute: c,
+            info,
+            target,
+            axes,
+            levels,
+            red_loop,
+            flops,
+            stageable,
+            shared_level,
+            thread_level,
+            vthread_ok,
+            bank_width_elems,
+            vector_axis,
+            lanes,
+            unroll,
+        })
+    }
+
+    pub fn gpu(&self) -> bool {
+        self.target.kind == TargetKind::Cuda
+    }
+
+    /// Is the size of axis `a` at `level` fixed at the extent (a reduction
+    /// axis at a level without reduction loops)?
+    pub fn fixed(&self, a: usize, level: usize) -> bool {
+        !self.axes[a].spatial && !self.red_loop[level]
+    }
+
+    /// The starting state: every size 1, except fixed ones (the extent).
+    pub fn initial(&self) -> Config {
+        let tiles = (0..self.axes.len())
+            .map(|a| {
+                let mut t = vec![1; self.levels];
+                let mut l = 0;
+                while l < self.levels && self.fixed(a, l) {
+                    t[l] = self.axes[a].extent;
+                    l += 1;
+                }
+                t
+            })
+            .collect();
+        Config { tiles, vthreads: vec![1; self.axes.len()] }
+    }
+
+    /// The sizes axis `a` may take at `level` given the other levels of
+    /// `cfg`: at the outermost level the divisors of the extent and the
+    /// powers of two below it (partial tiles are legal), else the divisors
+    /// of the level above; multiples of the level below (and of the
+    /// virtual threads at the innermost level). Ascending.
+    pub fn choices(&self, cfg: &Config, a: usize, level: usize) -> Vec<u64> {
+        let ext = self.axes[a].extent;
+        if self.fixed(a, level) {
+            return vec![if level == 0 { ext } else { cfg.tiles[a][level - 1] }];
+        }
+        let mut c = if level == 0 {
+            let mut d = divisors(ext);
+            let mut p = 1;
+            while p < ext {
+                d.push(p);
+                p *= 2;
+            }
+            d.sort_unstable();
+            d.dedup();
+            d
+        } else {
+            divisors(cfg.tiles[a][level - 1])
+        };
+        let below = if level + 1 < self.levels { cfg.tiles[a][level + 1] } else { cfg.vthreads[a] };
+        c.retain(|s| s % below.max(1) == 0);
+        c
+    }
+
+    /// `t(a)` at `level`, as the resource check defines it.
+    fn range_of(&self, cfg: &Config, a: usize, level: usize) -> u64 {
+        if !self.axes[a].spatial && !self.red_loop[level] {
+            return self.axes[a].extent;
+        }
+        cfg.tiles[a][level].min(self.axes[a].extent).max(1)
+    }
+
+    fn distinct(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
+        let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
+        let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
+            Some((lo, hi)) => ((hi as i128 - lo as i128 + 1) as u128).div_ceil(e.divisor().max(1) as u128).min(u64::MAX as u128) as u64,
+            None => u64::MAX,
+        };
+        by_range.min(points).min(dim).max(1)
+    }
+
+    /// Bytes of read `r` over a tile with ranges `t`.
+    fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0 };
+        let ty = &self.info.reads[r].tensor;
+        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(Self::distinct(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+        elems.saturating_mul(ty.elem.size_bytes())
+    }
+
+    fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        let ty = &self.info.output;
+        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(Self::distinct(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+        elems.saturating_mul(ty.elem.size_bytes())
+    }
+
+    fn nreads(&self) -> usize {
+        self.info.reads.len()
+    }
+
+    /// Gensor's/Roller's footprint `F` of a tile of `level`, in bytes, as
+    /// the resource check counts it for the schedule [`Problem::schedule`]
+    /// makes.
+    pub fn footprint(&self, cfg: &Config, level: usize) -> u64 {
+        let t = |id: AxisId| self.range_of(cfg, id.index(), level);
+        let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return 0 };
+        let innermost = level + 1 == self.levels;
+        if m.managed {
+            let mut b = 0u64;
+            if self.shared_level.as_deref() == Some(m.name.as_str()) {
+                for &r in &self.stageable {
+                    b = b.saturating_add(self.read_bytes(r, &t));
+                }
+            }
+            if innermost {
+                let acc = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).fold(1u64, |p, (i, _)| p.saturating_mul(self.range_of(cfg, i, level)));
+                b = b.saturating_add(acc.saturating_mul(self.info.acc.size_bytes()));
+            }
+            b
+        } else {
+            (0..self.nreads()).fold(self.output_bytes(&t), |b, r| b.saturating_add(self.read_bytes(r, &t)))
+        }
+    }
+
+    /// The capacity a tile of `level` gets (a per-device cache is shared by
+    /// the tiles running at once on the cores or SMs).
+    pub fn capacity(&self, level: usize) -> u64 {
+        let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return u64::MAX };
+        let parallel = self.target.tile_levels[..=level].iter().any(|l| matches!(l.binding, Binding::Parallel | Binding::Grid));
+        if m.per == Per::Device && parallel && self.target.compute.units > 1 { m.capacity_bytes / self.target.compute.units as u64 } else { m.capacity_bytes }
+    }
+
+    /// Roller's memory traffic `Q` into tiles of `level` over the whole op:
+    /// spatial tiles × (each read's tile with the reduction at full extent)
+    /// plus the output, in bytes.
+    pub fn traffic(&self, cfg: &Config, level: usize) -> f64 {
+        let t = |id: AxisId| {
+            let a = id.index();
+            if self.axes[a].spatial { cfg.tiles[a][level].min(self.axes[a].extent).max(1) } else { self.axes[a].extent }
+        };
+        let tiles: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][level].max(1)) as f64).product();
+        let per: u64 = (0..self.nreads()).fold(0u64, |b, r| b.saturating_add(self.read_bytes(r, &t)));
+        tiles * per as f64 + self.info.output.shape.iter().product::<u64>() as f64 * self.info.output.elem.size_bytes() as f64
+    }
+
+    /// Tiles of the outermost level (what runs in parallel on the cores or
+    /// SMs).
+    pub fn parallel_tiles(&self, cfg: &Config) -> u64 {
+        self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1))).product()
+    }
+
+    /// Does a move from `cfg` to `next` at `level` keep the machine busy? At
+    /// a `parallel`/`grid` level, a move that leaves fewer tiles than cores
+    /// or SMs (and fewer than before) does not; at a GPU `threads` level,
+    /// one that leaves fewer than [`MIN_WARPS`] warps per block (and fewer
+    /// than before). The model gives such moves probability 0, as it does
+    /// to a move over a capacity.
+    pub fn keeps_parallelism(&self, cfg: &Config, next: &Config, level: usize) -> bool {
+        let (n, n2, min) = match self.target.tile_levels[level].binding {
+            Binding::Parallel | Binding::Grid => (self.parallel_tiles(cfg), self.parallel_tiles(next), self.target.compute.units.max(1) as u64),
+            Binding::Threads => (self.threads(cfg), self.threads(next), MIN_WARPS * self.target.compute.warp_size.max(1) as u64),
+            Binding::Serial => return true,
+        };
+        n2 >= n || n2 >= min
+    }
+
+    /// GPU threads per block.
+    pub fn threads(&self, cfg: &Config) -> u64 {
+        let Some(tl) = self.thread_level.filter(|&l| l > 0) else { return 1 };
+        self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, _)| (cfg.tiles[i][tl - 1] / cfg.tiles[i][tl].max(1)).max(1)).product()
+    }
+
+    /// Does `level` of `cfg` fit (footprint within capacity; on GPUs at the
+    /// thread level, threads within the block limit)?
+    pub fn fits(&self, cfg: &Config, level: usize) -> bool {
+        if self.footprint(cfg, level) > self.capacity(level) {
+            return false;
+        }
+        if self.thread_level == Some(level) && self.threads(cfg) > self.target.compute.max_threads_per_block.max(1) as u64 {
+            return false;
+        }
+        true
+    }
+
+    /// A state whose levels below `level` are not chosen yet, made a whole
+    /// schedule: on CPUs the inner levels take the sizes of `level` (not
+    /// tiled further); on GPUs the thread tile is the smallest that keeps
+    /// the block within its thread limit ([`Problem::fix_threads`]).
+    pub fn complete(&self, cfg: &Config, level: usize) -> Config {
+        let mut c = cfg.clone();
+        for l in level + 1..self.levels {
+            if self.thread_level.is_some_and(|tl| l >= tl) {
+                for a in 0..self.axes.len() {
+                    if !self.fixed(a, l) {
+                        c.tiles[a][l] = 1;
+                    }
+                }
+            } else {
+                for a in 0..self.axes.len() {
+                    c.tiles[a][l] = c.tiles[a][l - 1];
+                }
+            }
+        }
+        if level + 1 < self.levels {
+            c.vthreads = vec![1; self.axes.len()];
+        }
+        self.fix_threads(&mut c);
+        c
+    }
+
+    /// On GPUs, grows the thread tile of `cfg` (from its current sizes) until
+    /// the block has at most the allowed threads: the axis with the most
+    /// threads first. Returns false if it cannot.
+    pub fn fix_threads(&self, cfg: &mut Config) -> bool {
+        let Some(tl) = self.thread_level.filter(|&l| l > 0) else { return true };
+        let max = self.target.compute.max_threads_per_block.max(1) as u64;
+        while self.threads(cfg) > max {
+            let best = (0..self.axes.len()).filter(|&a| self.axes[a].spatial).max_by_key(|&a| (cfg.tiles[a][tl - 1] / cfg.tiles[a][tl].max(1), std::cmp::Reverse(a)));
+            let Some(a) = best else { return false };
+            let next = self.choices(cfg, a, tl).into_iter().find(|&s| s > cfg.tiles[a][tl]);
+            match next {
+                Some(s) => cfg.tiles[a][tl] = s,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The vector width the schedule of `cfg` gets: the largest power of two
+    /// up to the lanes that divides a virtual thread's share of the vector
+    /// axis' innermost tile (0: none).
+    pub fn vector_width(&self, cfg: &Config) -> u64 {
+        let Some(v) = self.vector_axis else { return 0 };
+        let share = cfg.tiles[v][self.levels - 1] / cfg.vthreads[v].max(1);
+        let mut w = self.lanes;
+        while w > 1 {
+            if share % w == 0 {
+                return w;
+            }
+            w /= 2;
+        }
+        0
+    }
+
+    /// The schedule of a state.
+    pub fn schedule(&self, cfg: &Config) -> Schedule {
+        let mut s = Schedule::new(self.target.name.clone());
+        for (a, axis) in self.axes.iter().enumerate() {
+            s.tiles.push((axis.name.clone(), cfg.tiles[a].clone()));
+            if cfg.vthreads[a] > 1 {
+                s.vthreads.push((axis.name.clone(), cfg.vthreads[a]));
+            }
+        }
+        if let Some(level) = &self.shared_level {
+            for &r in &self.stageable {
+                let name = self.info.reads[r].name.trim_start_matches('%').to_string();
+                s.cache.push(CacheDirective { read: r, read_name: name, level: level.clone() });
+            }
+        }
+        s.unroll = self.unroll;
+        let w = self.vector_width(cfg);
+        if w > 1 {
+            s.vector = Some((self.axes[self.vector_axis.expect("vector axis")].name.clone(), w));
+        }
+        s
+    }
+
+    /// Does the schedule of `cfg` pass the target's resource check? (The
+    /// divisibility rules hold by construction.)
+    pub fn valid(&self, cfg: &Config) -> bool {
+        (0..self.levels).all(|l| self.fits(cfg, l)) && !check_schedule(&self.compute, &self.info, &self.schedule(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+    }
+
+    /// Predicted run time in seconds (the roofline of the module docs).
+    pub fn predict(&self, cfg: &Config) -> f64 {
+        let t = &self.target;
+        let ty = self.info.acc.to_string();
+        let peak = t.peak_gflops.get(&ty).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0).max(1e-3) * 1e9;
+        let units = t.compute.units.max(1) as f64;
+        let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
+        let waves = (par / units).ceil().max(1.0);
+        let par_eff = par / (waves * units);
+        let mut eff = par_eff;
+        if self.gpu() {
+            let th = self.threads(cfg) as f64;
+            let warp = t.compute.warp_size.max(1) as f64;
+            eff *= th / ((th / warp).ceil() * warp);
+            // Too few threads per SM cannot hide latency.
+            eff *= (th / (MIN_WARPS as f64 * warp)).min(1.0);
+        } else {
+            let w = self.vector_width(cfg).max(1) as f64;
+            eff *= w / self.lanes.max(1) as f64;
+        }
+        let compute = self.flops / (peak * eff.max(1e-9));
+        // Every byte the op touches once: what crosses into a hardware
+        // cache that holds all of it (the re-reads of neighbouring tiles hit
+        // that cache, at its own bandwidth).
+        let unique: f64 = self.info.reads.iter().map(|r| (r.tensor.shape.iter().product::<u64>() * r.tensor.elem.size_bytes()) as f64).sum::<f64>()
+            + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64;
+        let mut mem: f64 = 0.0;
+        let mut mem_sum: f64 = 0.0;
+        for level in 0..self.levels {
+            let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
+            let m = &t.memory[mi];
+            // Filled from the next slower memory level.
+            let from = &t.memory[mi.saturating_sub(1)];
+            let scale = |bw: f64, per: Per| if per != Per::Device { bw * par_eff } else { bw };
+            let q = self.traffic(cfg, level);
+            let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
+            let time = if !m.managed && unique <= total {
+                (unique / scale(from.bandwidth_gbs * 1e9, from.per)).max(q / scale(m.bandwidth_gbs * 1e9, m.per))
+            } else {
+                q / scale(from.bandwidth_gbs * 1e9, from.per)
+            };
+            mem = mem.max(time);
+            mem_sum += time;
+        }
+        // The roofline, plus a hundredth of every term: between schedules
+        // the roofline ties (a memory-bound op), the one that also computes
+        // and moves data faster wins.
+        compute.max(mem) + 0.01 * (compute + mem_sum)
+    }
+
+    /// The tensor sentence of a state: the op, the target, then one token
+    /// per decision in a fixed order (every axis' size at every tile level,
+    /// outermost first; virtual threads; cache directives; unroll; vector).
+    pub fn sentence(&self, s: &Schedule) -> String {
+        let mut w: Vec<String> = vec!["op".into(), self.compute.label.clone().unwrap_or_else(|| "compute".into())];
+        for a in &self.axes {
+            w.push(format!("{}{}={}", if a.spatial { "" } else { "r:" }, a.name, a.extent));
+        }
+        w.push("target".into());
+        w.push(self.target.name.clone());
+        w.push("tile".into());
+        for (name, sizes) in &s.tiles {
+            for (l, size) in sizes.iter().enumerate() {
+                w.push(format!("{name}.{}={size}", self.target.tile_levels[l].name));
+            }
+        }
+        w.push("vthread".into());
+        for a in &self.axes {
+            if a.spatial {
+                w.push(format!("{}={}", a.name, s.vthreads_of(&a.name)));
+            }
+        }
+        w.push("cache".into());
+        for (i, r) in self.info.reads.iter().enumerate() {
+            w.push(format!("{}={}", r.name.trim_start_matches('%'), s.cache_level_of(i).unwrap_or("none")));
+        }
+        w.push(format!("unroll={}", s.unroll));
+        w.push(match &s.vector {
+            Some((a, n)) => format!("vector={a}:{n}"),
+            None => "vector=none".into(),
+        });
+        w.join(" ")
+    }
+
+    /// The number of states of the space [`Problem::enumerate`] walks
+    /// (saturating).
+    pub fn space_size(&self) -> u128 {
+        let mut total: u128 = 1;
+        for a in 0..self.axes.len() {
+            let chains = self.chains(a).len() as u128;
+            let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };
+            total = total.saturating_mul(chains.saturating_mul(v));
+        }
+        total
+    }
+
+    /// Every chain of sizes axis `a` may take (outermost first).
+    pub fn chains(&self, a: usize) -> Vec<Vec<u64>> {
+        let mut out = Vec::new();
+        let mut cfg = self.initial();
+        self.chains_rec(a, 0, &mut cfg, &mut out);
+        out
+    }
+
+    fn chains_rec(&self, a: usize, level: usize, cfg: &mut Config, out: &mut Vec<Vec<u64>>) {
+        if level == self.levels {
+            out.push(cfg.tiles[a].clone());
+            return;
+        }
+        // Sizes at this level divide the one above; the levels below are
+        // still 1 here, so every choice is allowed.
+        for s in self.choices(cfg, a, level) {
+            cfg.tiles[a][level] = s;
+            for l in level + 1..self.levels {
+                cfg.tiles[a][l] = 1;
+            }
+            self.chains_rec(a, level + 1, cfg, out);
+            if out.len() > 1_000_000 {
+                return;
+            }
+        }
+    }
+
+    /// The module that measures one candidate: a function `@<func>` with
+    /// the op alone, its operands as parameters, its result returned.
+    pub fn extract(&self, f: &Function) -> Module {
+        let mut g = f.clone();
+        let data = g.op(self.op).clone();
+        let mut params: Vec<Value> = Vec::new();
+        for &v in &data.operands {
+            if !params.contains(&v) {
+                params.push(v);
+            }
+        }
+        for (i, &v) in params.iter().enumerate() {
+            g.values[v].def = ValueDef::Param(i);
+        }
+        g.params = params;
+        let ret = g.return_op().expect("a function ends in return");
+        let result = data.results[0];
+        g.ops[ret].operands = vec![result];
+        g.result_types = vec![self.info.output.clone()];
+        g.regions[g.body].ops = vec![self.op, ret];
+        Module { funcs: vec![g], mlir: None }
+    }
+}
+
+#[cfg(test)]
+pub fn set_op_schedule(m: &mut Module, s: Schedule) {
+    let f = &mut m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("compute op");
+    f.ops[op].kind.as_compute_mut().expect("compute").schedule = Some(s);
+}

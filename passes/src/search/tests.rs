@@ -1,0 +1,264 @@
+//! Tests of the search pass: every strategy's schedules verify and compute
+//! what the op computes (through the whole scheduling pipeline, in the
+//! interpreter), seeds reproduce, errors are diagnostics, measurement goes
+//! through the evaluator and into records.
+
+use super::*;
+use crate::testing::{CPU, GPU, check_equivalent, parse, target};
+use tilec::measure::{Failure, Timing};
+
+fn search(strategy: &str, extra: &[(&'static str, &str)]) -> Search {
+    let mut o = PassOptions::defaults(DECL.options);
+    o.set("strategy", OptionKind::Str.parse(strategy).unwrap());
+    for (k, v) in extra {
+        let kind = DECL.options.iter().find(|d| d.name == *k).expect("option").kind;
+        o.set(k, kind.parse(v).unwrap());
+    }
+    Search {
+        strategy: o.str("strategy").into(),
+        seed: o.uint("seed"),
+        budget: o.uint("budget"),
+        measure_k: o.uint("measure-top-k"),
+        only: o.str("op").into(),
+        temperature: o.float("temperature"),
+        threshold: o.float("threshold"),
+        cache_scale: o.float("cache-scale"),
+        beam: o.uint("beam"),
+        max_space: o.uint("max-space"),
+        unroll: o.uint("unroll"),
+    }
+}
+
+fn make(decl: &PassDecl) -> Box<dyn Pass> {
+    (decl.create)(&PassOptions::defaults(decl.options))
+}
+
+fn targets() -> Vec<Arc<Target>> {
+    vec![target(CPU), target(GPU), tilec::target::builtin("x86-avx2").unwrap(), tilec::target::builtin("sm90").unwrap()]
+}
+
+/// The scheduling pipeline of the target after `search`, checked against
+/// the interpreter by `check_equivalent` (verification after every pass,
+/// print → parse → print, the same results).
+fn search_and_check(src: &str, t: &Arc<Target>, s: Search) -> Module {
+    let m = parse(src);
+    let mut passes: Vec<Box<dyn Pass>> = vec![Box::new(s)];
+    let order: &[&PassDecl] = if t.kind == TargetKind::Cuda {
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
+    } else {
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL]
+    };
+    passes.extend(order.iter().map(|d| make(d)));
+    let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+    check_equivalent(&m, t, &mut refs, 3)
+}
+
+fn searched(src: &str, t: &Arc<Target>, s: Search) -> (Module, Vec<String>) {
+    let mut m = parse(src);
+    let mut cx = PassContext::with_target(Some(t.clone()));
+    let mut s = s;
+    s.run(&mut m, &mut cx).unwrap_or_else(|d| panic!("search failed: {d:?}"));
+    let v = tilec::verify::verify_module_with(&m, Some(t));
+    assert!(!v.has_errors(), "searched module does not verify: {v:?}\n{}", tilec::syntax::print_module(&m));
+    (m, cx.take_reports())
+}
+
+#[test]
+fn every_strategy_schedules_every_op_kind_correctly() {
+    for (i, src) in crate::samples::OPS.iter().enumerate() {
+        for t in targets() {
+            for strategy in ["markov", "roller", "random"] {
+                let s = search(strategy, &[("budget", "300"), ("seed", &i.to_string())]);
+                let out = search_and_check(src, &t, s);
+                assert!(out.funcs[0].walk().iter().any(|&o| matches!(out.funcs[0].ops[o].kind, OpKind::Kernel(_))), "no kernel for op {i} on {}", t.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn exhaustive_schedules_small_ops_and_refuses_large_spaces() {
+    let gemv = crate::samples::OPS[2];
+    for t in targets() {
+        search_and_check(gemv, &t, search("exhaustive", &[]));
+    }
+    let mut m = parse("func @f(%A: tensor<256x256xf32>, %B: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  %C = compute (i: 256, j: 256) reduce sum (k: 256) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<256x256xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}");
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let mut cx = PassContext::with_target(Some(t));
+    let d = search("exhaustive", &[]).run(&mut m, &mut cx).expect_err("too large");
+    let msg = &d.iter().next().unwrap().message;
+    assert!(msg.contains("points, more than max-space=100000"), "{msg}");
+}
+
+const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> tensor<64x80xf32> {
+  %C = compute \"gemm\" (i: 64, j: 80) reduce sum (k: 48) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x80xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+
+#[test]
+fn the_same_seed_gives_the_same_schedule() {
+    for t in targets() {
+        for strategy in STRATEGIES {
+            let extra: &[(&'static str, &str)] = if *strategy == "exhaustive" { &[("max-space", "100000000")] } else { &[("seed", "42")] };
+            if *strategy == "exhaustive" && t.kind == TargetKind::Cpu && t.tile_levels.len() > 2 {
+                continue; // too large a space for a unit test
+            }
+            let a = tilec::syntax::print_module(&searched(GEMM, &t, search(strategy, extra)).0);
+            let b = tilec::syntax::print_module(&searched(GEMM, &t, search(strategy, extra)).0);
+            assert_eq!(a, b, "{strategy} on {}", t.name);
+            assert!(a.contains("schedule"), "{a}");
+        }
+    }
+}
+
+#[test]
+fn markov_schedules_are_not_trivial_and_gpu_schedules_stage_and_thread() {
+    let sm90 = tilec::target::builtin("sm90").unwrap();
+    let (m, reports) = searched(GEMM, &sm90, search("markov", &[]));
+    let text = tilec::syntax::print_module(&m);
+    assert!(text.contains("cache = {a = shared, b = shared}"), "{text}");
+    assert!(reports[0].contains("strategy markov") && reports[0].contains("construction only: measure-top-k=0"), "{}", reports[0]);
+    let avx2 = tilec::target::builtin("x86-avx2").unwrap();
+    let (m, _) = searched(GEMM, &avx2, search("markov", &[]));
+    let f = &m.funcs[0];
+    let c = f.walk().into_iter().find_map(|o| f.ops[o].kind.as_compute()).unwrap();
+    let s = c.schedule.as_ref().unwrap();
+    // Some axis is tiled below its extent, and the last axis is vectorised.
+    assert!(s.tiles.iter().any(|(_, t)| t.iter().any(|&x| x > 1)), "{s:?}");
+    assert!(s.vector.is_some(), "{s:?}");
+}
+
+#[test]
+fn search_without_a_target_is_an_error() {
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::new();
+    let d = search("markov", &[]).run(&mut m, &mut cx).expect_err("no target");
+    assert!(d.iter().next().unwrap().message.contains("search needs a target"));
+}
+
+/// An evaluator that times candidates by the model, with a twist: it
+/// prefers schedules with small innermost tiles, so the measured choice
+/// differs from the predicted one; every third candidate fails.
+struct Fake {
+    calls: usize,
+    references: usize,
+}
+
+impl Evaluator for Fake {
+    fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement {
+        self.calls += 1;
+        assert!(candidate.func(func).is_some());
+        let f = &candidate.funcs[0];
+        assert!(f.walk().iter().any(|&o| matches!(f.ops[o].kind, OpKind::Kernel(_))), "a loop-level candidate");
+        if self.calls % 3 == 0 {
+            return Err(Failure::Crash("fake crash".into()));
+        }
+        let t = 1e-3 * self.calls as f64;
+        Ok(Timing { median_s: t, min_s: t, max_s: t, runs: 1 })
+    }
+
+    fn set_reference(&mut self, _: &Module, _: &str) -> Result<(), String> {
+        self.references += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn measurement_goes_through_the_evaluator_and_into_records() {
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::with_target(Some(t.clone()));
+    cx.set_evaluator(Some(Box::new(Fake { calls: 0, references: 0 })));
+    search("roller", &[("measure-top-k", "4")]).run(&mut m, &mut cx).expect("search");
+    let records = cx.take_records();
+    assert_eq!(records.len(), 4);
+    assert_eq!(records.iter().filter(|r| r.error.is_some()).count(), 1);
+    // The fake evaluator times the first candidate fastest: it wins.
+    let f = &m.funcs[0];
+    let c = f.walk().into_iter().find_map(|o| f.ops[o].kind.as_compute()).unwrap();
+    let chosen = RecordSchedule::of(c.schedule.as_ref().unwrap());
+    assert_eq!(chosen, records[0].schedule);
+    assert!(records[0].sentence.starts_with("op gemm i=64 j=80 r:k=48 target x86-avx2 tile i.core="), "{}", records[0].sentence);
+    let report = cx.take_reports().join("");
+    assert!(report.contains("measured: 4 (1 failed)") && report.contains("fake crash"), "{report}");
+
+    // apply-records picks the fastest record of the workload.
+    let mut fresh = parse(GEMM);
+    let mut cx2 = PassContext::with_target(Some(t.clone()));
+    cx2.add_records("r.jsonl".into(), Arc::new(records.clone()));
+    crate::apply_records::ApplyRecords { file: "r.jsonl".into() }.run(&mut fresh, &mut cx2).expect("apply");
+    assert_eq!(tilec::syntax::print_module(&fresh), tilec::syntax::print_module(&m));
+    // A search given these records as the --records file's resumes: the
+    // three timed candidates are not measured again, the failed one is.
+    let mut again = parse(GEMM);
+    let mut cx4 = PassContext::with_target(Some(t.clone()));
+    cx4.set_evaluator(Some(Box::new(Fake { calls: 0, references: 0 })));
+    cx4.add_records(tilec::records::RESUME.into(), Arc::new(records.clone()));
+    search("roller", &[("measure-top-k", "4")]).run(&mut again, &mut cx4).expect("search");
+    let new = cx4.take_records();
+    assert_eq!(new.len(), 1, "only the failed candidate is measured again");
+    assert_eq!(new[0].schedule, records.iter().find(|r| r.error.is_some()).unwrap().schedule);
+    assert!(cx4.take_reports().join("").contains("measured: 4 (3 from the records)"));
+    // Without records read: an error.
+    let mut cx3 = PassContext::with_target(Some(t));
+    assert!(crate::apply_records::ApplyRecords { file: "other.jsonl".into() }.run(&mut parse(GEMM), &mut cx3).is_err());
+}
+
+#[test]
+fn construction_takes_well_under_seconds_on_paper_workloads() {
+    // A ResNet-sized convolution and a BERT GEMM on both kinds of target.
+    let conv = "func @f(%x: tensor<1x64x56x56xf32>, %k: tensor<64x64x3x3xf32>) -> tensor<1x64x56x56xf32> {
+  %y = compute (n: 1, f: 64, oh: 56, ow: 56) reduce sum (c: 64, r: 3, s: 3) reads(%xv = %x[n, c, oh + r - 1, ow + s - 1] pad(0.0), %kv = %k[f, c, r, s]) -> tensor<1x64x56x56xf32>[n, f, oh, ow] {
+    %0 = mul %xv, %kv : f32
+    yield %0 : f32
+  }
+  return %y
+}";
+    let gemm = "func @f(%A: tensor<512x768xf32>, %B: tensor<768x3072xf32>) -> tensor<512x3072xf32> {
+  %C = compute (i: 512, j: 3072) reduce sum (k: 768) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<512x3072xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+    for src in [conv, gemm] {
+        for t in [tilec::target::builtin("x86-avx2").unwrap(), tilec::target::builtin("sm90").unwrap()] {
+            let start = std::time::Instant::now();
+            searched(src, &t, search("markov", &[]));
+            // Debug builds; generous, but catches a blow-up.
+            assert!(start.elapsed().as_secs_f64() < 30.0, "{:?}", start.elapsed());
+        }
+    }
+}
+
+/// Prints each strategy's best candidates with their predictions (for
+/// tuning; `cargo test -p tilec-passes show_candidates -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn show_candidates() {
+    let src = std::env::var("SRC").map(|p| std::fs::read_to_string(p).unwrap()).unwrap_or_else(|_| GEMM.to_string());
+    let t = tilec::target::builtin(&std::env::var("TARGET").unwrap_or_else(|_| "x86-avx2".into())).unwrap();
+    let m = parse(&src);
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    let p = Problem::new(f, op, t.clone(), 16).unwrap();
+    for strategy in ["markov", "roller", "random"] {
+        let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
+        let mut st = s.strategy();
+        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let ranked = st.run(&p, &mut cx).unwrap();
+        println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
+        for c in ranked.iter().take(5) {
+            println!("  {:8.2} GFLOP/s  {}", p.flops / p.predict(c) / 1e9, one_line(&p.schedule(c), &p));
+        }
+    }
+}
