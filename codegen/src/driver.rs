@@ -126,8 +126,8 @@ fn launch_metadata(l: &Lowered, chip: &str) -> String {
             first = false;
             write!(
                 s,
-                "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"grid\": [{}, {}, {}], \"block\": [{}, {}, {}], \"shared_bytes\": {}, \"params\": {:?}}}",
-                k.symbol, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, k.params
+                "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"grid\": [{}, {}, {}], \"block\": [{}, {}, {}], \"shared_bytes\": {}, \"dynamic_shared_bytes\": {}, \"params\": {:?}}}",
+                k.symbol, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], k.shared_bytes, k.dynamic_shared_bytes, k.params
             )
             .unwrap();
         }

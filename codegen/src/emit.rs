@@ -33,8 +33,8 @@ use tilec::ir::*;
 pub use tilec_runtime::KernelAbi;
 
 /// The most shared memory a kernel may declare statically (`.shared` in
-/// PTX). More needs dynamic shared memory and an opt-in at launch, which
-/// tilec does not generate yet.
+/// PTX). More is dynamic shared memory, sized at launch after an opt-in
+/// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
 /// Why code could not be generated.
@@ -105,6 +105,8 @@ pub struct Emitter<'f> {
     hoisted: Vec<String>,
     /// GPU: shared buffers, as workgroup attributions (name, type).
     shared: Vec<(String, String)>,
+    /// GPU: each shared buffer's byte offset in the block's shared memory.
+    shared_offsets: Vec<u64>,
     /// GPU: the block's linear thread index and thread count, once known.
     thread_linear: Option<(String, u64)>,
     shared_bytes: u64,
@@ -162,7 +164,7 @@ impl<'f> Emitter<'f> {
     /// Emits one kernel as an MLIR function (CPU) or a GPU module with a
     /// kernel function.
     fn kernel(f: &'f Function, op: Op, symbol: &str, gpu: bool) -> Result<(String, KernelAbi), EmitError> {
-        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, hoisted: Vec::new(), shared: Vec::new(), thread_linear: None, shared_bytes: 0 };
+        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0 };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -188,7 +190,7 @@ impl<'f> Emitter<'f> {
             e.vals.insert(p, Ev::Memref(name, ty));
         }
         let body = f.ops[op].regions[0];
-        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
         if gpu {
             e.gpu_kernel_body(body, &mut abi)?;
         } else {
@@ -197,8 +199,18 @@ impl<'f> Emitter<'f> {
         let mut text = String::new();
         if gpu {
             let mut workgroup = Vec::new();
-            for (name, ty) in e.shared.iter() {
-                workgroup.push(format!("{name}: {ty}"));
+            if abi.dynamic_shared_bytes > 0 {
+                // One dynamic block, each buffer a view at its offset.
+                let mut views = vec!["%dynamic_shared = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>".to_string()];
+                for ((name, ty), offset) in e.shared.iter().zip(&e.shared_offsets) {
+                    views.push(format!("{name}_offset = arith.constant {offset} : index"));
+                    views.push(format!("{name} = memref.view %dynamic_shared[{name}_offset][] : memref<?xi8, #gpu.address_space<workgroup>> to {ty}"));
+                }
+                e.hoisted.splice(0..0, views);
+            } else {
+                for (name, ty) in e.shared.iter() {
+                    workgroup.push(format!("{name}: {ty}"));
+                }
             }
             let wg = if workgroup.is_empty() { String::new() } else { format!(" workgroup({})", workgroup.join(", ")) };
             writeln!(text, "  gpu.module @{symbol}_module {{").unwrap();
@@ -317,11 +329,12 @@ impl<'f> Emitter<'f> {
         self.line(&format!("{lin} = arith.addi {t3}, {t2} : index"));
         self.thread_linear = Some((lin, threads));
         self.region(body)?;
+        // Up to 48 KiB the buffers are declared statically; beyond, they
+        // share one block of dynamic shared memory, which the launch sizes
+        // (and allows, above 48 KiB). The target's resource check has
+        // already held the total to what one block may have.
         if self.shared_bytes > MAX_STATIC_SHARED_BYTES {
-            return err(format!(
-                "kernel `{}` needs {} bytes of shared memory per block; statically declared shared memory is limited to {} bytes (48 KiB) on every CUDA GPU: use smaller shared tiles",
-                abi.symbol, self.shared_bytes, MAX_STATIC_SHARED_BYTES
-            ));
+            abi.dynamic_shared_bytes = self.shared_bytes;
         }
         abi.shared_bytes = self.shared_bytes;
         Ok(())
@@ -410,6 +423,9 @@ impl<'f> Emitter<'f> {
             }
             MemScope::Shared if self.gpu => {
                 let ty = memref_type(&b.shape, b.elem, ", #gpu.address_space<workgroup>");
+                // 16-byte aligned offsets, for vector loads.
+                self.shared_bytes = self.shared_bytes.next_multiple_of(16);
+                self.shared_offsets.push(self.shared_bytes);
                 self.shared_bytes += b.size_bytes().unwrap_or(0);
                 self.shared.push((name.clone(), ty.clone()));
                 self.vals.insert(r, Ev::Memref(name, ty));

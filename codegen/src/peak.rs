@@ -78,7 +78,7 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
     let so = link_shared(&artifacts.object, dir.path(), "peak")?;
     let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: "f32".into() };
     let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out] };
-    let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+    let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
     let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
     program.run(&[], threads).map_err(CompileError)?;
     let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(&[], threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
@@ -136,7 +136,7 @@ pub fn measure_bandwidth(target: &LlvmTarget, threads: usize, runs: usize) -> Re
     let so = link_shared(&artifacts.object, dir.path(), "triad")?;
     let spec = |value| BufferSpec { value, shape: vec![n], elem: "f32".into() };
     let plan = HostPlan { params: vec![spec(1), spec(2)], buffers: vec![spec(0)], results: vec![spec(0)] };
-    let abi = KernelAbi { symbol: "triad_k0".into(), params: vec![0, 1, 2], parallel_trip: parts, grid: [1; 3], block: [1; 3], shared_bytes: 0 };
+    let abi = KernelAbi { symbol: "triad_k0".into(), params: vec![0, 1, 2], parallel_trip: parts, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
     let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
     let input = tilec::interp::Tensor::random(&tilec::ir::TensorType::new(vec![n], tilec::ir::ElemType::F32), 1);
     let inputs = [input.clone(), input];

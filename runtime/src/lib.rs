@@ -24,6 +24,11 @@ pub struct KernelAbi {
     pub grid: [u64; 3],
     pub block: [u64; 3],
     pub shared_bytes: u64,
+    /// GPU: bytes of dynamic shared memory to give the launch (0 when the
+    /// kernel's shared buffers are declared statically, as they are up to
+    /// 48 KiB); above 48 KiB the kernel must be allowed them first.
+    #[serde(default)]
+    pub dynamic_shared_bytes: u64,
 }
 
 

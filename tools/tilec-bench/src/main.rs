@@ -186,8 +186,16 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
     let pipeline_text = pipeline_for(strategy, cli.seed, &cli.search_options);
     let pfile = sources.add("<pipeline>", pipeline_text.clone());
     let pipeline = parse_pipeline(&pipeline_text, pfile, &registry).map_err(|d| render(&sources, &d))?;
+    // A search that measures (`measure-top-k` > 0) gets the worker-process
+    // evaluator, as in `tilec`.
+    let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target));
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
+    match evaluator {
+        Ok(Some(e)) => pm.set_evaluator(e),
+        Ok(None) => {}
+        Err(why) => pm.set_no_evaluator_reason(why),
+    }
     let mut scheduled = module.clone();
     let start = Instant::now();
     let report = pm.run(&mut scheduled).map_err(|d| render(&sources, &d))?;

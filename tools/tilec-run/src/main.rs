@@ -121,14 +121,13 @@ impl Backend {
     }
 }
 
-/// The pipeline `--backend=cpu` runs when none is given: the scheduling
-/// passes in the order they compose; ops without a schedule get the plain
-/// one.
-const DEFAULT_CPU_PIPELINE: &str = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)";
+/// The pipeline `--backend=cpu` runs when none is given: `search` (markov,
+/// construction only) schedules the ops that have no schedule, then the
+/// scheduling passes in the order they compose.
+const DEFAULT_CPU_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
 
-/// The pipeline `--backend=cuda` runs when none is given: every op needs
-/// its own schedule on a GPU (there is no plain one).
-const DEFAULT_CUDA_PIPELINE: &str = "builtin.module(tile,cache,vthread,bind,vectorize,unroll)";
+/// The pipeline `--backend=cuda` runs when none is given: the same.
+const DEFAULT_CUDA_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
 
 /// How a function is executed: interpreted, or compiled and loaded.
 enum Executable<'f> {

@@ -143,9 +143,11 @@ enum Emit {
     Ptx,
 }
 
-/// The pipeline `--emit` runs past the tile IR when none is given: the
-/// scheduling passes in the order they compose, then the lowering.
-const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,lower-to-mlir)";
+/// The pipeline `--emit` runs past the tile IR when none is given: `search`
+/// (markov, construction only, seed 0) schedules the ops that have no
+/// schedule, then the scheduling passes in the order they compose, then
+/// the lowering.
+const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,lower-to-mlir)";
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Color {
@@ -469,7 +471,7 @@ impl Driver {
         for (name, r) in &records.files {
             pm.add_records(name.clone(), r.clone());
         }
-        match search_evaluator(pipeline, target.as_deref()) {
+        match tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()) {
             Ok(Some(e)) => pm.set_evaluator(e),
             Ok(None) => {}
             Err(why) => pm.set_no_evaluator_reason(why),
@@ -632,47 +634,6 @@ impl Driver {
             }
         }
         Ok(loaded)
-    }
-}
-
-/// The evaluator for a pipeline whose `search` measures (`measure-top-k`
-/// above 0): a CPU evaluator when the target's code runs on this machine
-/// and the worker is found. `Ok(None)`: nothing measures; `Err`: why there
-/// is no evaluator (the search report says it).
-fn search_evaluator(pipeline: &Pipeline, target: Option<&Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
-    let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && p.options.uint("measure-top-k") > 0);
-    let Some(t) = target.filter(|_| measures) else { return Ok(None) };
-    if t.kind != tilec::target::TargetKind::Cpu {
-        return Err(format!("`{}` is a GPU target; only CPU candidates are measured here", t.name));
-    }
-    let llvm = tilec_codegen::driver::llvm_target_of(t);
-    tilec_codegen::driver::host_can_run(&llvm).map_err(|missing| format!("this machine cannot run code for `{}` (it lacks {missing})", t.name))?;
-    let worker = tilec_codegen::evaluator::find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
-    let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
-    Ok(Some(Box::new(CheckedEvaluator(tilec_codegen::evaluator::CpuEvaluator::new(llvm, worker, dir)))))
-}
-
-/// The CPU evaluator, checking results against the interpreter when the
-/// op is small enough for it.
-struct CheckedEvaluator(tilec_codegen::evaluator::CpuEvaluator);
-
-/// Iteration points above which the interpreter would take too long to
-/// compute a reference (it runs about a million points a second).
-const REFERENCE_POINTS: u64 = 20_000_000;
-
-impl tilec::measure::Evaluator for CheckedEvaluator {
-    fn evaluate(&mut self, candidate: &Module, func: &str) -> tilec::measure::Measurement {
-        self.0.evaluate(candidate, func)
-    }
-
-    fn set_reference(&mut self, reference: &Module, func: &str) -> Result<(), String> {
-        self.0.reference = None;
-        let f = reference.func(func).ok_or_else(|| format!("no function @{func}"))?;
-        let points: u64 = f.walk().iter().filter_map(|&o| f.ops[o].kind.as_compute()).map(|c| c.iteration_points().unwrap_or(u64::MAX)).sum();
-        if points > REFERENCE_POINTS {
-            return Err(format!("{points} iteration points are too many for the interpreter (at most {REFERENCE_POINTS})"));
-        }
-        self.0.set_reference_from(reference, func)
     }
 }
 
