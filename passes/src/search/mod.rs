@@ -13,7 +13,7 @@
 
 mod baseline;
 mod markov;
-mod rng;
+pub(crate) mod rng;
 mod roller;
 pub mod space;
 #[cfg(test)]
