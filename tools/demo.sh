@@ -4,7 +4,8 @@
 # with a hand-written BLIS-style schedule for this CPU's vector ISA) to an
 # x86-64 object through MLIR and LLVM, then compile, run and time it on
 # this machine (1 core and all cores), checked against the reference
-# interpreter, and measure the machine's FMA peak for comparison.
+# interpreter; measure the machine's FMA peak for comparison, and let the
+# search pass schedule the bare operator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +36,8 @@ echo "==> tilec-run: compile, run and time it on 1 core (10 runs after 2 warm-up
 echo "==> tilec-run: the same on every core" >&2
 "$bin/tilec-run" "$example" --backend=cpu --warmup 2 --repeat 10 --check
 
-echo "==> this machine's measured f32 FMA peak (a generated kernel), for the ratio" >&2
-cargo test --release --locked -q -p tilec-codegen fma_peak -- --ignored --nocapture 2>&1 | grep -E 'lanes'
+echo "==> this machine's measured f32 FMA peak and memory bandwidth (generated kernels), for the ratio" >&2
+"$bin/tilec-bench" --peak --threads=1
+
+echo "==> the same GEMM, unscheduled, scheduled by the search pass (Gensor's Markov construction, 4 candidates measured)" >&2
+"$bin/tilec-bench" benchmarks/workloads/gemm_1024.tile --strategy=markov --search-options="measure-top-k=4" --threads=1 --repeat 5 --warmup 1
