@@ -36,9 +36,10 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     threads: usize,
 
-    /// The target to schedule and compile for (must run on this machine).
-    #[arg(long, default_value = "host")]
-    target: String,
+    /// The target to schedule and compile for (must run on this machine);
+    /// by default the target a workload's schedules name, else `host`.
+    #[arg(long)]
+    target: Option<String>,
 
     /// Seed of the search and of the inputs.
     #[arg(long, default_value_t = 0)]
@@ -181,6 +182,20 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
     if v.has_errors() {
         return Err(render(&sources, &v));
     }
+    // Without --target, a workload scheduled by hand runs for the target
+    // its schedules name.
+    let named;
+    let target = match (&cli.target, module.schedule_targets().as_slice()) {
+        (None, [one]) if *one != target.name => {
+            named = TargetSet::new().resolve(&mut sources, one).map_err(|d| render(&sources, &d))?;
+            if named.kind != TargetKind::Cpu {
+                return Err(format!("the schedules are for `{one}`, a {} target; tilec-bench runs on this machine's CPU", named.kind.name()));
+            }
+            tilec_codegen::driver::host_can_run(&tilec_codegen::driver::llvm_target_of(&named)).map_err(|missing| format!("code for `{one}` cannot run on this machine: it lacks {missing}"))?;
+            &named
+        }
+        _ => target,
+    };
     let original = module.funcs.first().ok_or("no function")?.clone();
     let registry = tilec_codegen::registry();
     let pipeline_text = pipeline_for(strategy, cli.seed, &cli.search_options);
@@ -281,7 +296,7 @@ fn main() -> ExitCode {
 fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let mut sources = SourceMap::new();
-    let target = TargetSet::new().resolve(&mut sources, &cli.target)?;
+    let target = TargetSet::new().resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;
     if target.kind != TargetKind::Cpu {
         return Err(Diagnostic::error(format!("tilec-bench runs on this machine's CPU; `{}` is a {} target", target.name, target.kind.name())).with_help("pass a CPU target, e.g. --target=host").into());
     }
