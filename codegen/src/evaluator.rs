@@ -33,12 +33,41 @@ pub struct CpuEvaluator {
     /// The expected results for `seed`'s inputs; candidates that differ
     /// are failures.
     pub reference: Option<Vec<Tensor>>,
+    /// A candidate is cut off once it has run this many times longer than
+    /// the fastest candidate of the same op needs for all its runs: it has
+    /// lost, and measuring it to the end would only spend the tuning
+    /// budget (a 5 s kernel would cost 30 s). 0 disables it.
+    pub cutoff_factor: f64,
+    /// Seconds of timed runs after which a candidate's timing stops (see
+    /// `Job::time_budget_s`).
+    pub time_budget_s: f64,
+    /// The fastest median so far for the current op (reset by
+    /// `set_reference_from`).
+    best_median_s: Option<f64>,
     count: u64,
 }
 
 impl CpuEvaluator {
     pub fn new(target: LlvmTarget, worker: PathBuf, dir: PathBuf) -> Self {
-        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, count: 0 }
+        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, best_median_s: None, count: 0 }
+    }
+
+    /// The time limit for the next candidate: the fixed timeout, or less
+    /// once a fast candidate is known (never under a second, which covers
+    /// starting the worker and loading the library).
+    fn time_limit(&self) -> Duration {
+        match self.best_median_s {
+            Some(best) if self.cutoff_factor > 0.0 => {
+                let runs = (self.warmup + self.repeat.max(1)) as f64;
+                Duration::from_secs_f64((best * runs * self.cutoff_factor).max(1.0)).min(self.timeout)
+            }
+            _ => self.timeout,
+        }
+    }
+
+    /// Forgets the fastest time seen: the next candidates are of another op.
+    pub fn new_op(&mut self) {
+        self.best_median_s = None;
     }
 
     /// Computes the reference results of `func` with the interpreter.
@@ -51,6 +80,7 @@ impl CpuEvaluator {
             .map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().expect("tensor parameter"), Tensor::input_seed(self.seed, i)))
             .collect();
         self.reference = Some(tilec::interp::run_function(f, &inputs).map_err(|e| e.to_string())?);
+        self.best_median_s = None;
         Ok(())
     }
 
@@ -82,10 +112,11 @@ impl Evaluator for CpuEvaluator {
             seed: self.seed,
             warmup: self.warmup,
             repeat: self.repeat,
+            time_budget_s: Some(self.time_budget_s),
             threads: self.threads,
             outputs_dir: outputs.clone(),
         };
-        let report = run_in_worker(&self.worker, &job, self.timeout).map_err(|e| match e {
+        let report = run_in_worker(&self.worker, &job, self.time_limit()).map_err(|e| match e {
             WorkerFailure::Crashed(m) => Failure::Crash(m),
             WorkerFailure::TimedOut(d) => Failure::Timeout(d.as_secs_f64()),
             other => Failure::Other(other.to_string()),
@@ -99,7 +130,9 @@ impl Evaluator for CpuEvaluator {
             check_results(reference, dir)?;
             let _ = std::fs::remove_dir_all(dir);
         }
-        Timing::of(&report.times_s).ok_or_else(|| Failure::Other("no timed run".into()))
+        let timing = Timing::of(&report.times_s).ok_or_else(|| Failure::Other("no timed run".into()))?;
+        self.best_median_s = Some(self.best_median_s.map_or(timing.median_s, |b| b.min(timing.median_s)));
+        Ok(timing)
     }
 }
 
@@ -149,6 +182,7 @@ impl tilec::measure::Evaluator for CheckedEvaluator {
 
     fn set_reference(&mut self, reference: &tilec::ir::Module, func: &str) -> Result<(), String> {
         self.0.reference = None;
+        self.0.new_op();
         let f = reference.func(func).ok_or_else(|| format!("no function @{func}"))?;
         let points: u64 = f.walk().iter().filter_map(|&o| f.ops[o].kind.as_compute()).map(|c| c.iteration_points().unwrap_or(u64::MAX)).sum();
         if points > REFERENCE_POINTS {

@@ -23,6 +23,11 @@ pub struct Job {
     pub seed: u64,
     pub warmup: u32,
     pub repeat: u32,
+    /// Stop timing once the timed runs add up to this many seconds (at
+    /// least one run): a slow kernel's figure is precise after a run or
+    /// two, and more would only spend the tuning budget. None: all runs.
+    #[serde(default)]
+    pub time_budget_s: Option<f64>,
     pub threads: usize,
     /// If set, the results of the last run are written here as
     /// `result<i>.npy`, for the parent to check.
@@ -65,6 +70,9 @@ fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
         let run = program.run_timed(&inputs, job.threads)?;
         times.push(run.kernel_seconds);
         last = run.results;
+        if job.time_budget_s.is_some_and(|budget| times.iter().sum::<f64>() >= budget) {
+            break;
+        }
     }
     if let Some(dir) = &job.outputs_dir {
         for (i, t) in last.iter().enumerate() {

@@ -91,3 +91,33 @@ fn crashes_hangs_and_wrong_results_fail_one_candidate_only() {
     // And the evaluator goes on measuring.
     assert!(e.evaluate(&good(), "f").is_ok());
 }
+
+#[test]
+fn slow_candidates_are_cut_off_once_a_fast_one_is_known() {
+    let mut e = evaluator();
+    e.timeout = Duration::from_secs(20);
+    assert!(e.evaluate(&good(), "f").is_ok());
+    // The fast candidate takes microseconds, so the next one gets the
+    // floor of one second, not the 20 s timeout.
+    let slow = candidate(10_000_000_000_000, "      %a = load %y[0] : f32\n      %b = load %x[0] : f32\n      %0 = add %a, %b : f32\n      store %0, %y[0]");
+    match e.evaluate(&slow, "f") {
+        Err(Failure::Timeout(s)) => assert!((0.9..=1.5).contains(&s), "{s}"),
+        other => panic!("expected a cut-off, got {other:?}"),
+    }
+    // A new op starts afresh.
+    e.new_op();
+    e.cutoff_factor = 0.0;
+    e.timeout = Duration::from_secs(2);
+    match e.evaluate(&slow, "f") {
+        Err(Failure::Timeout(s)) => assert!((1.9..=2.5).contains(&s), "{s}"),
+        other => panic!("expected the full timeout, got {other:?}"),
+    }
+}
+
+#[test]
+fn timing_stops_once_its_budget_is_spent() {
+    let mut e = evaluator();
+    e.time_budget_s = 0.0;
+    let t = e.evaluate(&good(), "f").expect("measured");
+    assert_eq!(t.runs, 1, "one run spends a zero budget");
+}
