@@ -80,7 +80,7 @@ impl CpuEvaluator {
             .map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().expect("tensor parameter"), Tensor::input_seed(self.seed, i)))
             .collect();
         self.reference = Some(tilec::interp::run_function(f, &inputs).map_err(|e| e.to_string())?);
-        self.best_median_s = None;
+        self.new_op();
         Ok(())
     }
 

@@ -73,18 +73,12 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
     // (ymm) or 32 (zmm) vector registers.
     let chains = 12;
     let t = threads.max(1) as u64;
-    let artifacts = compile_cpu(&peak_kernel_mlir(lanes, chains, t), target)?;
-    let dir = tempfile::tempdir().map_err(|e| CompileError(format!("cannot make a temporary folder: {e}")))?;
-    let so = link_shared(&artifacts.object, dir.path(), "peak")?;
     let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: "f32".into() };
     let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out] };
     let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
-    let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
-    program.run(&[], threads).map_err(CompileError)?;
-    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(&[], threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
-    times.sort_by(f64::total_cmp);
+    let median_s = median_kernel_seconds(&peak_kernel_mlir(lanes, chains, t), target, abi, plan, &[], threads, runs)?;
     let flops = 2.0 * (STEPS * lanes * chains as u64 * t) as f64;
-    Ok(Peak { gflops: flops / times[times.len() / 2] / 1e9, lanes, threads })
+    Ok(Peak { gflops: flops / median_s / 1e9, lanes, threads })
 }
 
 /// A measured memory bandwidth: GB/s of the STREAM triad over all threads.
@@ -131,17 +125,25 @@ fn triad_kernel_mlir(n: u64, parts: u64) -> String {
 pub fn measure_bandwidth(target: &LlvmTarget, threads: usize, runs: usize) -> Result<Bandwidth, CompileError> {
     let n: u64 = 1 << 23;
     let parts = 64;
-    let artifacts = compile_cpu(&triad_kernel_mlir(n, parts), target)?;
-    let dir = tempfile::tempdir().map_err(|e| CompileError(format!("cannot make a temporary folder: {e}")))?;
-    let so = link_shared(&artifacts.object, dir.path(), "triad")?;
     let spec = |value| BufferSpec { value, shape: vec![n], elem: "f32".into() };
     let plan = HostPlan { params: vec![spec(1), spec(2)], buffers: vec![spec(0)], results: vec![spec(0)] };
     let abi = KernelAbi { symbol: "triad_k0".into(), params: vec![0, 1, 2], parallel_trip: parts, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
-    let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
     let input = tilec::interp::Tensor::random(&tilec::ir::TensorType::new(vec![n], tilec::ir::ElemType::F32), 1);
-    let inputs = [input.clone(), input];
-    program.run(&inputs, threads).map_err(CompileError)?;
-    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(&inputs, threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
+    let median_s = median_kernel_seconds(&triad_kernel_mlir(n, parts), target, abi, plan, &[input.clone(), input], threads, runs)?;
+    Ok(Bandwidth { gbs: 12.0 * n as f64 / median_s / 1e9, threads })
+}
+
+/// Compiles a one-kernel MLIR module for `target`, links and loads it, runs
+/// it once untimed, then returns the median kernel time of `runs` runs.
+#[allow(clippy::too_many_arguments)]
+fn median_kernel_seconds(mlir: &str, target: &LlvmTarget, abi: KernelAbi, plan: HostPlan, inputs: &[tilec::interp::Tensor], threads: usize, runs: usize) -> Result<f64, CompileError> {
+    let artifacts = compile_cpu(mlir, target)?;
+    let dir = tempfile::tempdir().map_err(|e| CompileError(format!("cannot make a temporary folder: {e}")))?;
+    let name = abi.symbol.trim_end_matches("_k0").to_string();
+    let so = link_shared(&artifacts.object, dir.path(), &name)?;
+    let program = CpuProgram::load(&so, vec![abi], plan).map_err(CompileError)?;
+    program.run(inputs, threads).map_err(CompileError)?;
+    let mut times: Vec<f64> = (0..runs.max(1)).map(|_| program.run_timed(inputs, threads).map(|r| r.kernel_seconds)).collect::<Result<_, _>>().map_err(CompileError)?;
     times.sort_by(f64::total_cmp);
-    Ok(Bandwidth { gbs: 12.0 * n as f64 / times[times.len() / 2] / 1e9, threads })
+    Ok(times[times.len() / 2])
 }

@@ -127,8 +127,6 @@ fn gemm_speed() {
     let mut times = Vec::new();
     let runs = std::env::var("GEMM_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(7usize);
     for _ in 0..runs {
-        let t = std::time::Instant::now();
-        let _ = t;
         times.push(program.run_timed(&inputs, 1).unwrap().kernel_seconds);
     }
     times.sort_by(f64::total_cmp);

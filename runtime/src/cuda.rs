@@ -70,14 +70,8 @@ impl CudaProgram {
     /// Copies `inputs` to the GPU, runs the kernels in order, copies the
     /// results back.
     pub fn run(&self, inputs: &[Tensor]) -> Result<CudaRun, String> {
-        if inputs.len() != self.plan.params.len() {
-            return Err(format!("{} inputs given, {} expected", inputs.len(), self.plan.params.len()));
-        }
         let mut bufs: HashMap<u32, CudaSlice<u8>> = HashMap::new();
-        for (p, t) in self.plan.params.iter().zip(inputs) {
-            if p.tensor_type()? != t.ty {
-                return Err(format!("input of type {} where {} is expected", t.ty, p.tensor_type()?));
-            }
+        for (p, t) in self.plan.checked_inputs(inputs)? {
             bufs.insert(p.value, self.stream.clone_htod(&tensor_bytes(t)).map_err(err("cannot copy an input to the GPU"))?);
         }
         for b in &self.plan.buffers {

@@ -78,6 +78,20 @@ impl HostPlan {
 }
 
 impl HostPlan {
+    /// The parameters paired with `inputs`, once their number and types
+    /// are checked.
+    pub(crate) fn checked_inputs<'a>(&'a self, inputs: &'a [Tensor]) -> Result<impl Iterator<Item = (&'a BufferSpec, &'a Tensor)>, String> {
+        if inputs.len() != self.params.len() {
+            return Err(format!("{} inputs given, {} expected", inputs.len(), self.params.len()));
+        }
+        for (p, t) in self.params.iter().zip(inputs) {
+            if p.tensor_type()? != t.ty {
+                return Err(format!("input of type {} where {} is expected", t.ty, p.tensor_type()?));
+            }
+        }
+        Ok(self.params.iter().zip(inputs))
+    }
+
     /// The function's results, in order: `read` turns each returned
     /// buffer (by value number) into a tensor of its type.
     pub(crate) fn collect_results(&self, mut read: impl FnMut(u32, &TensorType) -> Result<Tensor, String>) -> Result<Vec<Tensor>, String> {
@@ -193,14 +207,8 @@ impl CpuProgram {
     /// Runs the function and times its kernels alone: copying the inputs
     /// in and the results out is not counted.
     pub fn run_timed(&self, inputs: &[Tensor], threads: usize) -> Result<CpuRun, String> {
-        if inputs.len() != self.plan.params.len() {
-            return Err(format!("{} inputs given, {} expected", inputs.len(), self.plan.params.len()));
-        }
         let mut bufs: HashMap<u32, HostBuffer> = HashMap::new();
-        for (p, t) in self.plan.params.iter().zip(inputs) {
-            if p.tensor_type()? != t.ty {
-                return Err(format!("input of type {} where {} is expected", t.ty, p.tensor_type()?));
-            }
+        for (p, t) in self.plan.checked_inputs(inputs)? {
             let bytes = tensor_bytes(t);
             let mut b = HostBuffer::zeroed(bytes.len());
             // SAFETY: `b` holds at least bytes.len() bytes.

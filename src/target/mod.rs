@@ -183,6 +183,20 @@ pub struct Intrinsic {
 }
 
 impl Target {
+    /// The nominal peak for element type `elem` (GFLOP/s, GOP/s for
+    /// integers) of what a run uses: `threads` of a CPU's cores (the
+    /// figure is per chip), or the whole GPU.
+    pub fn nominal_peak_gflops(&self, elem: &str, threads: usize) -> Option<f64> {
+        let chip = *self.peak_gflops.get(elem)?;
+        Some(match self.kind {
+            TargetKind::Cpu => {
+                let units = self.compute.units.max(1) as usize;
+                chip * threads.clamp(1, units) as f64 / units as f64
+            }
+            _ => chip,
+        })
+    }
+
     pub fn memory_level(&self, name: &str) -> Option<&MemoryLevel> {
         self.memory.iter().find(|m| m.name == name)
     }

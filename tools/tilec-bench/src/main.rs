@@ -27,9 +27,10 @@ struct Cli {
     /// Tile files to run (default: the CPU-sized workloads of benchmarks/workloads/).
     files: Vec<PathBuf>,
 
-    /// Strategies, comma-separated: `plain` (no search: the plain schedule)
-    /// or a strategy of the `search` pass (`markov`, `roller`, `random`, ...).
-    #[arg(long, default_value = "plain", value_delimiter = ',')]
+    /// Strategies, comma-separated: `plain` (no search: the plain schedule;
+    /// the default) or a strategy of the `search` pass (`markov`, `roller`,
+    /// `random`, ...).
+    #[arg(long, value_delimiter = ',')]
     strategy: Vec<String>,
 
     /// Threads for the kernels (0: one per core).
@@ -255,7 +256,11 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
 /// (library, median seconds), or why it was skipped.
 fn run_baseline(path: &Path, threads: usize) -> Result<(String, f64), String> {
     let script = repo_root().join("benchmarks/baseline.py");
-    let python = ["/usr/bin/python3", "python3"].into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())).ok_or("no python3")?;
+    // Found once per run, not once per workload.
+    static PYTHON: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    let python = PYTHON
+        .get_or_init(|| ["/usr/bin/python3", "python3"].into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())))
+        .ok_or("no python3")?;
     let out = std::process::Command::new(python)
         .arg(&script)
         .arg(path)
@@ -309,7 +314,8 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     } else {
         None
     };
-    let peak_only = cli.peak && cli.files.is_empty() && std::env::args().all(|a| !a.starts_with("--strategy"));
+    let peak_only = cli.peak && cli.files.is_empty() && cli.strategy.is_empty();
+    let strategies: Vec<String> = if cli.strategy.is_empty() { vec!["plain".to_string()] } else { cli.strategy.clone() };
     let files: Vec<PathBuf> = if peak_only {
         Vec::new()
     } else if cli.files.is_empty() {
@@ -318,20 +324,20 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     } else {
         cli.files.clone()
     };
-    let nominal = target.peak_gflops.get("f32").map(|chip| chip * threads.min(target.compute.units.max(1) as usize) as f64 / target.compute.units.max(1) as f64);
+    let nominal = target.nominal_peak_gflops("f32", threads);
     let (peak_gflops, peak_source) = match &peak {
         Some(p) => (Some(p.gflops), "measured"),
         None => (nominal, "nominal"),
     };
 
     let dir = tempfile::tempdir().map_err(|e| Diagnostic::error(format!("cannot make a temporary folder: {e}")))?;
-    let total = (files.len() * cli.strategy.len()) as u64;
+    let total = (files.len() * strategies.len()) as u64;
     let bar = if total > 0 && std::io::stderr().is_terminal() { ProgressBar::new(total) } else { ProgressBar::hidden() };
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
     let mut rows = Vec::new();
     for path in &files {
         let workload = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        for strategy in &cli.strategy {
+        for strategy in &strategies {
             bar.set_message(format!("{workload} ({strategy})"));
             let result = run_one(cli, path, strategy, &target, threads, dir.path());
             if !cli.json && !bar.is_hidden() {

@@ -121,13 +121,10 @@ impl Backend {
     }
 }
 
-/// The pipeline `--backend=cpu` runs when none is given: `search` (markov,
-/// construction only) schedules the ops that have no schedule, then the
-/// scheduling passes in the order they compose.
-const DEFAULT_CPU_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
-
-/// The pipeline `--backend=cuda` runs when none is given: the same.
-const DEFAULT_CUDA_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
+/// The pipeline `--backend=cpu|cuda` runs when none is given: `search`
+/// (markov, construction only) schedules the ops that have no schedule,
+/// then the scheduling passes in the order they compose.
+const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
 
 /// How a function is executed: interpreted, or compiled and loaded.
 enum Executable<'f> {
@@ -371,12 +368,7 @@ fn build_cuda(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_runtime:
 /// The target's peak for `f`'s element type, in GFLOP/s, for the cores a
 /// CPU run uses (all of a GPU).
 fn peak_gflops(target: &Target, f: &Function, threads: usize) -> Option<f64> {
-    let elem = f.result_types.first()?.elem.name();
-    let chip = *target.peak_gflops.get(elem)?;
-    Some(match target.kind {
-        TargetKind::Cpu => chip * threads.min(target.compute.units.max(1) as usize) as f64 / target.compute.units.max(1) as f64,
-        _ => chip,
-    })
+    target.nominal_peak_gflops(f.result_types.first()?.elem.name(), threads)
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -408,8 +400,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let mut transformed = module.clone();
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
         (Some(text), _) => Some(text.clone()),
-        (None, Backend::Cpu) => Some(DEFAULT_CPU_PIPELINE.to_string()),
-        (None, Backend::Cuda) => Some(DEFAULT_CUDA_PIPELINE.to_string()),
+        (None, Backend::Cpu | Backend::Cuda) => Some(DEFAULT_COMPILED_PIPELINE.to_string()),
         (None, Backend::Interp) => None,
     };
     if let Some(text) = &pipeline_text {
