@@ -78,6 +78,8 @@ pub struct Cache {
     pub size_bytes: u64,
     /// Logical CPUs sharing this cache.
     pub shared_by: usize,
+    /// Associativity (`ways_of_associativity`), where sysfs gives it.
+    pub ways: Option<u32>,
 }
 
 /// Detects this machine.
@@ -128,7 +130,8 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
         let (Some(level), Some(kind), Some(size)) = (read(&dir.join("level")), read(&dir.join("type")), read(&dir.join("size"))) else { continue };
         let (Ok(level), Some(size_bytes)) = (level.parse::<u32>(), parse_size(&size)) else { continue };
         let shared_by = read(&dir.join("shared_cpu_list")).and_then(|l| count_cpu_list(&l)).unwrap_or(1).max(1);
-        caches.push(Cache { level, kind, size_bytes, shared_by });
+        let ways = read(&dir.join("ways_of_associativity")).and_then(|w| w.parse::<u32>().ok()).filter(|&w| w > 0);
+        caches.push(Cache { level, kind, size_bytes, shared_by, ways });
     }
 
     let threads_per_core = read(&cpu0.join("topology/thread_siblings_list")).and_then(|l| count_cpu_list(&l));
@@ -302,6 +305,9 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
                 } else {
                     c.size_bytes
                 };
+                if let Some(w) = c.ways {
+                    m.ways = w;
+                }
                 detected.push(format!("{name} {} (sysfs)", fmt_bytes(c.size_bytes)));
             }
             None => assumed.push(format!("{name} {} ({})", fmt_bytes(m.capacity_bytes), if info.caches.is_none() { "sysfs unreadable" } else { "not in sysfs" })),
@@ -362,10 +368,10 @@ mod tests {
             cores: Some(4),
             threads_per_core: Some(2),
             caches: Some(vec![
-                Cache { level: 1, kind: "Data".into(), size_bytes: 48 << 10, shared_by: 2 },
-                Cache { level: 1, kind: "Instruction".into(), size_bytes: 32 << 10, shared_by: 2 },
-                Cache { level: 2, kind: "Unified".into(), size_bytes: 2 << 20, shared_by: 2 },
-                Cache { level: 3, kind: "Unified".into(), size_bytes: 16 << 20, shared_by: 8 },
+                Cache { level: 1, kind: "Data".into(), size_bytes: 48 << 10, shared_by: 2, ways: None },
+                Cache { level: 1, kind: "Instruction".into(), size_bytes: 32 << 10, shared_by: 2, ways: None },
+                Cache { level: 2, kind: "Unified".into(), size_bytes: 2 << 20, shared_by: 2, ways: None },
+                Cache { level: 3, kind: "Unified".into(), size_bytes: 16 << 20, shared_by: 8, ways: None },
             ]),
             base_mhz: Some(3000.0),
             memory_bytes: Some(16 << 30),
@@ -469,6 +475,7 @@ mod tests {
             w(&format!("{d}/type"), &format!("{kind}\n"));
             w(&format!("{d}/size"), &format!("{size}\n"));
             w(&format!("{d}/shared_cpu_list"), &format!("{shared}\n"));
+            w(&format!("{d}/ways_of_associativity"), "16\n");
         }
         w("cpu0/cpufreq/base_frequency", "2100000\n");
         let proc = root.join("proc");
@@ -484,7 +491,7 @@ mod tests {
         assert_eq!(i.model.as_deref(), Some("Fake CPU @ 2.1GHz"));
         let caches = i.caches.unwrap();
         assert_eq!(caches.len(), 4);
-        assert_eq!(caches[3], Cache { level: 3, kind: "Unified".into(), size_bytes: 8 << 20, shared_by: 4 });
+        assert_eq!(caches[3], Cache { level: 3, kind: "Unified".into(), size_bytes: 8 << 20, shared_by: 4, ways: Some(16) });
 
         let missing = read_system(&root.join("nothing"), &root.join("nothing"));
         assert_eq!(missing.caches, None);

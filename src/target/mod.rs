@@ -130,6 +130,12 @@ pub struct MemoryLevel {
     pub latency_ns: f64,
     /// Line (CPU) or transaction (GPU) size in bytes.
     pub line_bytes: u32,
+    /// Associativity of a hardware cache (lines per set); 0 where unknown
+    /// or not a set-associative cache. The search model uses it to tell
+    /// which unpacked tiles conflict with themselves (rows whose stride is
+    /// a multiple of the set span map to the same sets).
+    #[serde(default)]
+    pub ways: u32,
     #[serde(default)]
     pub banks: u32,
     #[serde(default)]

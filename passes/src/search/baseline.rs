@@ -27,6 +27,10 @@ impl Random {
                 cfg.vthreads[a] = d[rng.below(d.len())];
             }
         }
+        for &r in &p.packable {
+            let c = p.pack_choices(r);
+            cfg.pack[r] = c[rng.below(c.len())];
+        }
         cfg
     }
 }
@@ -72,15 +76,21 @@ impl Strategy for Exhaustive {
         }
         let chains: Vec<Vec<Vec<u64>>> = (0..p.axes.len()).map(|a| p.chains(a)).collect();
         let vts: Vec<Vec<u64>> = (0..p.axes.len()).map(|a| if p.vthread_ok && p.axes[a].spatial { vec![1, 2, 4] } else { vec![1] }).collect();
+        let packs = p.pack_combinations();
         let mut all = Vec::new();
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];
         'outer: loop {
-            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect() };
-            cx.visited += 1;
+            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone() };
             let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
             if vt_ok && p.valid(&cfg) {
-                all.push(cfg);
+                // Packing does not change validity.
+                for pack in &packs {
+                    cx.visited += 1;
+                    all.push(Config { pack: pack.clone(), ..cfg.clone() });
+                }
+            } else {
+                cx.visited += packs.len() as u64;
             }
             // Odometer over (chain, vthread) per axis, last axis fastest.
             let mut a = p.axes.len();

@@ -76,7 +76,27 @@ impl Markov {
         }
         let (q, q2) = (p.traffic(cfg, level).max(1.0), p.traffic(next, level).max(1.0));
         let (f, f2) = (p.footprint(cfg, level).max(1) as f64, p.footprint(next, level).max(1) as f64);
-        q * f2 / (q2 * f)
+        q * f2 / (q2 * f) * Self::kernel_ratio(p, cfg, next, level)
+    }
+
+    /// On CPUs, what Formula 1 cannot see: the change in the micro-kernel's
+    /// efficiency ([`Problem::kernel_terms`]) the move makes, counting the
+    /// terms this level decides (the register tile at the innermost level,
+    /// the accumulator's reduction run at [`Problem::run_level`]). 1 on
+    /// GPUs.
+    fn kernel_ratio(p: &Problem, cfg: &Config, next: &Config, level: usize) -> f64 {
+        if p.gpu() {
+            return 1.0;
+        }
+        let (a, b) = (p.kernel_terms(&p.complete(cfg, level)), p.kernel_terms(&p.complete(next, level)));
+        let mut r = 1.0;
+        if level + 1 == p.levels {
+            r *= b[0] * b[1] * b[2] / (a[0] * a[1] * a[2]).max(1e-12);
+        }
+        if p.run_level() == Some(level) {
+            r *= b[3] / a[3].max(1e-12);
+        }
+        r
     }
 
     fn cache_benefit(&self, p: &Problem, cfg: &Config, level: usize, step: usize) -> f64 {
@@ -162,12 +182,12 @@ impl Markov {
             e = next;
             cx.visited += 1;
             if rng.unit() < keep_probability(temp) {
-                top.push(p.complete(&e, level));
+                top.push(p.best_packing(&p.complete(&e, level)));
             }
             temp /= 2.0;
             step += 1;
         }
-        top.push(p.complete(&e, level));
+        top.push(p.best_packing(&p.complete(&e, level)));
     }
 }
 

@@ -91,6 +91,10 @@ impl Strategy for Roller {
             beam = ranked.into_iter().take(self.k.max(1)).collect();
         }
         cx.note(format!("beam of {}", self.k.max(1)));
+        // Packing does not change the footprints Roller grows tiles by; each
+        // finished tile gets the packing the model prefers for it.
+        let packed: Vec<Config> = beam.iter().map(|c| p.best_packing(c)).collect();
+        beam.extend(packed);
         Ok(cx.rank(p, beam))
     }
 }

@@ -33,11 +33,22 @@ pub struct Axis {
     pub spatial: bool,
 }
 
-/// A point of the space: `tiles[axis][level]`, `vthreads[axis]`.
+/// A point of the space: `tiles[axis][level]`, `vthreads[axis]`, and per
+/// read where it is packed (CPU targets: 0 not packed, `l + 1` packed into a
+/// contiguous buffer per tile of tile level `l`; always 0 on GPUs, whose
+/// staging follows from the target).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Config {
     pub tiles: Vec<Vec<u64>>,
     pub vthreads: Vec<u64>,
+    pub pack: Vec<u8>,
+}
+
+impl Config {
+    /// The tile level read `r` is packed at, if it is.
+    pub fn pack_level(&self, r: usize) -> Option<usize> {
+        self.pack.get(r).copied().filter(|&p| p > 0).map(|p| p as usize - 1)
+    }
 }
 
 /// One op on one target.
@@ -56,6 +67,11 @@ pub struct Problem {
     /// Reads that can be staged into the block level's shared memory (GPU;
     /// reads whose indices divide cannot be staged).
     pub stageable: Vec<usize>,
+    /// Reads a CPU schedule may pack into a contiguous buffer (the same
+    /// rule: indices that do not divide), and the tile levels whose memory
+    /// can hold a packed copy (a `scope`).
+    pub packable: Vec<usize>,
+    pub pack_levels: Vec<usize>,
     /// The managed memory level of the outermost tile level (GPU `shared`).
     pub shared_level: Option<String>,
     /// The tile level whose spatial loops become GPU threads.
@@ -75,6 +91,19 @@ pub struct Problem {
 /// Warps per block below which a GPU cannot hide latency, in the model
 /// (its prediction scales throughput by threads / (4 × 32) below that).
 pub const MIN_WARPS: u64 = 4;
+
+/// Cycles from an FMA's inputs to its result on the x86 cores the CPU
+/// targets describe (Intel since Skylake, AMD since Zen 2: 4; uops.info).
+pub const FMA_LATENCY_CYCLES: f64 = 4.0;
+
+/// Cache misses a core keeps in flight (Intel's 10 to 16 L1 fill buffers;
+/// the model takes the low end): conflict misses of a self-evicting tile
+/// stall the kernel for their latency over this.
+pub const MISSES_IN_FLIGHT: f64 = 10.0;
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
 
 pub fn divisors(n: u64) -> Vec<u64> {
     let mut d: Vec<u64> = (1..).take_while(|i| i * i <= n).filter(|i| n % i == 0).flat_map(|i| [i, n / i]).collect();
@@ -102,6 +131,13 @@ impl Problem {
         let first_mem = target.tile_levels.first().and_then(|l| target.memory_level(&l.memory));
         let shared_level = first_mem.filter(|m| gpu && m.managed && m.scope.is_some()).map(|m| m.name.clone());
         let stageable = if shared_level.is_some() { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() } else { Vec::new() };
+        let (packable, pack_levels) = if gpu {
+            (Vec::new(), Vec::new())
+        } else {
+            let levels = (0..levels).filter(|&l| target.memory_level(&target.tile_levels[l].memory).is_some_and(|m| m.scope.is_some() && !m.managed)).collect::<Vec<_>>();
+            let reads = if levels.is_empty() { Vec::new() } else { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() };
+            (reads, levels)
+        };
         let thread_level = target.tile_levels.iter().position(|l| l.binding == Binding::Threads);
         let has_v = target.loop_order.iter().any(|e| e == "V");
         let banks = first_mem.filter(|m| m.banks > 0 && m.bank_width_bytes > 0);
@@ -132,6 +168,8 @@ impl Problem {
             red_loop,
             flops,
             stageable,
+            packable,
+            pack_levels,
             shared_level,
             thread_level,
             vthread_ok,
@@ -165,7 +203,17 @@ impl Problem {
                 t
             })
             .collect();
-        Config { tiles, vthreads: vec![1; self.axes.len()] }
+        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()] }
+    }
+
+    /// The pack choices of read `r` (0: none, `l + 1`: tile level `l`);
+    /// just `[0]` for a read that cannot be packed.
+    pub fn pack_choices(&self, r: usize) -> Vec<u8> {
+        let mut v = vec![0u8];
+        if self.packable.contains(&r) {
+            v.extend(self.pack_levels.iter().map(|&l| l as u8 + 1));
+        }
+        v
     }
 
     /// The sizes axis `a` may take at `level` given the other levels of
@@ -390,7 +438,15 @@ impl Problem {
                 s.cache.push(CacheDirective { read: r, read_name: name, level: level.clone() });
             }
         }
-        s.unroll = self.unroll;
+        for r in 0..self.nreads() {
+            if let Some(l) = cfg.pack_level(r) {
+                let name = self.info.reads[r].name.trim_start_matches('%').to_string();
+                s.cache.push(CacheDirective { read: r, read_name: name, level: self.target.tile_levels[l].memory.clone() });
+            }
+        }
+        // The register tile unrolls whole, so its accumulators stay in
+        // registers (a vector step counts once).
+        s.unroll = if self.gpu() { self.unroll } else { self.unroll.max(self.register_tile(cfg).0 as u64) };
         let w = self.vector_width(cfg);
         if w > 1 {
             s.vector = Some((self.axes[self.vector_axis.expect("vector axis")].name.clone(), w));
@@ -402,6 +458,210 @@ impl Problem {
     /// divisibility rules hold by construction.)
     pub fn valid(&self, cfg: &Config) -> bool {
         (0..self.levels).all(|l| self.fits(cfg, l)) && !check_schedule(&self.compute, &self.info, &self.schedule(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+    }
+
+    /// The register tile of a CPU schedule: the accumulator's vector
+    /// registers (the innermost tile's spatial points over the vector
+    /// width), and per reduction step the loads that feed it (a vector per
+    /// `w` contiguous elements of a read along the vector axis; one
+    /// broadcast or scalar load per element otherwise) and how many of
+    /// those are vector loads held in registers while the step runs.
+    pub fn register_tile(&self, cfg: &Config) -> (f64, f64, f64) {
+        let inner = self.levels - 1;
+        let w = self.vector_width(cfg).max(1);
+        let points: u64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, _)| self.range_of(cfg, i, inner)).product();
+        let acc = points.div_ceil(w) as f64;
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let t = |id: AxisId| {
+            let a = id.index();
+            if self.axes[a].spatial { self.range_of(cfg, a, inner) } else { 1 }
+        };
+        let (mut loads, mut vector_loads) = (0.0, 0.0);
+        for (r, read) in self.compute.all_reads() {
+            let elems = (self.read_bytes(r, &t) / self.info.reads[r].tensor.elem.size_bytes().max(1)).max(1);
+            let contiguous = self.vector_axis.is_some_and(|v| {
+                let id = ids[v];
+                let last = read.indices.last();
+                w > 1 && last.is_some_and(|e| e.coeff(id) == 1 && e.divisor() == 1) && read.indices[..read.indices.len() - 1].iter().all(|e| !e.uses(id))
+            });
+            if contiguous {
+                let v = elems.div_ceil(w) as f64;
+                loads += v;
+                vector_loads += v;
+            } else {
+                loads += elems as f64;
+            }
+        }
+        (acc, loads, vector_loads)
+    }
+
+    /// The reduction steps a CPU register tile accumulates before its
+    /// accumulator is stored: the span of the reduction loops after the
+    /// last spatial tile loop of the target's loop order (∞ without
+    /// reduction axes).
+    pub fn reduction_run(&self, cfg: &Config) -> f64 {
+        let level = self.run_level();
+        let mut run = 1.0;
+        let mut any = false;
+        for (a, axis) in self.axes.iter().enumerate() {
+            if axis.spatial {
+                continue;
+            }
+            any = true;
+            run *= match level {
+                None => axis.extent as f64,
+                Some(l) => self.range_of(cfg, a, l) as f64,
+            };
+        }
+        if any { run } else { f64::INFINITY }
+    }
+
+    /// How close a CPU schedule's micro-kernel comes to the FMA peak, in
+    /// (0, 1]: the product of
+    /// - issue: FMAs per step over the larger of FMA and load issue time
+    ///   (FMA and load units per cycle come from the target's peak and L1
+    ///   bandwidth);
+    /// - latency: enough independent accumulators to cover
+    ///   [`FMA_LATENCY_CYCLES`] on every FMA unit;
+    /// - registers: the accumulators plus the step's vector operands and a
+    ///   broadcast must fit the register file, else they spill (half speed
+    ///   per register short);
+    /// - the accumulator's load and store once per reduction run.
+    pub fn kernel_efficiency(&self, cfg: &Config) -> f64 {
+        self.kernel_terms(cfg).iter().product::<f64>().clamp(1e-6, 1.0)
+    }
+
+    /// The factors of [`Problem::kernel_efficiency`]: issue, latency,
+    /// registers (decided by the innermost tile level), and the
+    /// accumulator's run (decided at [`Problem::run_level`]).
+    pub fn kernel_terms(&self, cfg: &Config) -> [f64; 4] {
+        let t = &self.target;
+        let (acc, loads, vector_loads) = self.register_tile(cfg);
+        let lanes = self.lanes.max(1) as f64;
+        let per_clock = t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3);
+        let ty = self.info.acc.to_string();
+        let peak = t.peak_gflops.get(&ty).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0);
+        let fma_units = (peak / (per_clock * lanes * 2.0)).round().max(1.0);
+        let vector_bytes = (t.isa.vector_bits.max(8) / 8) as f64;
+        let l1 = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory));
+        let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
+        let fma_cycles = acc / fma_units;
+        let issue = fma_cycles / fma_cycles.max(loads / load_units);
+        let latency = (acc / (fma_units * FMA_LATENCY_CYCLES)).min(1.0);
+        let regs = t.isa.vector_registers.max(1) as f64;
+        let need = acc + vector_loads + 1.0;
+        let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };
+        // Loading and storing the accumulator costs about as many cycles
+        // as this many reduction steps.
+        let run = self.reduction_run(cfg);
+        let overhead = fma_units / load_units + fma_units;
+        let accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
+        [issue, latency, registers, accumulate]
+    }
+
+    /// The tile level whose reduction sizes set [`Problem::reduction_run`]
+    /// (`None`: the run is the whole extent, or the register tile's own).
+    pub fn run_level(&self) -> Option<usize> {
+        let order = &self.target.loop_order;
+        let last_s = order.iter().rposition(|e| e.starts_with("S.") && e != "S.point").unwrap_or(0);
+        let inner = order[last_s..].iter().filter_map(|e| e.strip_prefix("R.")).map(|n| self.target.tile_levels.iter().position(|l| l.name == n).unwrap_or(self.levels)).min()?;
+        inner.checked_sub(1)
+    }
+
+    /// Does unpacked read `r`'s tile at `level` evict itself from that
+    /// level's cache? Its rows (runs contiguous in memory) start a stride
+    /// apart; rows whose starts fall on the same cache sets compete for the
+    /// set's `ways` lines, so only `ways × (set span / gcd(stride, set
+    /// span))` rows stay. (A 256-row panel of a 1024-float-wide matrix
+    /// keeps 12 rows in a 48 KiB 12-way L1: every row starts on the same
+    /// set.) False for packed reads, hardware levels without a known
+    /// associativity, and tiles that are one run.
+    pub fn conflicts(&self, cfg: &Config, r: usize, level: usize) -> bool {
+        let t = &self.target;
+        let Some(m) = t.memory_level(&t.tile_levels[level].memory) else { return false };
+        if m.managed || m.ways == 0 || cfg.pack_level(r).is_some_and(|l| l <= level) {
+            return false;
+        }
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return false };
+        let ty = &self.info.reads[r].tensor;
+        let n = read.indices.len();
+        if n < 2 {
+            return false;
+        }
+        let range = |id: AxisId| self.range_of(cfg, id.index(), level);
+        let dims: Vec<u64> = read.indices.iter().enumerate().map(|(d, e)| Self::distinct(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect();
+        // The contiguous run: the trailing dimensions the tile covers whole,
+        // and the first one it covers in part.
+        let mut d = n;
+        while d > 1 && dims[d - 1] == ty.shape[d - 1] {
+            d -= 1;
+        }
+        let rows: u64 = dims[..d - 1].iter().product();
+        if rows <= 1 {
+            return false;
+        }
+        let stride = ty.shape[d - 1..].iter().product::<u64>() * ty.elem.size_bytes();
+        let span = m.capacity_bytes / m.ways as u64;
+        if span == 0 {
+            return false;
+        }
+        let offsets = span / gcd(stride, span);
+        rows > m.ways as u64 * offsets
+    }
+
+    /// Bytes read `r` moves when every tile of the given sizes (per axis)
+    /// loads its box once.
+    fn read_traffic(&self, r: usize, size: &dyn Fn(usize) -> u64) -> f64 {
+        let tiles: f64 = self.axes.iter().enumerate().map(|(a, axis)| axis.extent.div_ceil(size(a).max(1)) as f64).product();
+        tiles * self.read_bytes(r, &|id: AxisId| size(id.index()).min(self.axes[id.index()].extent).max(1)) as f64
+    }
+
+    /// Bytes read `r` moves into the tiles of `level` (Roller's `Q` for one
+    /// read); `level == levels` is the register tile's loads, one
+    /// reduction step at a time.
+    fn read_traffic_at(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        if level >= self.levels {
+            return self.read_traffic(r, &|a| if self.axes[a].spatial { self.range_of(cfg, a, self.levels - 1) } else { 1 });
+        }
+        self.read_traffic(r, &|a| if self.axes[a].spatial { cfg.tiles[a][level] } else { self.axes[a].extent })
+    }
+
+    /// Bytes the packed copies of read `r` at tile level `level` move: one
+    /// copy of its box per iteration of the loops around the copy (the
+    /// target's loop order down to that level's innermost loop), except
+    /// the innermost loops the box does not depend on, which `cache` hoists
+    /// the copy out of.
+    pub fn pack_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let mut loops: Vec<(usize, u64)> = Vec::new();
+        for e in &self.target.loop_order {
+            let (spatial, name) = match e.split_once('.') {
+                Some(("S", n)) => (true, n),
+                Some(("R", n)) => (false, n),
+                _ => continue,
+            };
+            let Some(l) = self.target.tile_levels.iter().position(|t| t.name == name) else { continue };
+            if l > level {
+                continue;
+            }
+            for (a, axis) in self.axes.iter().enumerate() {
+                if axis.spatial != spatial || self.fixed(a, l) {
+                    continue;
+                }
+                let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
+                loops.push((a, outer.div_ceil(self.range_of(cfg, a, l).max(1))));
+            }
+        }
+        while let Some(&(a, trip)) = loops.last() {
+            if trip > 1 && read.indices.iter().any(|e| e.uses(ids[a])) {
+                break;
+            }
+            loops.pop();
+        }
+        let copies: f64 = loops.iter().map(|&(_, trip)| trip as f64).product();
+        let box_bytes = self.read_bytes(r, &|id: AxisId| self.range_of(cfg, id.index(), level));
+        copies * box_bytes as f64
     }
 
     /// Predicted run time in seconds (the roofline of the module docs).
@@ -423,6 +683,7 @@ impl Problem {
         } else {
             let w = self.vector_width(cfg).max(1) as f64;
             eff *= w / self.lanes.max(1) as f64;
+            eff *= self.kernel_efficiency(cfg);
         }
         let compute = self.flops / (peak * eff.max(1e-9));
         // Every byte the op touches once: what crosses into a hardware
@@ -432,6 +693,7 @@ impl Problem {
             + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64;
         let mut mem: f64 = 0.0;
         let mut mem_sum: f64 = 0.0;
+        let mut stall: f64 = 0.0;
         for level in 0..self.levels {
             let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
             let m = &t.memory[mi];
@@ -440,18 +702,33 @@ impl Problem {
             let scale = |bw: f64, per: Per| if per != Per::Device { bw * par_eff } else { bw };
             let q = self.traffic(cfg, level);
             let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
-            let time = if !m.managed && unique <= total {
-                (unique / scale(from.bandwidth_gbs * 1e9, from.per)).max(q / scale(m.bandwidth_gbs * 1e9, m.per))
-            } else {
-                q / scale(from.bandwidth_gbs * 1e9, from.per)
-            };
+            let (from_bw, m_bw) = (scale(from.bandwidth_gbs * 1e9, from.per), scale(m.bandwidth_gbs * 1e9, m.per));
+            let mut time = if !m.managed && unique <= total { (unique / from_bw).max(q / m_bw) } else { q / from_bw };
+            if !self.gpu() {
+                for r in 0..self.nreads() {
+                    // A tile that evicts itself gives no reuse here: the
+                    // next level's tiles come from the slower memory.
+                    if self.conflicts(cfg, r, level) {
+                        let bytes = self.read_traffic_at(cfg, r, level + 1);
+                        time += bytes / from_bw;
+                        // And the misses stall the kernel: a line's latency
+                        // each, [`MISSES_IN_FLIGHT`] at a time per core.
+                        stall += bytes / from.line_bytes.max(1) as f64 * from.latency_ns * 1e-9 / (MISSES_IN_FLIGHT * units * par_eff);
+                    }
+                    // A packed copy reads its box there and writes it here.
+                    if cfg.pack_level(r) == Some(level) {
+                        let bytes = self.pack_traffic(cfg, r, level);
+                        time += bytes / from_bw + bytes / m_bw;
+                    }
+                }
+            }
             mem = mem.max(time);
             mem_sum += time;
         }
         // The roofline, plus a hundredth of every term: between schedules
         // the roofline ties (a memory-bound op), the one that also computes
         // and moves data faster wins.
-        compute.max(mem) + 0.01 * (compute + mem_sum)
+        compute.max(mem) + stall + 0.01 * (compute + mem_sum)
     }
 
     /// The tensor sentence of a state: the op, the target, then one token
@@ -491,13 +768,46 @@ impl Problem {
     /// The number of states of the space [`Problem::enumerate`] walks
     /// (saturating).
     pub fn space_size(&self) -> u128 {
-        let mut total: u128 = 1;
+        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product();
         for a in 0..self.axes.len() {
             let chains = self.chains(a).len() as u128;
             let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };
             total = total.saturating_mul(chains.saturating_mul(v));
         }
         total
+    }
+
+    /// Every combination of pack choices of the reads (one entry, all
+    /// unpacked, where nothing can be packed).
+    pub fn pack_combinations(&self) -> Vec<Vec<u8>> {
+        let mut out = vec![vec![0u8; self.nreads()]];
+        for &r in &self.packable {
+            out = out.into_iter().flat_map(|p| self.pack_choices(r).into_iter().map(move |c| {
+                let mut p = p.clone();
+                p[r] = c;
+                p
+            })).collect();
+        }
+        out
+    }
+
+    /// `cfg` with each packable read, in turn, given the pack choice the
+    /// model predicts fastest (ties: the earlier choice, unpacked first).
+    pub fn best_packing(&self, cfg: &Config) -> Config {
+        let mut best = cfg.clone();
+        for &r in &self.packable {
+            let mut time = self.predict(&best);
+            for c in self.pack_choices(r) {
+                let mut n = best.clone();
+                n.pack[r] = c;
+                let t = self.predict(&n);
+                if t < time {
+                    time = t;
+                    best = n;
+                }
+            }
+        }
+        best
     }
 
     /// Every chain of sizes axis `a` may take (outermost first).

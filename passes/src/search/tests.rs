@@ -262,3 +262,37 @@ fn show_candidates() {
         }
     }
 }
+
+/// The CPU terms of the model (docs/search.md, "The CPU model") on GEMM
+/// 1024 for `x86-avx512`: the BLIS-like schedule of
+/// `examples/gemm1024_avx512.tile` is predicted faster than the same tiles
+/// with a short accumulator run, with a spilling register tile, or without
+/// packing the B panel (whose 256 rows, 4 KiB apart, share L1 sets).
+#[test]
+fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/workloads/gemm_1024.tile")).unwrap();
+    let m = parse(&src);
+    let t = tilec::target::builtin("x86-avx512").unwrap();
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    let p = space::Problem::new(f, op, t, 16).unwrap();
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec() };
+    let blis = cfg([[64, 64, 8], [256, 256, 32], [1024, 256, 256]], [2, 3]);
+    assert!(p.valid(&blis));
+    assert_eq!(p.register_tile(&blis), (16.0, 10.0, 2.0), "8 rows x 2 zmm accumulators; 8 broadcasts and 2 loads per step");
+    assert_eq!(p.reduction_run(&blis), 256.0);
+    assert!(p.kernel_efficiency(&blis) > 0.95);
+    assert!(!(0..3).any(|l| p.conflicts(&blis, 1, l)));
+
+    let unpacked = cfg([[64, 64, 8], [256, 256, 32], [1024, 256, 256]], [0, 0]);
+    assert!(p.conflicts(&unpacked, 1, 2), "B's 256 x 32 panel keeps 12 of its rows in L1");
+    assert!(!p.conflicts(&unpacked, 0, 2), "A's 8 rows fit the ways");
+    let short_run = cfg([[64, 64, 8], [256, 256, 32], [1024, 4, 4]], [2, 3]);
+    let spilling = cfg([[64, 64, 32], [256, 256, 32], [1024, 256, 256]], [2, 3]);
+    assert!(p.kernel_efficiency(&spilling) < 0.5);
+    for worse in [&unpacked, &short_run, &spilling] {
+        assert!(p.predict(worse) > p.predict(&blis) * 1.1, "{:?}", worse);
+    }
+    let packed = p.best_packing(&unpacked);
+    assert!(!(0..3).any(|l| p.conflicts(&packed, 1, l)), "the model packs B: {:?}", packed.pack);
+}
