@@ -5,11 +5,12 @@
 # x86-64 object through MLIR and LLVM, then compile, run and time it on
 # this machine (1 core and all cores), checked against the reference
 # interpreter; measure the machine's FMA peak for comparison, and let the
-# search pass schedule the bare operator.
+# search pass schedule the bare operator, beside numpy/OpenBLAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/setup.sh
+tools/bench-env.sh   # numpy (OpenBLAS) for the side-by-side baseline
 
 echo "==> building tilec (release)" >&2
 cargo build --release --locked --workspace >&2
@@ -39,5 +40,5 @@ echo "==> tilec-run: the same on every core" >&2
 echo "==> this machine's measured f32 FMA peak and memory bandwidth (generated kernels), for the ratio" >&2
 "$bin/tilec-bench" --peak --threads=1
 
-echo "==> the same GEMM, unscheduled, scheduled by the search pass (Gensor's Markov construction, 4 candidates measured)" >&2
-"$bin/tilec-bench" benchmarks/workloads/gemm_1024.tile --strategy=markov --search-options="measure-top-k=4" --threads=1 --repeat 5 --warmup 1
+echo "==> the same GEMM, unscheduled, scheduled by the search pass (Gensor's Markov construction, 8 candidates measured), beside numpy" >&2
+"$bin/tilec-bench" benchmarks/workloads/gemm_1024.tile --strategy=markov --search-options="measure-top-k=8" --threads=1 --repeat 10 --warmup 2 --baseline

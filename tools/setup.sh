@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libpolly-22-dev libclang-22-dev libzstd-dev zlib1g-dev
-  python3 python3-numpy python3-pip build-essential
+  python3 python3-numpy python3-pip python3-venv build-essential
 )
 
 missing=()

@@ -32,6 +32,11 @@
 //! Algorithm 2 as printed draws with `rand() ≥ probList[i]`, which is not a
 //! roulette over the normalised list; we implement the roulette the text
 //! describes.
+//!
+//! On CPU targets (docs/search.md, "The CPU part of the space and the
+//! model") the tile benefit also counts the micro-kernel terms the current
+//! level decides, and every kept state gets the model's packing
+//! ([`Problem::best_packing`]) instead of packing being walked.
 
 use super::rng::Rng;
 use super::space::{Config, Problem};

@@ -6,6 +6,8 @@
 //! It installs nothing: baselines run where those Python packages are
 //! installed and are reported as skipped otherwise.
 
+mod report;
+
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value as Json, json};
@@ -76,6 +78,16 @@ struct Cli {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
+
+    /// Draw GFLOP/s per workload as an SVG bar chart into this file (with
+    /// the baselines and the peak).
+    #[arg(long, value_name = "OUT.svg")]
+    plot: Option<PathBuf>,
+
+    /// Measure nothing: read saved runs (`--json` documents), print them
+    /// side by side as one Markdown table, and with --plot draw them.
+    #[arg(long, value_name = "RUN.json")]
+    from: Vec<PathBuf>,
 }
 
 /// The workloads run by default: those sized for a CPU (the GPU-sized
@@ -259,7 +271,13 @@ fn run_baseline(path: &Path, threads: usize) -> Result<(String, f64), String> {
     // Found once per run, not once per workload.
     static PYTHON: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
     let python = PYTHON
-        .get_or_init(|| ["/usr/bin/python3", "python3"].into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())))
+        .get_or_init(|| {
+            // $TILEC_PYTHON, then the environment tools/bench-env.sh makes,
+            // then the system's.
+            let venv = repo_root().join(".tools/bench-venv/bin/python");
+            let candidates = std::env::var("TILEC_PYTHON").ok().into_iter().chain(venv.is_file().then(|| venv.display().to_string())).chain(["/usr/bin/python3".to_string(), "python3".to_string()]);
+            candidates.into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())).map(|p| &*Box::leak(p.into_boxed_str()))
+        })
         .ok_or("no python3")?;
     let out = std::process::Command::new(python)
         .arg(&script)
@@ -298,7 +316,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--from`: the saved runs as one table, and with `--plot` a chart.
+fn report_from(cli: &Cli) -> Result<bool, Diagnostics> {
+    let runs = cli.from.iter().map(|p| report::load(p)).collect::<Result<Vec<_>, _>>().map_err(|e| Diagnostic::error(e).with_help("pass files written by `tilec-bench --json`"))?;
+    print!("{}", report::markdown(&runs));
+    if let Some(svg) = &cli.plot {
+        report::plot(&runs, svg).map_err(Diagnostic::error)?;
+    }
+    Ok(true)
+}
+
 fn run(cli: &Cli) -> Result<bool, Diagnostics> {
+    if !cli.from.is_empty() {
+        return report_from(cli);
+    }
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let mut sources = SourceMap::new();
     let target = TargetSet::new().resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;
@@ -351,18 +382,21 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
 
     let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)));
     let mut out = String::new();
+    let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops)).collect();
+    let doc = json!({
+        "machine": machine(),
+        "target": target.name,
+        "threads": threads,
+        "peak": { "source": peak_source, "gflops": peak_gflops, "lanes": peak.as_ref().map(|p| p.lanes), "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs) },
+        "repeat": cli.repeat,
+        "warmup": cli.warmup,
+        "seed": cli.seed,
+        "records": records,
+    });
+    if let Some(svg) = &cli.plot {
+        report::plot(&[report::Run { name: "this run".into(), doc: doc.clone() }], svg).map_err(Diagnostic::error)?;
+    }
     if cli.json {
-        let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops)).collect();
-        let doc = json!({
-            "machine": machine(),
-            "target": target.name,
-            "threads": threads,
-            "peak": { "source": peak_source, "gflops": peak_gflops, "lanes": peak.as_ref().map(|p| p.lanes), "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs) },
-            "repeat": cli.repeat,
-            "warmup": cli.warmup,
-            "seed": cli.seed,
-            "records": records,
-        });
         out = serde_json::to_string_pretty(&doc).unwrap_or_default();
         out.push('\n');
     } else {
