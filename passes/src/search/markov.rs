@@ -134,12 +134,15 @@ impl Markov {
             }
             let choices = p.choices(cfg, a, level);
             let cur = cfg.tiles[a][level];
-            if let Some(&s) = choices.iter().find(|&&s| s > cur) {
+            // A step at least doubles (halves) the size where a choice
+            // allows it: an axis with many divisors (768) would otherwise
+            // need dozens of steps to grow, and walks are ~100 steps.
+            if let Some(&s) = choices.iter().find(|&&s| s >= 2 * cur).or_else(|| choices.iter().find(|&&s| s > cur)) {
                 let mut n = cfg.clone();
                 n.tiles[a][level] = s;
                 out.push((Action::Tile, Self::tile_benefit(p, cfg, &n, level), n));
             }
-            if let Some(&s) = choices.iter().rev().find(|&&s| s < cur) {
+            if let Some(&s) = choices.iter().rev().find(|&&s| 2 * s <= cur).or_else(|| choices.iter().rev().find(|&&s| s < cur)) {
                 let mut n = cfg.clone();
                 n.tiles[a][level] = s;
                 out.push((Action::InvTile, Self::tile_benefit(p, cfg, &n, level), n));
