@@ -5,6 +5,7 @@
 //! measured again.
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -192,6 +193,9 @@ pub fn markdown(runs: &[Run]) -> String {
     out
 }
 
+/// The bottom of the chart's GFLOP/s axis (log scale).
+const BOTTOM: f64 = 0.5;
+
 /// Draws GFLOP/s per workload: per run, a bar per strategy and one for the
 /// baseline library, and each run's peak as a line.
 pub fn plot(runs: &[Run], path: &Path) -> Result<(), String> {
@@ -244,37 +248,31 @@ pub fn plot(runs: &[Run], path: &Path) -> Result<(), String> {
         .margin(12)
         .x_label_area_size(150)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..names.len() as f64, 0f64..top)
+        // Log scale: pooling's few GFLOP/s and GEMM's hundred both show.
+        .build_cartesian_2d(-0.5f64..names.len() as f64 - 0.5, (BOTTOM..top).log_scale())
         .map_err(|x| e(&x))?;
-    let labels = names.clone();
+    // Workload i's bars are centred on x = i; its label is drawn below,
+    // rotated, starting at the axis (the mesh would centre it on the tick).
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(names.len().max(1))
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor()).abs() < 1e-9 {
-                String::new()
-            } else {
-                labels.get(i).cloned().unwrap_or_default()
-            }
-        })
-        .x_label_style(
-            ("sans-serif", 11)
-                .into_font()
-                .transform(FontTransform::Rotate90),
-        )
+        .x_labels(0)
         .y_desc("GFLOP/s (median)")
         .draw()
         .map_err(|x| e(&x))?;
+    let label_style = ("sans-serif", 11).into_font().transform(FontTransform::Rotate90).into_text_style(&root).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, name) in names.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64, BOTTOM));
+        root.draw(&Text::new(name.clone(), (x, y + 6), label_style.clone())).map_err(|x| e(&x))?;
+    }
     let n = series.len().max(1) as f64;
     for (k, (label, values)) in series.iter().enumerate() {
         let color = Palette99::pick(k).to_rgba();
         let w = 0.8 / n;
         chart
             .draw_series(values.iter().map(|(&i, &g)| {
-                let x0 = i as f64 + 0.1 + k as f64 * w;
-                Rectangle::new([(x0, 0.0), (x0 + w * 0.95, g)], color.filled())
+                let x0 = i as f64 - 0.4 + k as f64 * w;
+                Rectangle::new([(x0, BOTTOM), (x0 + w * 0.95, g.max(BOTTOM))], color.filled())
             }))
             .map_err(|x| e(&x))?
             .label(label.clone())
@@ -287,7 +285,7 @@ pub fn plot(runs: &[Run], path: &Path) -> Result<(), String> {
             let source = run.doc["peak"]["source"].as_str().unwrap_or("");
             chart
                 .draw_series(LineSeries::new(
-                    [(0.0, p), (names.len() as f64, p)],
+                    [(-0.5, p), (names.len() as f64 - 0.5, p)],
                     color.stroke_width(2),
                 ))
                 .map_err(|x| e(&x))?
