@@ -21,9 +21,9 @@ pipeline="builtin.module(search{measure-top-k=8},tile,cache,vthread,bind,vectori
 args=("--pass-pipeline=$pipeline")
 for a in "$@"; do case $a in --pass-pipeline=*) args=() ;; esac; done
 "$root/target/release/tilec" "$file" --target=host --emit=lib -o "$out/k.so" "${args[@]}" "$@"
-perf record -q -e cpu-clock -F 4000 -o "$out/perf.data" -- "$python" "$root/benchmarks/profile.py" "$out/k.so" --seconds 4 >&2
+OPENBLAS_NUM_THREADS=1 perf record -q -e cpu-clock -F 4000 -o "$out/perf.data" -- "$python" "$root/benchmarks/profile.py" "$out/k.so" --seconds 4 >&2
 symbols=$("$python" -c 'import json,sys; print(" ".join(k["symbol"] for k in json.load(open(sys.argv[1]))["kernels"]))' "$out/k.so.json")
-perf report -i "$out/perf.data" --stdio --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' | head -5
+perf report -i "$out/perf.data" --stdio --sort dso,sym 2>/dev/null | grep -v '^#' | awk 'NF && n++ < 5'
 for s in $symbols; do
   perf annotate -i "$out/perf.data" --stdio -s "$s" 2>/dev/null | "$python" -c '
 import re, sys
