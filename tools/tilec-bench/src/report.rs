@@ -230,7 +230,8 @@ pub fn plot(runs: &[Run], path: &Path) -> Result<(), String> {
         .flat_map(|(_, v)| v.values().copied())
         .chain(runs.iter().filter_map(|r| r.doc["peak"]["gflops"].as_f64()))
         .fold(1.0f64, f64::max)
-        * 1.1;
+        // Room above the bars (log scale) for the legend.
+        * 40.0;
     let width = (names.len() as u32 * 60).max(640) + 120;
     let root = SVGBackend::new(path, (width, 560)).into_drawing_area();
     let e = |e: &dyn std::fmt::Display| format!("cannot draw `{}`: {e}", path.display());
