@@ -65,21 +65,7 @@ that file has times for. Options that only some strategies read say so. See
         OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
     ],
     statistics: &[("ops", "compute ops scheduled"), ("states", "states visited"), ("measured", "candidates measured")],
-    create: |o: &PassOptions| {
-        Box::new(Search {
-            strategy: o.str("strategy").to_string(),
-            seed: o.uint("seed"),
-            budget: o.uint("budget"),
-            measure_k: o.uint("measure-top-k"),
-            only: o.str("op").to_string(),
-            temperature: o.float("temperature"),
-            threshold: o.float("threshold"),
-            cache_scale: o.float("cache-scale"),
-            beam: o.uint("beam"),
-            max_space: o.uint("max-space"),
-            unroll: o.uint("unroll"),
-        })
-    },
+    create: |o: &PassOptions| Box::new(Search::from_options(o)),
 };
 
 pub struct Search {
@@ -94,6 +80,25 @@ pub struct Search {
     pub beam: u64,
     pub max_space: u64,
     pub unroll: u64,
+}
+
+impl Search {
+    /// The pass with the options of [`DECL`].
+    pub fn from_options(o: &PassOptions) -> Search {
+        Search {
+            strategy: o.str("strategy").to_string(),
+            seed: o.uint("seed"),
+            budget: o.uint("budget"),
+            measure_k: o.uint("measure-top-k"),
+            only: o.str("op").to_string(),
+            temperature: o.float("temperature"),
+            threshold: o.float("threshold"),
+            cache_scale: o.float("cache-scale"),
+            beam: o.uint("beam"),
+            max_space: o.uint("max-space"),
+            unroll: o.uint("unroll"),
+        }
+    }
 }
 
 /// The one interface every strategy implements (markov, roller, random,

@@ -21,6 +21,7 @@
 //! and, per tile level, its traffic over the bandwidth of the memory it is
 //! filled from.
 
+use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
@@ -86,6 +87,11 @@ pub struct Problem {
     pub lanes: u64,
     /// The unroll limit every schedule gets.
     pub unroll: u64,
+    /// The target's loop-order template, parsed (empty if it does not
+    /// parse: the scheduling passes report that).
+    pub order: Vec<OrderEntry>,
+    /// See [`Problem::run_level`].
+    run_level: Option<usize>,
 }
 
 /// Warps per block below which a GPU cannot hide latency, in the model
@@ -109,6 +115,23 @@ pub const MISSES_IN_FLIGHT: f64 = 10.0;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
+/// The tile level whose reduction sizes bound the accumulator's run: the
+/// reduction loops after the last spatial tile loop of `order` cover the
+/// tile of the level above the outermost of them (`None`: they start at
+/// the outermost level, or there are none).
+fn run_level_of(order: &[OrderEntry], levels: usize) -> Option<usize> {
+    let last_s = order.iter().rposition(|e| matches!(e, OrderEntry::Spatial(_))).unwrap_or(0);
+    let inner = order[last_s..]
+        .iter()
+        .filter_map(|e| match *e {
+            OrderEntry::Reduction(l) => Some(l),
+            OrderEntry::ReductionPoint => Some(levels),
+            _ => None,
+        })
+        .min()?;
+    inner.checked_sub(1)
 }
 
 pub fn divisors(n: u64) -> Vec<u64> {
@@ -144,6 +167,8 @@ impl Problem {
             let reads = if levels.is_empty() { Vec::new() } else { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() };
             (reads, levels)
         };
+        let order = loop_order(&target).unwrap_or_default();
+        let run_level = run_level_of(&order, levels);
         let thread_level = target.tile_levels.iter().position(|l| l.binding == Binding::Threads);
         let has_v = target.loop_order.iter().any(|e| e == "V");
         let banks = first_mem.filter(|m| m.banks > 0 && m.bank_width_bytes > 0);
@@ -183,6 +208,8 @@ impl Problem {
             vector_axis,
             lanes,
             unroll,
+            order,
+            run_level,
         })
     }
 
@@ -509,6 +536,12 @@ impl Problem {
         (acc, loads, vector_loads)
     }
 
+    /// The target's peak GFLOP/s for the accumulator's type (else f32's).
+    fn peak_gflops(&self) -> f64 {
+        let t = &self.target;
+        t.peak_gflops.get(&self.info.acc.to_string()).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0)
+    }
+
     /// Does an outermost tile leave a partial tile (a size that does not
     /// divide its axis' extent)? Code for it checks bounds at every point.
     pub fn has_partial_tiles(&self, cfg: &Config) -> bool {
@@ -559,8 +592,7 @@ impl Problem {
         let (acc, loads, vector_loads) = self.register_tile(cfg);
         let lanes = self.lanes.max(1) as f64;
         let per_clock = t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3);
-        let ty = self.info.acc.to_string();
-        let peak = t.peak_gflops.get(&ty).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0);
+        let peak = self.peak_gflops();
         let fma_units = (peak / (per_clock * lanes * 2.0)).round().max(1.0);
         let vector_bytes = (t.isa.vector_bits.max(8) / 8) as f64;
         let l1 = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory));
@@ -582,10 +614,7 @@ impl Problem {
     /// The tile level whose reduction sizes set [`Problem::reduction_run`]
     /// (`None`: the run is the whole extent, or the register tile's own).
     pub fn run_level(&self) -> Option<usize> {
-        let order = &self.target.loop_order;
-        let last_s = order.iter().rposition(|e| e.starts_with("S.") && e != "S.point").unwrap_or(0);
-        let inner = order[last_s..].iter().filter_map(|e| e.strip_prefix("R.")).map(|n| self.target.tile_levels.iter().position(|l| l.name == n).unwrap_or(self.levels)).min()?;
-        inner.checked_sub(1)
+        self.run_level
     }
 
     /// Does unpacked read `r`'s tile at `level` evict itself from that
@@ -655,13 +684,12 @@ impl Problem {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
         let mut loops: Vec<(usize, u64)> = Vec::new();
-        for e in &self.target.loop_order {
-            let (spatial, name) = match e.split_once('.') {
-                Some(("S", n)) => (true, n),
-                Some(("R", n)) => (false, n),
+        for e in &self.order {
+            let (spatial, l) = match *e {
+                OrderEntry::Spatial(l) => (true, l),
+                OrderEntry::Reduction(l) => (false, l),
                 _ => continue,
             };
-            let Some(l) = self.target.tile_levels.iter().position(|t| t.name == name) else { continue };
             if l > level {
                 continue;
             }
@@ -687,8 +715,7 @@ impl Problem {
     /// Predicted run time in seconds (the roofline of the module docs).
     pub fn predict(&self, cfg: &Config) -> f64 {
         let t = &self.target;
-        let ty = self.info.acc.to_string();
-        let peak = t.peak_gflops.get(&ty).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0).max(1e-3) * 1e9;
+        let peak = self.peak_gflops().max(1e-3) * 1e9;
         let units = t.compute.units.max(1) as f64;
         let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
         let waves = (par / units).ceil().max(1.0);

@@ -14,19 +14,7 @@ fn search(strategy: &str, extra: &[(&'static str, &str)]) -> Search {
         let kind = DECL.options.iter().find(|d| d.name == *k).expect("option").kind;
         o.set(k, kind.parse(v).unwrap());
     }
-    Search {
-        strategy: o.str("strategy").into(),
-        seed: o.uint("seed"),
-        budget: o.uint("budget"),
-        measure_k: o.uint("measure-top-k"),
-        only: o.str("op").into(),
-        temperature: o.float("temperature"),
-        threshold: o.float("threshold"),
-        cache_scale: o.float("cache-scale"),
-        beam: o.uint("beam"),
-        max_space: o.uint("max-space"),
-        unroll: o.uint("unroll"),
-    }
+    Search::from_options(&o)
 }
 
 fn make(decl: &PassDecl) -> Box<dyn Pass> {

@@ -269,15 +269,16 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
 fn run_baseline(path: &Path, threads: usize) -> Result<(String, f64), String> {
     let script = repo_root().join("benchmarks/baseline.py");
     // Found once per run, not once per workload.
-    static PYTHON: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    static PYTHON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let python = PYTHON
         .get_or_init(|| {
             // $TILEC_PYTHON, then the environment tools/bench-env.sh makes,
             // then the system's.
             let venv = repo_root().join(".tools/bench-venv/bin/python");
             let candidates = std::env::var("TILEC_PYTHON").ok().into_iter().chain(venv.is_file().then(|| venv.display().to_string())).chain(["/usr/bin/python3".to_string(), "python3".to_string()]);
-            candidates.into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success())).map(|p| &*Box::leak(p.into_boxed_str()))
+            candidates.into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success()))
         })
+        .as_deref()
         .ok_or("no python3")?;
     let out = std::process::Command::new(python)
         .arg(&script)

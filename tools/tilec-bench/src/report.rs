@@ -43,15 +43,14 @@ fn threads(run: &Run) -> u64 {
     run.doc["threads"].as_u64().unwrap_or(1)
 }
 
-/// The workloads in the order they first appear across the runs.
-fn workloads(runs: &[Run]) -> Vec<String> {
+/// The distinct values of a record field (`workload`, `strategy`) over
+/// the runs' records, in the order they first appear.
+fn distinct(runs: &[Run], field: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for run in runs {
-        for r in run.doc["records"].as_array().into_iter().flatten() {
-            if let Some(w) = r["workload"].as_str() {
-                if !out.iter().any(|o| o == w) {
-                    out.push(w.to_string());
-                }
+    for r in runs.iter().flat_map(|run| run.doc["records"].as_array().into_iter().flatten()) {
+        if let Some(v) = r[field].as_str() {
+            if !out.iter().any(|o| o == v) {
+                out.push(v.to_string());
             }
         }
     }
@@ -63,18 +62,6 @@ fn record<'a>(run: &'a Run, workload: &str, strategy: &str) -> Option<&'a Json> 
         .as_array()?
         .iter()
         .find(|r| r["workload"] == workload && r["strategy"] == strategy)
-}
-
-fn strategies(run: &Run) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in run.doc["records"].as_array().into_iter().flatten() {
-        if let Some(s) = r["strategy"].as_str() {
-            if !out.iter().any(|o| o == s) {
-                out.push(s.to_string());
-            }
-        }
-    }
-    out
 }
 
 /// The runs grouped by thread count, in the order the counts first appear.
@@ -108,19 +95,12 @@ pub fn markdown(runs: &[Run]) -> String {
         rule.push_str("---:|---:|---:|---:|");
     }
     writeln!(out, "{head} check |\n{rule}---|").ok();
-    let mut all_strategies: Vec<String> = Vec::new();
-    for run in runs {
-        for s in strategies(run) {
-            if !all_strategies.contains(&s) {
-                all_strategies.push(s);
-            }
-        }
-    }
+    let all_strategies = distinct(runs, "strategy");
     let f = |v: &Json, scale: f64, digits: usize| {
         v.as_f64()
             .map_or("—".to_string(), |x| format!("{:.*}", digits, x * scale))
     };
-    for w in workloads(runs) {
+    for w in distinct(runs, "workload") {
         for s in &all_strategies {
             let found: Vec<Option<&Json>> = groups
                 .iter()
@@ -199,12 +179,12 @@ const BOTTOM: f64 = 0.5;
 /// Draws GFLOP/s per workload: per run, a bar per strategy and one for the
 /// baseline library, and each run's peak as a line.
 pub fn plot(runs: &[Run], path: &Path) -> Result<(), String> {
-    let names = workloads(runs);
+    let names = distinct(runs, "workload");
     // Series: (label, per workload GFLOP/s).
     let mut series: Vec<(String, BTreeMap<usize, f64>)> = Vec::new();
     for run in runs {
         let t = threads(run);
-        for s in strategies(run) {
+        for s in distinct(std::slice::from_ref(run), "strategy") {
             let mut tilec = BTreeMap::new();
             let mut base = BTreeMap::new();
             for (i, w) in names.iter().enumerate() {
