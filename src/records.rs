@@ -35,6 +35,8 @@ pub struct RecordSchedule {
     pub unroll: u64,
     #[serde(default)]
     pub vector: Option<(String, u64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<String>,
 }
 
 impl RecordSchedule {
@@ -45,6 +47,7 @@ impl RecordSchedule {
             cache: s.cache.iter().map(|c| (c.read, c.read_name.clone(), c.level.clone())).collect(),
             unroll: s.unroll,
             vector: s.vector.clone(),
+            order: s.order.clone(),
         }
     }
 
@@ -55,6 +58,7 @@ impl RecordSchedule {
         s.cache = self.cache.iter().map(|(read, name, level)| CacheDirective { read: *read, read_name: name.clone(), level: level.clone() }).collect();
         s.unroll = self.unroll;
         s.vector = self.vector.clone();
+        s.order = self.order.clone();
         s
     }
 }
@@ -189,7 +193,7 @@ mod tests {
         Record {
             workload: "gemm(i:4,j:4,k:r4) sum".into(),
             target: "x86-avx2".into(),
-            schedule: RecordSchedule { tiles: vec![("i".into(), vec![4, 2, 1])], vthreads: vec![], cache: vec![], unroll: 0, vector: None },
+            schedule: RecordSchedule { tiles: vec![("i".into(), vec![4, 2, 1])], vthreads: vec![], cache: vec![], unroll: 0, vector: None, order: vec![] },
             sentence: "op gemm".into(),
             strategy: "markov".into(),
             latency: Some(Latency { median_s: 1e-3, min_s: 9e-4, max_s: 2e-3, runs: 3 }),

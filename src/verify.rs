@@ -1175,7 +1175,8 @@ pub enum ScheduleOwner<'a> {
 /// formed (sizes ≥ 1, each dividing the one before, the first within the
 /// axis, one size per tile level for every axis), virtual threads on
 /// spatial axes dividing their innermost tiles, the vector width dividing
-/// its axis' innermost tile, cache directives naming reads once each.
+/// its axis' innermost tile, cache directives naming reads once each, a
+/// loop order naming known axes once each.
 ///
 /// Whether the sizes fit the target (its number of tile levels, threads
 /// per block, memory sizes) is checked with the target description, in
@@ -1298,6 +1299,14 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
                 .at(span, "not a divisor")
                 .with_note("each virtual thread takes an equal part of the innermost tile"));
         }
+    }
+    // order
+    for (i, name) in s.order.iter().enumerate() {
+        if s.order[..i].contains(name) {
+            err(Diagnostic::error(format!("axis `{name}` is listed twice in `order`")).at(span, "duplicate axis in `order`"));
+            continue;
+        }
+        known(name, "order", &mut err);
     }
     // vector
     if let Some((name, w)) = &s.vector

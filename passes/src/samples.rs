@@ -162,7 +162,7 @@ fn divisors(n: u64) -> Vec<u64> {
 }
 
 /// A random schedule for the first compute op of `m` on `t`: per axis a
-/// divisor chain of tile sizes, vthreads, caches, unroll, vector.
+/// divisor chain of tile sizes, vthreads, caches, unroll, vector, loop order.
 pub fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
     let f = &m.funcs[0];
     let op = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
@@ -223,6 +223,15 @@ pub fn random_schedule(m: &Module, t: &Target, ch: &mut Choices) -> Schedule {
                 s.vector = Some((a.name.clone(), ch.pick(&widths)));
             }
         }
+    }
+    // Now and then a loop order: the axes shuffled, sometimes only a prefix.
+    if ch.below(3) == 0 {
+        let mut names: Vec<String> = c.axes.iter().map(|a| a.name.clone()).collect();
+        for i in (1..names.len()).rev() {
+            names.swap(i, ch.below(i as u64 + 1) as usize);
+        }
+        names.truncate(1 + ch.below(names.len() as u64) as usize);
+        s.order = names;
     }
     s
 }

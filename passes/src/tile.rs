@@ -27,7 +27,8 @@ pub static DECL: PassDecl = PassDecl {
 Turns every compute op that has a schedule into an output buffer and a
 `kernel` op holding the multi-level loop nest of its schedule, in the
 target's loop-order template: per axis and tile level one loop over the
-level's sub-tiles, innermost the point tile; a local accumulator for the
+level's sub-tiles (within a level in the schedule's `order`, else in
+declaration order), innermost the point tile; a local accumulator for the
 spatial tile inside the first reduction loop, initialised with the
 combiner's identity; the body's reads as loads (keeping their padding); the
 fold as load-combine-store on the accumulator; the epilogue and the store of
@@ -147,10 +148,13 @@ struct Builder<'a> {
     acc_pos: usize,
     level_names: Vec<String>,
     /// The schedule's vector axis: its point loop goes innermost, whatever
-    /// the axes' order, so that the axes' order can choose the order of
-    /// the tile loops (which panel stays in cache) without forbidding
-    /// vectors along the axis that is contiguous in memory.
+    /// the loop order, so that the order can choose the order of the tile
+    /// loops (which panel stays in cache) without forbidding vectors along
+    /// the axis that is contiguous in memory.
     vector_axis: Option<usize>,
+    /// Each axis' place in the schedule's loop order (`Schedule::order`):
+    /// within a tile level, loops go outermost first by rank.
+    rank: Vec<usize>,
 }
 
 /// Replaces compute op `op` by its loop nest; returns the number of loops.
@@ -187,7 +191,8 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     let acc_pos = order.iter().position(|e| matches!(e, OrderEntry::Reduction(_) | OrderEntry::ReductionPoint)).unwrap_or(order.len());
     let level_names = target.tile_levels.iter().map(|l| l.name.clone()).collect();
     let vector_axis = schedule.vector.as_ref().and_then(|(name, _)| axes.iter().position(|a| &a.name == name));
-    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis };
+    let rank = schedule.axis_ranks(axes.iter().map(|a| a.name.as_str()));
+    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis, rank };
     b.nest(0, kernel_body, false, has_reduction, &read_names);
 
     // Uses of the tensor now read the buffer; the compute op goes.
@@ -206,8 +211,8 @@ impl Builder<'_> {
     }
 
     /// Loops of order entry `k`: (axis, level, trip), trip > 1 only,
-    /// outer levels first, axes in declaration order within a level (the
-    /// vector axis last among point loops).
+    /// outer levels first, axes in the schedule's loop order within a level
+    /// (the vector axis last among point loops).
     fn entry_loops(&self, k: usize) -> Vec<(usize, Level, u64)> {
         let spatial = |a: &AxisTiles| a.kind == AxisKind::Spatial;
         let levels: Vec<Level> = match self.order[k] {
@@ -223,6 +228,7 @@ impl Builder<'_> {
         let mut out = Vec::new();
         for level in levels {
             let mut axes: Vec<usize> = (0..self.axes.len()).filter(|&i| wants(&self.axes[i])).collect();
+            axes.sort_by_key(|&i| self.rank[i]);
             if level == Level::Point {
                 axes.sort_by_key(|&i| Some(i) == self.vector_axis);
             }

@@ -29,6 +29,13 @@ pub struct Schedule {
     pub unroll: u64,
     /// The axis whose innermost loop runs on vector lanes, and the width.
     pub vector: Option<(String, u64)>,
+    /// The order of the loops within each tile level, outermost first, by
+    /// axis name (a level's spatial and reduction loops sit where the
+    /// target's loop-order template puts them; this orders the axes within
+    /// each). Axes left out follow the listed ones in declaration order;
+    /// empty: declaration order. The vector axis' point loop stays
+    /// innermost whatever the order.
+    pub order: Vec<String>,
     pub span: Span,
 }
 
@@ -45,7 +52,7 @@ pub struct CacheDirective {
 
 impl Schedule {
     pub fn new(target: impl Into<String>) -> Self {
-        Schedule { target: target.into(), tiles: Vec::new(), vthreads: Vec::new(), cache: Vec::new(), unroll: 0, vector: None, span: Span::DUMMY }
+        Schedule { target: target.into(), tiles: Vec::new(), vthreads: Vec::new(), cache: Vec::new(), unroll: 0, vector: None, order: Vec::new(), span: Span::DUMMY }
     }
 
     pub fn tiles_of(&self, axis: &str) -> Option<&[u64]> {
@@ -59,11 +66,26 @@ impl Schedule {
     pub fn cache_level_of(&self, read: usize) -> Option<&str> {
         self.cache.iter().find(|c| c.read == read).map(|c| c.level.as_str())
     }
+
+    /// The loop order of axes declared as `axes`: each axis' position,
+    /// outermost 0 (the listed axes first, in `order`, then the others in
+    /// declaration order).
+    pub fn axis_ranks<'a>(&self, axes: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
+        let axes: Vec<&str> = axes.into_iter().collect();
+        let listed = |a: &str| self.order.iter().position(|o| o == a);
+        let mut by_rank: Vec<usize> = (0..axes.len()).collect();
+        by_rank.sort_by_key(|&i| (listed(axes[i]).is_none(), listed(axes[i]), i));
+        let mut rank = vec![0; axes.len()];
+        for (r, i) in by_rank.into_iter().enumerate() {
+            rank[i] = r;
+        }
+        rank
+    }
 }
 
 /// Prints the schedule's attribute dictionary (without the leading
-/// `schedule "target"`): the keys in the order tile, vthread, cache, unroll,
-/// vector, empty or zero ones left out, one per line at `indent` plus two
+/// `schedule "target"`): the keys in the order tile, order, vthread, cache,
+/// unroll, vector, empty or zero ones left out, one per line at `indent` plus two
 /// spaces, the closing brace at `indent`; `{}` when nothing is set.
 /// `read_name` names read positions.
 pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, read_name: &dyn Fn(usize) -> String) -> fmt::Result {
@@ -71,6 +93,9 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
     let sizes = |v: &[u64]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     if !s.tiles.is_empty() {
         entries.push(format!("tile = {{{}}}", s.tiles.iter().map(|(a, t)| format!("{a} = [{}]", sizes(t))).collect::<Vec<_>>().join(", ")));
+    }
+    if !s.order.is_empty() {
+        entries.push(format!("order = [{}]", s.order.join(", ")));
     }
     if !s.vthreads.is_empty() {
         entries.push(format!("vthread = {{{}}}", s.vthreads.iter().map(|(a, v)| format!("{a} = {v}")).collect::<Vec<_>>().join(", ")));

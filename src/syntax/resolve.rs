@@ -17,7 +17,7 @@ use crate::ir::types::MAX_TENSOR_BYTES;
 use std::collections::HashMap;
 
 /// The keys of a schedule dictionary, in printing order.
-const SCHEDULE_KEYS: [&str; 5] = ["tile", "vthread", "cache", "unroll", "vector"];
+const SCHEDULE_KEYS: [&str; 6] = ["tile", "order", "vthread", "cache", "unroll", "vector"];
 /// The clauses of a `for` loop.
 const LOOP_CLAUSES: [&str; 3] = ["map", "axis", "reduce"];
 
@@ -1224,7 +1224,7 @@ impl Resolver {
                 if let Some(best) = crate::diag::closest(key, SCHEDULE_KEYS.into_iter()) {
                     d = d.with_help(format!("did you mean `{best}`?"));
                 }
-                self.error(d.with_note("schedule keys are tile, vthread, cache, unroll and vector"));
+                self.error(d.with_note("schedule keys are tile, order, vthread, cache, unroll and vector"));
                 continue;
             }
             if let Some(first) = seen.iter().find(|w| w.text == key) {
@@ -1243,6 +1243,44 @@ impl Resolver {
                         if let Some(sizes) = sizes.into_iter().collect::<Option<Vec<u64>>>() {
                             sched.tiles.push((axis.text.clone(), sizes));
                         }
+                    }
+                }
+                "order" => {
+                    let shape = "`[axis, ...]`";
+                    let AttrValue::List(items, span) = &e.value else {
+                        self.shape_error(key, shape, &e.value, "expected a list of axes");
+                        continue;
+                    };
+                    if items.is_empty() {
+                        self.error(Diagnostic::error("`order` names no axis").at(*span, "empty").with_help("write the axes outermost first, e.g. `order = [j, i, k]`, or leave `order` out for declaration order"));
+                    }
+                    let mut listed: Vec<&Word> = Vec::new();
+                    for x in items {
+                        let AttrValue::Ident(axis) = x else {
+                            self.shape_error(key, shape, x, "expected an axis name");
+                            continue;
+                        };
+                        if let Some(first) = listed.iter().find(|w| w.text == axis.text) {
+                            self.error(
+                                Diagnostic::error(format!("axis `{}` is listed twice in `order`", axis.text))
+                                    .at(axis.span, "listed again")
+                                    .with_secondary(first.span, "first listed here"),
+                            );
+                            continue;
+                        }
+                        if let ScheduleOwner::Compute(axes) = &owner
+                            && !axes.iter().any(|a| a.name == axis.text)
+                        {
+                            let names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+                            self.error(
+                                Diagnostic::error(format!("unknown axis `{}` in `order`", axis.text))
+                                    .at(axis.span, "not an axis of this compute op")
+                                    .with_note(format!("the axes are: {}", names.join(", "))),
+                            );
+                            continue;
+                        }
+                        listed.push(axis);
+                        sched.order.push(axis.text.clone());
                     }
                 }
                 "vthread" => {

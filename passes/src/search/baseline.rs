@@ -31,6 +31,7 @@ impl Random {
             let c = p.pack_choices(r);
             cfg.pack[r] = c[rng.below(c.len())];
         }
+        cfg.order = p.orders[rng.below(p.orders.len())].clone();
         cfg
     }
 }
@@ -81,16 +82,18 @@ impl Strategy for Exhaustive {
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];
         'outer: loop {
-            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone() };
+            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone(), order: p.orders[0].clone() };
             let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
             if vt_ok && p.valid(&cfg) {
-                // Packing does not change validity.
+                // Packing and loop order do not change validity.
                 for pack in &packs {
-                    cx.visited += 1;
-                    all.push(Config { pack: pack.clone(), ..cfg.clone() });
+                    for order in &p.orders {
+                        cx.visited += 1;
+                        all.push(Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() });
+                    }
                 }
             } else {
-                cx.visited += packs.len() as u64;
+                cx.visited += (packs.len() * p.orders.len()) as u64;
             }
             // Odometer over (chain, vthread) per axis, last axis fastest.
             let mut a = p.axes.len();

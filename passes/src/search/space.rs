@@ -34,15 +34,17 @@ pub struct Axis {
     pub spatial: bool,
 }
 
-/// A point of the space: `tiles[axis][level]`, `vthreads[axis]`, and per
-/// read where it is packed (CPU targets: 0 not packed, `l + 1` packed into a
+/// A point of the space: `tiles[axis][level]`, `vthreads[axis]`, per read
+/// where it is packed (CPU targets: 0 not packed, `l + 1` packed into a
 /// contiguous buffer per tile of tile level `l`; always 0 on GPUs, whose
-/// staging follows from the target).
+/// staging follows from the target), and the loop order within the tile
+/// levels (one of [`Problem::orders`]: axis indices, outermost first).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Config {
     pub tiles: Vec<Vec<u64>>,
     pub vthreads: Vec<u64>,
     pub pack: Vec<u8>,
+    pub order: Vec<usize>,
 }
 
 impl Config {
@@ -92,6 +94,61 @@ pub struct Problem {
     pub order: Vec<OrderEntry>,
     /// See [`Problem::run_level`].
     run_level: Option<usize>,
+    /// The loop orders the space offers, declaration order first: on CPU
+    /// targets every permutation of the spatial axes longer than 1, then of
+    /// the reduction axes (at most [`MAX_PERMUTED_AXES`] of each are
+    /// permuted); on GPUs declaration order alone.
+    pub orders: Vec<Vec<usize>>,
+}
+
+/// The most axes of one kind (spatial, reduction) whose order the CPU space
+/// permutes (5! = 120 orders); the others keep declaration order after them.
+pub const MAX_PERMUTED_AXES: usize = 5;
+
+/// Every permutation of `xs`, in lexicographic order of positions (`xs`
+/// itself first).
+fn permutations(xs: &[usize]) -> Vec<Vec<usize>> {
+    if xs.len() <= 1 {
+        return vec![xs.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..xs.len() {
+        let mut rest = xs.to_vec();
+        let first = rest.remove(i);
+        for mut tail in permutations(&rest) {
+            tail.insert(0, first);
+            out.push(tail);
+        }
+    }
+    out
+}
+
+/// The loop orders of axes `axes` (see [`Problem::orders`]).
+fn loop_orders(axes: &[Axis], gpu: bool) -> Vec<Vec<usize>> {
+    let identity: Vec<usize> = (0..axes.len()).collect();
+    if gpu {
+        return vec![identity];
+    }
+    // Per kind: the axes that make loops (permuted) and the rest.
+    let group = |spatial: bool| -> (Vec<usize>, Vec<usize>) {
+        let of_kind: Vec<usize> = (0..axes.len()).filter(|&a| axes[a].spatial == spatial).collect();
+        let moving: Vec<usize> = of_kind.iter().copied().filter(|&a| axes[a].extent > 1).take(MAX_PERMUTED_AXES).collect();
+        let rest = of_kind.into_iter().filter(|a| !moving.contains(a)).collect();
+        (moving, rest)
+    };
+    let (spatial, spatial_rest) = group(true);
+    let (reduction, reduction_rest) = group(false);
+    let mut out = Vec::new();
+    for s in permutations(&spatial) {
+        for r in permutations(&reduction) {
+            let mut o = s.clone();
+            o.extend(&spatial_rest);
+            o.extend(&r);
+            o.extend(&reduction_rest);
+            out.push(o);
+        }
+    }
+    out
 }
 
 /// Warps per block below which a GPU cannot hide latency, in the model
@@ -194,7 +251,6 @@ impl Problem {
             compute: c,
             info,
             target,
-            axes,
             levels,
             red_loop,
             flops,
@@ -210,6 +266,8 @@ impl Problem {
             unroll,
             order,
             run_level,
+            orders: loop_orders(&axes, gpu),
+            axes,
         })
     }
 
@@ -236,7 +294,7 @@ impl Problem {
                 t
             })
             .collect();
-        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()] }
+        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()], order: self.orders[0].clone() }
     }
 
     /// The pack choices of read `r` (0: none, `l + 1`: tile level `l`);
@@ -484,6 +542,12 @@ impl Problem {
         if w > 1 {
             s.vector = Some((self.axes[self.vector_axis.expect("vector axis")].name.clone(), w));
         }
+        // The axes that make loops, in the chosen order; nothing where that
+        // is declaration order.
+        let looping: Vec<usize> = cfg.order.iter().copied().filter(|&a| self.axes[a].extent > 1).collect();
+        if looping.windows(2).any(|w| w[0] > w[1]) {
+            s.order = looping.iter().map(|&a| self.axes[a].name.clone()).collect();
+        }
         s
     }
 
@@ -677,9 +741,9 @@ impl Problem {
 
     /// Bytes the packed copies of read `r` at tile level `level` move: one
     /// copy of its box per iteration of the loops around the copy (the
-    /// target's loop order down to that level's innermost loop), except
-    /// the innermost loops the box does not depend on, which `cache` hoists
-    /// the copy out of.
+    /// target's loop order, and `cfg.order` within each level, down to that
+    /// level's innermost loop), except the innermost loops the box does not
+    /// depend on, which `cache` hoists the copy out of.
     pub fn pack_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
@@ -693,7 +757,8 @@ impl Problem {
             if l > level {
                 continue;
             }
-            for (a, axis) in self.axes.iter().enumerate() {
+            for &a in &cfg.order {
+                let axis = &self.axes[a];
                 if axis.spatial != spatial || self.fixed(a, l) {
                     continue;
                 }
@@ -780,7 +845,8 @@ impl Problem {
 
     /// The tensor sentence of a state: the op, the target, then one token
     /// per decision in a fixed order (every axis' size at every tile level,
-    /// outermost first; virtual threads; cache directives; unroll; vector).
+    /// outermost first; virtual threads; cache directives; the loop order,
+    /// every axis outermost first; unroll; vector).
     pub fn sentence(&self, s: &Schedule) -> String {
         let mut w: Vec<String> = vec!["op".into(), self.compute.label.clone().unwrap_or_else(|| "compute".into())];
         for a in &self.axes {
@@ -804,6 +870,11 @@ impl Problem {
         for (i, r) in self.info.reads.iter().enumerate() {
             w.push(format!("{}={}", r.name.trim_start_matches('%'), s.cache_level_of(i).unwrap_or("none")));
         }
+        w.push("order".into());
+        let rank = s.axis_ranks(self.axes.iter().map(|a| a.name.as_str()));
+        let mut by_rank: Vec<usize> = (0..self.axes.len()).collect();
+        by_rank.sort_by_key(|&a| rank[a]);
+        w.extend(by_rank.into_iter().map(|a| self.axes[a].name.clone()));
         w.push(format!("unroll={}", s.unroll));
         w.push(match &s.vector {
             Some((a, n)) => format!("vector={a}:{n}"),
@@ -815,7 +886,7 @@ impl Problem {
     /// The number of states of the space [`Problem::enumerate`] walks
     /// (saturating).
     pub fn space_size(&self) -> u128 {
-        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product();
+        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128;
         for a in 0..self.axes.len() {
             let chains = self.chains(a).len() as u128;
             let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };
@@ -838,15 +909,39 @@ impl Problem {
         out
     }
 
+    /// The loop order the packed copies of `cfg` move the fewest bytes
+    /// under (the order changes nothing else the model sees: which loops a
+    /// copy is hoisted out of). Ties, and nothing packed: the earlier order
+    /// of [`Problem::orders`], declaration order first.
+    pub fn best_order(&self, cfg: &Config) -> Vec<usize> {
+        let packed: Vec<(usize, usize)> = (0..self.nreads()).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
+        if packed.is_empty() || self.orders.len() == 1 {
+            return self.orders[0].clone();
+        }
+        let mut n = cfg.clone();
+        let mut best: Option<(f64, &Vec<usize>)> = None;
+        for o in &self.orders {
+            n.order.clone_from(o);
+            let bytes: f64 = packed.iter().map(|&(r, l)| self.pack_traffic(&n, r, l)).sum();
+            if best.is_none_or(|(b, _)| bytes < b) {
+                best = Some((bytes, o));
+            }
+        }
+        best.map_or_else(|| self.orders[0].clone(), |(_, o)| o.clone())
+    }
+
     /// `cfg` with each packable read, in turn, given the pack choice the
-    /// model predicts fastest (ties: the earlier choice, unpacked first).
+    /// model predicts fastest (ties: the earlier choice, unpacked first),
+    /// each choice with its [`Problem::best_order`].
     pub fn best_packing(&self, cfg: &Config) -> Config {
         let mut best = cfg.clone();
+        best.order = self.best_order(&best);
         for &r in &self.packable {
             let mut time = self.predict(&best);
             for c in self.pack_choices(r) {
                 let mut n = best.clone();
                 n.pack[r] = c;
+                n.order = self.best_order(&n);
                 let t = self.predict(&n);
                 if t < time {
                     time = t;

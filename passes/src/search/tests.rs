@@ -255,7 +255,8 @@ fn show_candidates() {
 /// 1024 for `x86-avx512`: the BLIS-like schedule of
 /// `examples/gemm1024_avx512.tile` is predicted faster than the same tiles
 /// with a short accumulator run, with a spilling register tile, or without
-/// packing the B panel (whose 256 rows, 4 KiB apart, share L1 sets).
+/// packing the B panel (whose 256 rows, 4 KiB apart, share L1 sets); and
+/// its loop order is the one that copies the B panel least often.
 #[test]
 fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
     let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/workloads/gemm_1024.tile")).unwrap();
@@ -264,7 +265,7 @@ fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
     let f = &m.funcs[0];
     let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
     let p = space::Problem::new(f, op, t, 16).unwrap();
-    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec() };
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2] };
     let blis = cfg([[64, 64, 8], [256, 256, 32], [1024, 256, 256]], [2, 3]);
     assert!(p.valid(&blis));
     assert_eq!(p.register_tile(&blis), (16.0, 10.0, 2.0), "8 rows x 2 zmm accumulators; 8 broadcasts and 2 loads per step");
@@ -283,4 +284,15 @@ fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
     }
     let packed = p.best_packing(&unpacked);
     assert!(!(0..3).any(|l| p.conflicts(&packed, 1, l)), "the model packs B: {:?}", packed.pack);
+
+    // The loop order: with `j` outside `i`, B's packed 256 x 32 panel is
+    // copied once per l1 tile of `j` instead of once per (j, i) pair.
+    assert_eq!(p.orders, vec![vec![0, 1, 2], vec![1, 0, 2]], "i and j swap; k alone");
+    let j_outer = Config { order: vec![1, 0, 2], ..blis.clone() };
+    assert_eq!(p.best_order(&blis), j_outer.order);
+    assert_eq!(p.pack_traffic(&blis, 1, 2), 8.0 * p.pack_traffic(&j_outer, 1, 2), "i's l1 loop (64 / 8) no longer repeats the copy");
+    assert!(p.predict(&j_outer) < p.predict(&blis));
+    assert_eq!(p.schedule(&j_outer).order, ["j", "i", "k"]);
+    assert!(p.schedule(&blis).order.is_empty(), "declaration order is not written");
+    assert_eq!(p.best_order(&unpacked), vec![0, 1, 2], "nothing packed: declaration order");
 }
