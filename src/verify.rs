@@ -1097,6 +1097,22 @@ impl Verifier<'_> {
             self.err(Diagnostic::error(format!("`copy` box size of dimension {d} is 0")).at(span, "box sizes must be at least 1"));
             ok = false;
         }
+        if !c.permute.is_empty() {
+            let mut seen = c.permute.clone();
+            seen.sort_unstable();
+            if seen != (0..c.sizes.len()).collect::<Vec<_>>() {
+                self.err(
+                    Diagnostic::error(format!(
+                        "`copy` permute [{}] is not a permutation of the box's {} dimension(s)",
+                        c.permute.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                        c.sizes.len()
+                    ))
+                    .at(span, "not a permutation")
+                    .with_note(format!("list each of 0 to {} once: destination dimension k takes box dimension permute[k]", c.sizes.len().saturating_sub(1))),
+                );
+                ok = false;
+            }
+        }
         if let Some(p) = &c.pad {
             self.literal_fits(p, st.elem, "pad value", span);
         }
@@ -1108,7 +1124,7 @@ impl Verifier<'_> {
                 let help = "add `pad(<value>)` to define elements outside the source, or guard the copy with `if`";
                 self.access_bounds(op, "copy source", &c.src, Some(&c.sizes), src_ty, help);
             }
-            self.access_bounds(op, "copy destination", &c.dst, Some(&c.sizes), &dst_ty, "guard the copy with `if` (partial tiles)");
+            self.access_bounds(op, "copy destination", &c.dst, Some(&c.dst_sizes()), &dst_ty, "guard the copy with `if` (partial tiles)");
         }
     }
 

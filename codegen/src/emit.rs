@@ -747,7 +747,7 @@ impl<'f> Emitter<'f> {
         for d in 0..c.sizes.len() {
             let (a, b) = (self.fresh("s"), self.fresh("d"));
             self.line(&format!("{a} = arith.addi {}, {} : index", so_n[d], coords[d]));
-            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[d]));
+            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[c.box_dim(d)]));
             s_idx.push(a);
             d_idx.push(b);
         }
@@ -758,25 +758,28 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// A copy by one thread: a loop per box dimension, the innermost over
-    /// contiguous elements (so LLVM vectorises it like `memcpy`).
+    /// A copy by one thread: a loop per box dimension in the destination's
+    /// order, the innermost over contiguous destination elements (so LLVM
+    /// vectorises it like `memcpy`; a permuted copy then loads with a
+    /// stride and stores whole vectors, which is cheaper than scattering).
     fn copy_nested(&mut self, c: &CopyOp, src: (&str, &str, &[u64], ElemType), dst: (&str, &str), so_n: &[String], do_n: &[String]) -> Result<(), EmitError> {
         let (sm, smty, shape, elem) = src;
         let (dm, dmty) = dst;
-        let mut coords = Vec::new();
-        for &n in &c.sizes {
-            let (lo, hi, one) = (self.constant_index(0), self.constant_index(n as i64), self.constant_index(1));
+        let mut coords = vec![String::new(); c.sizes.len()];
+        for k in 0..c.sizes.len() {
+            let d = c.box_dim(k);
+            let (lo, hi, one) = (self.constant_index(0), self.constant_index(c.sizes[d] as i64), self.constant_index(1));
             let i = self.fresh("cp");
             self.line(&format!("scf.for {i} = {lo} to {hi} step {one} {{"));
             self.depth += 1;
-            coords.push(i);
+            coords[d] = i;
         }
         let mut s_idx = Vec::new();
         let mut d_idx = Vec::new();
         for d in 0..c.sizes.len() {
             let (a, b) = (self.fresh("s"), self.fresh("d"));
             self.line(&format!("{a} = arith.addi {}, {} : index", so_n[d], coords[d]));
-            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[d]));
+            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[c.box_dim(d)]));
             s_idx.push(a);
             d_idx.push(b);
         }

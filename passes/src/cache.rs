@@ -17,7 +17,7 @@ use tilec::diag::{Diagnostic, Diagnostics, Span};
 use tilec::ir::builder::Cursor;
 use tilec::ir::*;
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
-use tilec::target::{Binding, Target};
+use tilec::target::{Binding, Target, TargetKind};
 
 pub static DECL: PassDecl = PassDecl {
     name: "cache",
@@ -139,6 +139,15 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             || matches!(for_loop(f, o).map(|l| l.mapping), Some(Mapping::Thread(_)))
     };
 
+    // The point loop of the schedule's vector axis (whose iterations become
+    // vector lanes).
+    let vector_axis = match &f.ops[kernel].kind {
+        OpKind::Kernel(k) => k.schedule.vector.as_ref().map(|(a, _)| a.clone()),
+        _ => None,
+    };
+    let is_vector_loop = |f: &Function, o: Op| {
+        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| Some(&tag.axis) == vector_axis.as_ref() && !tag.reduction && tag.level == "point")
+    };
     let loads: Vec<Op> = subtree(f, kernel)
         .into_iter()
         .filter(|&o| matches!(&f.ops[o].kind, OpKind::Load(a) if a.read.as_deref() == Some(read)))
@@ -235,7 +244,20 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
                 .at(span, "in this kernel")
                 .with_help(format!("stage `{read}` into `{level}` before staging it into a level nearer the loads")));
         }
-        let buf_ty = BufferType::new(sizes.clone(), src_ty.elem, scope);
+        // A CPU packs the dimension its vector loop runs along innermost,
+        // so that the kernel loads whole vectors from the copy (a weight
+        // tensor `W[f, c, r, s]` read along `f` becomes `[c, r, s, f]`).
+        let vector_loop = loops.iter().find(|&&l| is_vector_loop(f, l)).map(|&l| f.regions[f.ops[l].regions[0]].args[0]);
+        let permute = match vector_loop {
+            Some(viv) if t.kind == TargetKind::Cpu && !cooperative && trip_of(viv).is_some() => vector_innermost(&local, viv),
+            _ => Vec::new(),
+        };
+        let (sizes_dst, local) = if permute.is_empty() {
+            (sizes.clone(), local)
+        } else {
+            (permute.iter().map(|&d| sizes[d]).collect(), permute.iter().map(|&d| local[d].clone()).collect())
+        };
+        let buf_ty = BufferType::new(sizes_dst, src_ty.elem, scope);
         // The box may reach outside the source (padding, or partial tiles
         // whose loads are guarded): then the copy needs a pad value. Where
         // the box provably stays inside over every enclosing loop, it needs
@@ -269,10 +291,15 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         let ops = &f.regions[region].ops;
         let is_barrier = |o: Option<&Op>| o.is_some_and(|&o| f.ops[o].kind == OpKind::Barrier);
         let fenced = cooperative && holder_pos > 0 && is_barrier(ops.get(holder_pos - 1)) && is_barrier(ops.get(holder_pos + 1));
-        if fenced {
-            f.build_copy(Cursor::at(region, holder_pos - 1), src, &origin, buf, &zero, sizes, pad, cooperative, span);
+        let copy = if fenced {
+            f.build_copy(Cursor::at(region, holder_pos - 1), src, &origin, buf, &zero, sizes, pad, cooperative, span)
         } else {
-            f.build_copy(Cursor::at(region, holder_pos), src, &origin, buf, &zero, sizes, pad, cooperative, span);
+            f.build_copy(Cursor::at(region, holder_pos), src, &origin, buf, &zero, sizes, pad, cooperative, span)
+        };
+        if let OpKind::Copy(c) = &mut f.ops[copy].kind {
+            c.permute = permute;
+        }
+        if !fenced {
             if cooperative {
                 f.build_barrier(Cursor::at(region, holder_pos + 1), span);
                 let after = f.regions[region].ops.iter().position(|&o| o == holder).expect("holder in region") + 1;
@@ -288,4 +315,17 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         f.set_access_indices(load, &local);
     }
     Ok((loads.len() as u64, barriers))
+}
+
+/// The destination order of a packed copy whose loads index it with
+/// `local`: the dimension the vector loop `viv` walks with unit stride moved
+/// innermost, or empty (the box's own order) when that is where it is, or
+/// no dimension walks it with unit stride.
+fn vector_innermost(local: &[AffineExpr<Value>], viv: Value) -> Vec<usize> {
+    let n = local.len();
+    let Some(d) = local.iter().position(|e| e.coeff(viv) == 1) else { return Vec::new() };
+    if n == 0 || d == n - 1 || local[n - 1].uses(viv) {
+        return Vec::new();
+    }
+    (0..n).filter(|&k| k != d).chain([d]).collect()
 }

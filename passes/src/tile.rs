@@ -310,14 +310,15 @@ impl Builder<'_> {
     }
 
     /// The spatial axes in the order of the accumulator's dimensions: the
-    /// order the output's indices use them (so the accumulator's rows are
-    /// contiguous along the same axis as the output's, which the vector
-    /// loop runs along), then any other in declaration order.
+    /// order the output's indices use them, then any other in declaration
+    /// order, except that the vector axis goes last (so the accumulator is
+    /// contiguous along the vector loop, which then loads and stores whole
+    /// vectors, whichever output dimension the vector axis indexes).
     fn spatial(&self) -> Vec<usize> {
         let mut axes: Vec<usize> = (0..self.axes.len()).filter(|&a| self.axes[a].kind == AxisKind::Spatial).collect();
         let ids: Vec<AxisId> = self.c.axis_ids().collect();
         let first_use = |a: usize| self.c.output.iter().position(|e| e.uses(ids[a])).unwrap_or(usize::MAX);
-        axes.sort_by_key(|&a| first_use(a));
+        axes.sort_by_key(|&a| (Some(a) == self.vector_axis, first_use(a)));
         axes
     }
 

@@ -234,7 +234,8 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
         let others = AffineExpr::from_parts(src[dim].terms().iter().copied().filter(|&(x, _)| x != ti), src[dim].constant_term(), 1).expect("small");
         new_src[dim] = others.checked_add(&AffineExpr::from_parts([(w, k * (s / vv)), (ti, k * (t / vv))], 0, 1).expect("small")).expect("small");
         let mut dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(c_op, e)).collect();
-        dst[dim] = dst[dim].checked_add(&AffineExpr::from_parts([(w, slice)], 0, 1).expect("small")).expect("small");
+        let ddim = c.dst_dim(dim);
+        dst[ddim] = dst[ddim].checked_add(&AffineExpr::from_parts([(w, slice)], 0, 1).expect("small")).expect("small");
         let mut sizes = c.sizes.clone();
         sizes[dim] = slice as u64;
         let (src_v, dst_v) = (f.ops[c_op].operands[0], f.ops[c_op].operands[1]);
@@ -247,9 +248,9 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
         }
         // The buffer grows to hold the v slices.
         if let Type::Buffer(b) = &mut f.values[dst_v].ty {
-            b.shape[dim] = (slice * vv) as u64;
+            b.shape[ddim] = (slice * vv) as u64;
         }
-        out.push((dst_v, dim, slice));
+        out.push((dst_v, ddim, slice));
     }
     Ok(out)
 }

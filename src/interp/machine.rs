@@ -449,7 +449,7 @@ impl<'f> Machine<'f> {
                 rem /= c.sizes[d];
             }
             let s: Vec<i64> = so.iter().zip(&box_idx).map(|(o, i)| o + i).collect();
-            let t: Vec<i64> = d_o.iter().zip(&box_idx).map(|(o, i)| o + i).collect();
+            let t: Vec<i64> = d_o.iter().enumerate().map(|(k, o)| o + box_idx[c.box_dim(k)]).collect();
             let v = match (Self::offset(&self.buffers[src].data.ty.shape, &s), c.pad) {
                 (Some(off), _) => self.read_elem(src, off, "copy")?,
                 (None, Some(p)) => Self::literal_val(p, elem),

@@ -135,16 +135,39 @@ pub struct Access {
 
 /// `copy %src[o...] -> %dst[p...] box [n...]`: for every `e` in the box,
 /// `dst[p + e] = src[o + e]` (source elements outside the source read
-/// `pad`). `cooperative`: the box is shared out among the threads of the
-/// enclosing thread-mapped loops (each copies a strided part); outside any
-/// thread-mapped loop one thread copies all of it.
+/// `pad`). With `permute [π...]` the destination's dimensions are the box's
+/// in the order π: `dst[p_k + e_π(k)] = src[o + e]` (a packed copy that
+/// puts another dimension innermost). `cooperative`: the box is shared out
+/// among the threads of the enclosing thread-mapped loops (each copies a
+/// strided part); outside any thread-mapped loop one thread copies all of
+/// it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CopyOp {
     pub src: Vec<AffineExpr<Dim>>,
     pub dst: Vec<AffineExpr<Dim>>,
     pub sizes: Vec<u64>,
+    /// The box dimension each destination dimension takes, outermost
+    /// first; empty: the box's own order.
+    pub permute: Vec<usize>,
     pub pad: Option<Literal>,
     pub cooperative: bool,
+}
+
+impl CopyOp {
+    /// The box dimension destination dimension `k` takes.
+    pub fn box_dim(&self, k: usize) -> usize {
+        self.permute.get(k).copied().unwrap_or(k)
+    }
+
+    /// The destination dimension box dimension `d` lands in.
+    pub fn dst_dim(&self, d: usize) -> usize {
+        self.permute.iter().position(|&x| x == d).unwrap_or(d)
+    }
+
+    /// The box's sizes in destination order.
+    pub fn dst_sizes(&self) -> Vec<u64> {
+        (0..self.sizes.len()).map(|k| self.sizes.get(self.box_dim(k)).copied().unwrap_or(1)).collect()
+    }
 }
 
 /// `if e0 < b0, e1 < b1 { ... }`: runs its region where every condition

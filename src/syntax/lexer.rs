@@ -53,6 +53,8 @@ pub enum Tok<'s> {
     KwBox,
     #[token("cooperative")]
     KwCooperative,
+    #[token("permute")]
+    KwPermute,
     #[token("fill")]
     KwFill,
     #[token("kernel")]
@@ -140,6 +142,7 @@ impl fmt::Display for Tok<'_> {
             Tok::KwCopy => f.write_str("`copy`"),
             Tok::KwBox => f.write_str("`box`"),
             Tok::KwCooperative => f.write_str("`cooperative`"),
+            Tok::KwPermute => f.write_str("`permute`"),
             Tok::KwFill => f.write_str("`fill`"),
             Tok::KwKernel => f.write_str("`kernel`"),
             Tok::Def(s) => write!(f, "definition `%{s} =`"),

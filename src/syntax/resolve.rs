@@ -376,8 +376,8 @@ impl Resolver {
                 (Some(result), self.load(func, scope, place, src, indices, pad.as_ref(), clauses, ty, *span))
             }
             StmtAst::Store { value, dst, indices, span } => return self.store(func, scope, place, value, dst, indices, *span),
-            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, pad, cooperative, span } => {
-                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), sizes, pad.as_ref(), *cooperative, *span);
+            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, permute, pad, cooperative, span } => {
+                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), (sizes, permute.as_ref()), pad.as_ref(), *cooperative, *span);
             }
             StmtAst::Fill { buffer, value, span } => return self.fill(func, scope, place, buffer, value, *span),
         };
@@ -1155,7 +1155,7 @@ impl Resolver {
         place: &Place<'_>,
         src: (&Word, &[IndexAst]),
         dst: (&Word, &[IndexAst]),
-        sizes: &[Word],
+        (sizes, permute): (&[Word], Option<&(Vec<Word>, Span)>),
         pad: Option<&LiteralAst>,
         cooperative: bool,
         span: Span,
@@ -1177,7 +1177,20 @@ impl Resolver {
                 n
             })
             .collect();
-        let (Some(s), Some(d)) = (s, d) else { return };
+        // Whether it is a permutation of the box's dimensions is the
+        // verifier's rule (passes make copies too).
+        let permute: Option<Vec<usize>> = permute.map_or(Some(Vec::new()), |(dims, _)| {
+            dims.iter()
+                .map(|w| {
+                    let n = w.text.parse::<usize>().ok();
+                    if n.is_none() {
+                        self.error(Diagnostic::error(format!("dimension `{}` is too large", w.text)).at(w.span, "too large"));
+                    }
+                    n
+                })
+                .collect()
+        });
+        let (Some(s), Some(d), Some(permute)) = (s, d, permute) else { return };
         let Some(src_type) = self.readable(func, s, src.0, "copied from") else { return };
         let pad = match pad {
             Some(p) => match self.literal(p, src_type.elem) {
@@ -1191,7 +1204,7 @@ impl Resolver {
         let all: Vec<AffineExpr<Value>> = src_exprs.iter().chain(&dst_exprs).cloned().collect();
         let mut dims = index_operands(&mut operands, &all);
         let dst_dims = dims.split_off(src_exprs.len());
-        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, pad, cooperative }));
+        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, permute, pad, cooperative }));
         func.append_op(place.region, kind, operands, vec![], span);
     }
 

@@ -175,6 +175,8 @@ struct Measured {
     flops: u64,
     check: Option<bool>,
     baseline: Option<Result<(String, f64), String>>,
+    /// The schedule each kernel was compiled with, on one line.
+    schedules: Vec<String>,
 }
 
 fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
@@ -231,6 +233,7 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
     let measurements = report.statistics.iter().flat_map(|(_, counters)| counters.iter()).filter(|(name, _)| *name == "measured").map(|(_, n)| *n).reduce(|a, b| a + b);
 
     let f = scheduled.funcs.first().ok_or("the pipeline removed the function")?;
+    let schedules = kernel_schedules(f);
     let start = Instant::now();
     let compiled = tilec_codegen::compile_function_cpu(f, &tilec_codegen::driver::llvm_target_of(target)).map_err(|e| e.0)?;
     let so = tilec_codegen::link_shared(&compiled.artifacts.object, dir, &f.name).map_err(|e| e.0)?;
@@ -261,7 +264,26 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
     let baseline = cli.baseline.then(|| run_baseline(path, threads));
-    Ok(Measured { search_s, compile_s, measurements, median_s: times[times.len() / 2], min_s: times[0], flops: tilec::ir::cost::flops(&original), check, baseline })
+    Ok(Measured { search_s, compile_s, measurements, median_s: times[times.len() / 2], min_s: times[0], flops: tilec::ir::cost::flops(&original), check, baseline, schedules })
+}
+
+/// The schedules of `f`'s kernels, each on one line as `tilec` prints it
+/// (`schedule "host" {tile = {...}, order = [...], ...}`).
+fn kernel_schedules(f: &tilec::ir::Function) -> Vec<String> {
+    f.walk()
+        .into_iter()
+        .filter_map(|op| match &f.ops[op].kind {
+            tilec::ir::OpKind::Kernel(k) => {
+                let s = &k.schedule;
+                let mut body = String::new();
+                let names = |r: usize| s.cache.iter().find(|c| c.read == r).map_or_else(|| format!("r{r}"), |c| c.read_name.clone());
+                tilec::ir::schedule::write_schedule_body(s, &mut body, "", &names).ok()?;
+                let one_line = body.lines().map(str::trim).collect::<Vec<_>>().join(" ").replace("{ ", "{").replace(", }", "}").replace(" }", "}");
+                Some(format!("schedule \"{}\" {one_line}", s.target))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// numpy/onnxruntime on the same workload (`benchmarks/baseline.py`):
@@ -473,6 +495,7 @@ fn row_json(r: &Row, peak: Option<f64>) -> Json {
                 "check": m.check,
                 "baseline": baseline,
                 "ratio_to_baseline": ratio,
+                "schedules": m.schedules,
             })
         }
         Err(e) => json!({ "workload": r.workload, "strategy": r.strategy, "error": e }),
