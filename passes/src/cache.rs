@@ -31,9 +31,10 @@ fills the buffer with the box of elements the loads inside touch (padding
 included), and those loads read the buffer. Shared-memory buffers are
 allocated once per block, filled cooperatively by its threads and fenced
 with barriers; register (local) buffers are per thread; on CPUs the local
-buffers are packed copies per cache level, and a read staged in the
-registers (a memory no tile level uses) is staged at the innermost tile
-level. Reads with an exact division (`div`) are not cached. A read may be
+buffers are packed copies per cache level, with the dimension the vector
+loop walks moved innermost (`copy ... permute [...]`), and a read staged
+in the registers (a memory no tile level uses) is staged at the innermost
+tile level. Reads with an exact division (`div`) are not cached. A read may be
 staged again into a level nearer the loads (shared memory, then registers:
 the inner copy reads the outer buffer), not the other way round.",
     options: &[

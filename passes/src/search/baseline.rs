@@ -32,6 +32,9 @@ impl Random {
             cfg.pack[r] = c[rng.below(c.len())];
         }
         cfg.order = p.orders[rng.below(p.orders.len())].clone();
+        if !p.vector_axes.is_empty() {
+            cfg.vector = Some(p.vector_axes[rng.below(p.vector_axes.len())]);
+        }
         cfg
     }
 }
@@ -78,22 +81,26 @@ impl Strategy for Exhaustive {
         let chains: Vec<Vec<Vec<u64>>> = (0..p.axes.len()).map(|a| p.chains(a)).collect();
         let vts: Vec<Vec<u64>> = (0..p.axes.len()).map(|a| if p.vthread_ok && p.axes[a].spatial { vec![1, 2, 4] } else { vec![1] }).collect();
         let packs = p.pack_combinations();
+        let vectors: Vec<Option<usize>> = if p.vector_axes.is_empty() { vec![None] } else { p.vector_axes.iter().map(|&v| Some(v)).collect() };
         let mut all = Vec::new();
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];
         'outer: loop {
-            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone(), order: p.orders[0].clone() };
+            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone(), order: p.orders[0].clone(), vector: vectors[0] };
             let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
-            if vt_ok && p.valid(&cfg) {
-                // Packing and loop order do not change validity.
-                for pack in &packs {
-                    for order in &p.orders {
-                        cx.visited += 1;
-                        all.push(Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() });
+            for &v in &vectors {
+                let cfg = Config { vector: v, ..cfg.clone() };
+                if vt_ok && p.valid(&cfg) {
+                    // Packing and loop order do not change validity.
+                    for pack in &packs {
+                        for order in &p.orders {
+                            cx.visited += 1;
+                            all.push(Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() });
+                        }
                     }
+                } else {
+                    cx.visited += (packs.len() * p.orders.len()) as u64;
                 }
-            } else {
-                cx.visited += (packs.len() * p.orders.len()) as u64;
             }
             // Odometer over (chain, vthread) per axis, last axis fastest.
             let mut a = p.axes.len();

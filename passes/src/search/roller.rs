@@ -22,7 +22,7 @@ impl Roller {
     fn grow(p: &Problem, cfg: &Config, a: usize, level: usize) -> Option<u64> {
         let cur = cfg.tiles[a][level];
         let choices = p.choices(cfg, a, level);
-        if p.vector_axis == Some(a) {
+        if cfg.vector == Some(a) {
             let t = &p.target;
             let line = t.memory_level(&t.tile_levels[level].memory).map_or(1, |m| m.line_bytes as u64);
             let align = (line / p.info.output.elem.size_bytes().max(1)).max(1);
@@ -46,7 +46,11 @@ impl Strategy for Roller {
     }
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
-        let mut beam = vec![p.initial()];
+        // One start per vector axis the space offers.
+        let mut beam: Vec<Config> = p.vector_axes.iter().map(|&v| Config { vector: Some(v), ..p.initial() }).collect();
+        if beam.is_empty() {
+            beam.push(p.initial());
+        }
         for level in 0..p.levels {
             let mut cands: Vec<Config> = Vec::new();
             for start in &beam {

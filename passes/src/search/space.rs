@@ -37,14 +37,17 @@ pub struct Axis {
 /// A point of the space: `tiles[axis][level]`, `vthreads[axis]`, per read
 /// where it is packed (CPU targets: 0 not packed, `l + 1` packed into a
 /// contiguous buffer per tile of tile level `l`; always 0 on GPUs, whose
-/// staging follows from the target), and the loop order within the tile
-/// levels (one of [`Problem::orders`]: axis indices, outermost first).
+/// staging follows from the target), the loop order within the tile
+/// levels (one of [`Problem::orders`]: axis indices, outermost first), and
+/// the axis whose innermost loop runs on vector lanes (one of
+/// [`Problem::vector_axes`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Config {
     pub tiles: Vec<Vec<u64>>,
     pub vthreads: Vec<u64>,
     pub pack: Vec<u8>,
     pub order: Vec<usize>,
+    pub vector: Option<usize>,
 }
 
 impl Config {
@@ -83,10 +86,14 @@ pub struct Problem {
     /// innermost staged memory has banks (GPU shared memory) get them.
     pub vthread_ok: bool,
     pub bank_width_elems: u64,
-    /// The axis a vector width goes on (the last spatial axis) and the
-    /// lanes of a vector register for the widest element it carries.
-    pub vector_axis: Option<usize>,
-    pub lanes: u64,
+    /// The axes a vector width may go on, the default (the last spatial
+    /// axis) first: on CPU targets every spatial axis longer than 1 (a
+    /// read walked along it that is not contiguous gathers, unless a packed
+    /// copy puts it innermost); on GPUs the default alone.
+    pub vector_axes: Vec<usize>,
+    /// Per axis, the lanes of a vector register for the widest element a
+    /// vector along it carries.
+    pub lanes: Vec<u64>,
     /// The unroll limit every schedule gets.
     pub unroll: u64,
     /// The target's loop-order template, parsed (empty if it does not
@@ -165,6 +172,16 @@ pub const FMA_LATENCY_CYCLES: f64 = 4.0;
 /// ran 10x slower than packed.)
 pub const GUARDED_LOAD_COST: f64 = 4.0;
 
+/// Issue slots a gathered vector lane takes (a scalar load and an insert),
+/// against one for a broadcast or a vector load.
+pub const GATHER_LOAD_COST: f64 = 2.0;
+
+/// Cycles a lane of a vector stored lane by lane takes: the extract, the
+/// store, and the line it lands in, one of `w` different lines (measured on
+/// ResNet-50 R1, a 1x1 convolution over 64 channels with the vector along
+/// the output channels: 62% of the time outside the FMA loop).
+pub const SCATTER_LANE_COST: f64 = 4.0;
+
 /// Cache misses a core keeps in flight (Intel's 10 to 16 L1 fill buffers;
 /// the model takes the low end): conflict misses of a self-evicting tile
 /// stall the kernel for their latency over this.
@@ -232,19 +249,23 @@ impl Problem {
         let vthread_ok = gpu && has_v && banks.is_some() && !stageable.is_empty();
         let elem = info.acc.size_bytes().max(1);
         let bank_width_elems = banks.map_or(1, |m| (m.bank_width_bytes as u64 / elem).max(1));
-        let vector_axis = c.axes.iter().rposition(|a| a.kind == AxisKind::Spatial);
+        let default_vector = c.axes.iter().rposition(|a| a.kind == AxisKind::Spatial);
+        let mut vector_axes: Vec<usize> = default_vector.into_iter().collect();
+        if !gpu {
+            vector_axes.extend((0..axes.len()).filter(|&a| axes[a].spatial && axes[a].extent > 1 && Some(a) != default_vector));
+        }
         // The widest element the vector lanes carry (as the resource check
         // computes it): accumulator, output, reads indexed by the axis.
-        let mut bits = info.acc.size_bytes().max(info.output.elem.size_bytes()) * 8;
-        if let Some(v) = vector_axis {
-            let id = c.axis_by_name(&axes[v].name)?;
+        let mut lanes = Vec::new();
+        for id in c.axis_ids() {
+            let mut bits = info.acc.size_bytes().max(info.output.elem.size_bytes()) * 8;
             for (i, r) in c.all_reads() {
                 if r.indices.iter().any(|e| e.uses(id)) {
                     bits = bits.max(info.reads.get(i)?.tensor.elem.size_bytes() * 8);
                 }
             }
+            lanes.push(if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 });
         }
-        let lanes = if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 };
         Some(Problem {
             func: f.name.clone(),
             op,
@@ -261,7 +282,7 @@ impl Problem {
             thread_level,
             vthread_ok,
             bank_width_elems,
-            vector_axis,
+            vector_axes,
             lanes,
             unroll,
             order,
@@ -294,7 +315,7 @@ impl Problem {
                 t
             })
             .collect();
-        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()], order: self.orders[0].clone() }
+        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()], order: self.orders[0].clone(), vector: self.vector_axes.first().copied() }
     }
 
     /// The pack choices of read `r` (0: none, `l + 1`: tile level `l`);
@@ -502,9 +523,9 @@ impl Problem {
     /// up to the lanes that divides a virtual thread's share of the vector
     /// axis' innermost tile (0: none).
     pub fn vector_width(&self, cfg: &Config) -> u64 {
-        let Some(v) = self.vector_axis else { return 0 };
+        let Some(v) = cfg.vector else { return 0 };
         let share = cfg.tiles[v][self.levels - 1] / cfg.vthreads[v].max(1);
-        let mut w = self.lanes;
+        let mut w = self.lanes_of(cfg);
         while w > 1 {
             if share % w == 0 {
                 return w;
@@ -540,7 +561,7 @@ impl Problem {
         s.unroll = if self.gpu() { self.unroll } else { self.unroll.max(self.register_tile(cfg).0 as u64) };
         let w = self.vector_width(cfg);
         if w > 1 {
-            s.vector = Some((self.axes[self.vector_axis.expect("vector axis")].name.clone(), w));
+            s.vector = Some((self.axes[cfg.vector.expect("a width needs an axis")].name.clone(), w));
         }
         // The axes that make loops, in the chosen order; nothing where that
         // is declaration order.
@@ -584,20 +605,35 @@ impl Problem {
                 loads += elems as f64 * GUARDED_LOAD_COST;
                 continue;
             }
-            let contiguous = self.vector_axis.is_some_and(|v| {
-                let id = ids[v];
-                let last = read.indices.last();
-                w > 1 && last.is_some_and(|e| e.coeff(id) == 1 && e.divisor() == 1) && read.indices[..read.indices.len() - 1].iter().all(|e| !e.uses(id))
-            });
+            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], cfg.pack_level(r).is_some()));
             if contiguous {
                 let v = elems.div_ceil(w) as f64;
                 loads += v;
                 vector_loads += v;
+            } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(ids[v]))) {
+                // Lanes gathered one element at a time.
+                loads += elems as f64 * GATHER_LOAD_COST;
             } else {
                 loads += elems as f64;
             }
         }
         (acc, loads, vector_loads)
+    }
+
+    /// Does an access with `indices` walk axis `id` with unit stride in
+    /// memory: through its last dimension alone, or, for a packed copy
+    /// (which puts the dimension the vector walks innermost, see the
+    /// `cache` pass), through any one dimension alone?
+    fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: bool) -> bool {
+        let using: Vec<&AffineExpr<AxisId>> = indices.iter().filter(|e| e.uses(id)).collect();
+        let [e] = using.as_slice() else { return false };
+        let unit = e.coeff(id) == 1 && e.divisor() == 1;
+        unit && (packed || indices.last().is_some_and(|l| std::ptr::eq(l, *e)))
+    }
+
+    /// The lanes of a vector along `cfg`'s vector axis (1 without one).
+    pub fn lanes_of(&self, cfg: &Config) -> u64 {
+        cfg.vector.and_then(|v| self.lanes.get(v).copied()).unwrap_or(1)
     }
 
     /// The target's peak GFLOP/s for the accumulator's type (else f32's).
@@ -643,7 +679,9 @@ impl Problem {
     /// - registers: the accumulators plus the step's vector operands and a
     ///   broadcast must fit the register file, else they spill (half speed
     ///   per register short);
-    /// - the accumulator's load and store once per reduction run.
+    /// - the accumulator's load and store once per reduction run, and the
+    ///   output's lane-by-lane store where it is not contiguous along the
+    ///   vector axis.
     pub fn kernel_efficiency(&self, cfg: &Config) -> f64 {
         self.kernel_terms(cfg).iter().product::<f64>().clamp(1e-6, 1.0)
     }
@@ -654,7 +692,7 @@ impl Problem {
     pub fn kernel_terms(&self, cfg: &Config) -> [f64; 4] {
         let t = &self.target;
         let (acc, loads, vector_loads) = self.register_tile(cfg);
-        let lanes = self.lanes.max(1) as f64;
+        let lanes = self.lanes_of(cfg).max(1) as f64;
         let per_clock = t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3);
         let peak = self.peak_gflops();
         let fma_units = (peak / (per_clock * lanes * 2.0)).round().max(1.0);
@@ -671,7 +709,17 @@ impl Problem {
         // as this many reduction steps.
         let run = self.reduction_run(cfg);
         let overhead = fma_units / load_units + fma_units;
-        let accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
+        let mut accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
+        // An output not contiguous along the vector axis is stored lane by
+        // lane ([`SCATTER_LANE_COST`] cycles each), once per output vector
+        // after the whole reduction: against the FMAs of that reduction.
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let w = self.vector_width(cfg);
+        if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], false)) {
+            let reduction: f64 = self.axes.iter().filter(|a| !a.spatial).map(|a| a.extent as f64).product();
+            let fma = reduction / fma_units;
+            accumulate *= fma / (fma + w as f64 * SCATTER_LANE_COST);
+        }
         [issue, latency, registers, accumulate]
     }
 
@@ -794,7 +842,7 @@ impl Problem {
             eff *= (th / (MIN_WARPS as f64 * warp)).min(1.0);
         } else {
             let w = self.vector_width(cfg).max(1) as f64;
-            eff *= w / self.lanes.max(1) as f64;
+            eff *= w / self.lanes_of(cfg).max(1) as f64;
             eff *= self.kernel_efficiency(cfg);
         }
         let compute = self.flops / (peak * eff.max(1e-9));
@@ -886,7 +934,7 @@ impl Problem {
     /// The number of states of the space [`Problem::enumerate`] walks
     /// (saturating).
     pub fn space_size(&self) -> u128 {
-        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128;
+        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128 * self.vector_axes.len().max(1) as u128;
         for a in 0..self.axes.len() {
             let chains = self.chains(a).len() as u128;
             let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };
