@@ -325,7 +325,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
 fn vector_innermost(local: &[AffineExpr<Value>], viv: Value) -> Vec<usize> {
     let n = local.len();
     let Some(d) = local.iter().position(|e| e.coeff(viv) == 1) else { return Vec::new() };
-    if n == 0 || d == n - 1 || local[n - 1].uses(viv) {
+    if d == n - 1 || local[n - 1].uses(viv) {
         return Vec::new();
     }
     (0..n).filter(|&k| k != d).chain([d]).collect()

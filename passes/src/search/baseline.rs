@@ -32,9 +32,8 @@ impl Random {
             cfg.pack[r] = c[rng.below(c.len())];
         }
         cfg.order = p.orders[rng.below(p.orders.len())].clone();
-        if !p.vector_axes.is_empty() {
-            cfg.vector = Some(p.vector_axes[rng.below(p.vector_axes.len())]);
-        }
+        let vectors = p.vector_choices();
+        cfg.vector = vectors[rng.below(vectors.len())];
         cfg
     }
 }
@@ -81,7 +80,7 @@ impl Strategy for Exhaustive {
         let chains: Vec<Vec<Vec<u64>>> = (0..p.axes.len()).map(|a| p.chains(a)).collect();
         let vts: Vec<Vec<u64>> = (0..p.axes.len()).map(|a| if p.vthread_ok && p.axes[a].spatial { vec![1, 2, 4] } else { vec![1] }).collect();
         let packs = p.pack_combinations();
-        let vectors: Vec<Option<usize>> = if p.vector_axes.is_empty() { vec![None] } else { p.vector_axes.iter().map(|&v| Some(v)).collect() };
+        let vectors = p.vector_choices();
         let mut all = Vec::new();
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];

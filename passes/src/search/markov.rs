@@ -220,8 +220,7 @@ impl Strategy for Markov {
         // from those along another, and splitting one budget between them
         // starves both (measured: GEMM 1024 went from 59 to 43 GFLOP/s).
         let per_axis = cx.budget;
-        let starts: Vec<Option<usize>> = if p.vector_axes.is_empty() { vec![None] } else { p.vector_axes.iter().map(|&v| Some(v)).collect() };
-        for vector in starts {
+        for vector in p.vector_choices() {
             cx.budget = cx.visited.saturating_add(per_axis);
             while cx.visited < cx.budget {
                 let before = cx.visited;

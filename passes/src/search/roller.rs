@@ -47,10 +47,7 @@ impl Strategy for Roller {
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
         // One start per vector axis the space offers.
-        let mut beam: Vec<Config> = p.vector_axes.iter().map(|&v| Config { vector: Some(v), ..p.initial() }).collect();
-        if beam.is_empty() {
-            beam.push(p.initial());
-        }
+        let mut beam: Vec<Config> = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).collect();
         for level in 0..p.levels {
             let mut cands: Vec<Config> = Vec::new();
             for start in &beam {

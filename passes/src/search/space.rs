@@ -631,6 +631,12 @@ impl Problem {
         unit && (packed || indices.last().is_some_and(|l| std::ptr::eq(l, *e)))
     }
 
+    /// The vector-axis choices of a state: each of [`Problem::vector_axes`],
+    /// or no vector where there is none (an op without spatial axes).
+    pub fn vector_choices(&self) -> Vec<Option<usize>> {
+        if self.vector_axes.is_empty() { vec![None] } else { self.vector_axes.iter().map(|&v| Some(v)).collect() }
+    }
+
     /// The lanes of a vector along `cfg`'s vector axis (1 without one).
     pub fn lanes_of(&self, cfg: &Config) -> u64 {
         cfg.vector.and_then(|v| self.lanes.get(v).copied()).unwrap_or(1)
@@ -934,7 +940,7 @@ impl Problem {
     /// The number of states of the space [`Problem::enumerate`] walks
     /// (saturating).
     pub fn space_size(&self) -> u128 {
-        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128 * self.vector_axes.len().max(1) as u128;
+        let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128 * self.vector_choices().len() as u128;
         for a in 0..self.axes.len() {
             let chains = self.chains(a).len() as u128;
             let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };

@@ -251,6 +251,16 @@ fn show_candidates() {
     }
 }
 
+/// The search problem of the compute op of `benchmarks/workloads/<name>.tile`
+/// on a built-in target (unroll 16).
+fn workload_problem(name: &str, target: &str) -> space::Problem {
+    let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let m = parse(&src);
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    space::Problem::new(f, op, tilec::target::builtin(target).unwrap(), 16).unwrap()
+}
+
 /// The CPU terms of the model (docs/search.md, "The CPU model") on GEMM
 /// 1024 for `x86-avx512`: the BLIS-like schedule of
 /// `examples/gemm1024_avx512.tile` is predicted faster than the same tiles
@@ -259,12 +269,7 @@ fn show_candidates() {
 /// its loop order is the one that copies the B panel least often.
 #[test]
 fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/workloads/gemm_1024.tile")).unwrap();
-    let m = parse(&src);
-    let t = tilec::target::builtin("x86-avx512").unwrap();
-    let f = &m.funcs[0];
-    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
-    let p = space::Problem::new(f, op, t, 16).unwrap();
+    let p = workload_problem("gemm_1024", "x86-avx512");
     let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1) };
     let blis = cfg([[64, 64, 8], [256, 256, 32], [1024, 256, 256]], [2, 3]);
     assert!(p.valid(&blis));
@@ -304,12 +309,7 @@ fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
 /// (7 columns: no whole vector) or along `f` with the weights gathered.
 #[test]
 fn the_cpu_model_chooses_the_vector_axis() {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/workloads/conv2d_resnet50_r10.tile")).unwrap();
-    let m = parse(&src);
-    let t = tilec::target::builtin("x86-avx512").unwrap();
-    let f = &m.funcs[0];
-    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
-    let p = space::Problem::new(f, op, t, 16).unwrap();
+    let p = workload_problem("conv2d_resnet50_r10", "x86-avx512");
     // Axes n, f, oh, ow, c, r, s; the default (last spatial) first, n (1
     // long) left out.
     assert_eq!(p.vector_axes, vec![3, 1, 2]);
