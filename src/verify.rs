@@ -916,7 +916,7 @@ impl Verifier<'_> {
         let mut extents = Vec::new();
         for d in e.vars() {
             let v = *operands.get(d.index())?;
-            let extent = loop_extent(self.f, v)?;
+            let extent = self.f.loop_extent(v)?;
             if extent == 0 {
                 return None;
             }
@@ -1168,14 +1168,6 @@ impl Verifier<'_> {
     }
 }
 
-/// The extent of the loop whose induction variable `v` is, if it is one.
-fn loop_extent(f: &Function, v: Value) -> Option<u64> {
-    let ValueDef::RegionArg(r, 0) = f.values[v].def else { return None };
-    match &f.ops[f.regions[r].owner?].kind {
-        OpKind::For(l) => Some(l.extent),
-        _ => None,
-    }
-}
 
 
 /// What a schedule belongs to, for [`verify_schedule_structure`].

@@ -12,7 +12,9 @@
 //! unrolled here, so register tiles become straight-line code whose
 //! accumulators LLVM keeps in registers; `vector` loops become vector
 //! operations (contiguous loads and stores as `vector.load`/`vector.store`,
-//! uniform values broadcast, anything else gathered lane by lane); CPU
+//! uniform values broadcast, anything else gathered lane by lane; a
+//! guard on the lane itself, the vector axis' partial last tile, becomes a
+//! lane mask for the loads and stores of non-local memory); CPU
 //! `parallel` loops become the kernel's `[lo, hi)` parameters, so the host
 //! splits them over cores; GPU block and thread loops become
 //! `gpu.block_id`/`gpu.thread_id`, shared buffers workgroup memory,
@@ -100,6 +102,12 @@ pub struct Emitter<'f> {
     next: usize,
     vals: HashMap<Value, Ev>,
     lanes: Option<Lanes>,
+    /// Inside a guard whose condition depends on the lane (the partial last
+    /// tile of the vector axis): the `vector<W x i1>` of the lanes it holds
+    /// for. Loads and stores of memory outside the kernel's local buffers
+    /// are masked with it; local buffers cover whole tiles, so every lane
+    /// of theirs is in bounds.
+    mask: Option<String>,
     /// Allocations of local buffers, hoisted to the function entry (an
     /// `alloca` inside a loop would grow the stack every iteration).
     hoisted: Vec<String>,
@@ -164,7 +172,7 @@ impl<'f> Emitter<'f> {
     /// Emits one kernel as an MLIR function (CPU) or a GPU module with a
     /// kernel function.
     fn kernel(f: &'f Function, op: Op, symbol: &str, gpu: bool) -> Result<(String, KernelAbi), EmitError> {
-        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0 };
+        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0 };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -480,8 +488,9 @@ impl<'f> Emitter<'f> {
     }
 
     /// Can a vector loop's body be emitted as vector code? (No loops,
-    /// buffers, copies or barriers inside, and guards the same in every
-    /// lane.) Otherwise the loop runs as a scalar loop.
+    /// buffers, copies or barriers inside, and guards either the same in
+    /// every lane or a bound on the lane itself, `base + lane < bound`,
+    /// which becomes a lane mask.) Otherwise the loop runs as a scalar loop.
     fn vectorizable(&self, body: Region) -> bool {
         let f = self.f;
         let iv = f.regions[body].args[0];
@@ -491,7 +500,8 @@ impl<'f> Emitter<'f> {
                 match &f.ops[o].kind {
                     OpKind::For(_) | OpKind::Alloc | OpKind::Copy(_) | OpKind::Fill(_) | OpKind::Barrier | OpKind::Kernel(_) => return false,
                     OpKind::If(g) => {
-                        if g.conds.iter().any(|(e, _)| f.expr_in_values(o, e).uses(iv)) {
+                        let maskable = |e: &AffineExpr<Value>| !e.uses(iv) || (e.coeff(iv) == 1 && e.divisor() == 1);
+                        if !g.conds.iter().all(|(e, _)| maskable(&f.expr_in_values(o, e))) {
                             return false;
                         }
                         stack.push(f.ops[o].regions[0]);
@@ -652,17 +662,44 @@ impl<'f> Emitter<'f> {
             && splits[last].lane == 1
             && splits[..last].iter().all(|s| s.lane == 0);
         let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(t.elem));
+        let mask = self.mask_for(src, &idx);
         if contiguous {
             let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
             let v = self.fresh("vl");
-            self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
+            match &mask {
+                None => self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", "))),
+                Some(mask) => {
+                    let zero = self.zero_like(t.elem, true)?;
+                    let maskty = format!("vector<{}xi1>", lanes.width);
+                    self.line(&format!("{v} = vector.maskedload {m}[{}], {mask}, {zero} : {mty}, {maskty}, {vty} into {vty}", base.join(", ")));
+                }
+            }
             return Ok(Ev::Vector(v, t.elem));
         }
-        // Gather lane by lane.
+        // Gather lane by lane (a masked-off lane reads nothing and is 0).
         let mut parts = Vec::new();
         for l in 0..lanes.width as i64 {
             let at: Vec<AffineExpr<Value>> = idx.iter().map(|e| self.at_lane(e, l)).collect();
-            parts.push(self.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad)?);
+            let Some(mask) = &mask else {
+                parts.push(self.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad)?);
+                continue;
+            };
+            let on = self.fresh("on");
+            self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from vector<{}xi1>", lanes.width));
+            let et = mlir_elem(t.elem);
+            let v = self.fresh("ml");
+            self.line(&format!("{v} = scf.if {on} -> ({et}) {{"));
+            self.depth += 1;
+            let x = self.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad)?;
+            self.line(&format!("scf.yield {x} : {et}"));
+            self.depth -= 1;
+            self.line("} else {");
+            self.depth += 1;
+            let zero = self.zero_like(t.elem, false)?;
+            self.line(&format!("scf.yield {zero} : {et}"));
+            self.depth -= 1;
+            self.line("}");
+            parts.push(v);
         }
         let v = self.fresh("vg");
         self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
@@ -686,16 +723,31 @@ impl<'f> Emitter<'f> {
                 let vec = self.as_vector(value.clone(), lanes.width)?;
                 let last = idx.len() - 1;
                 let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(elem));
+                let mask = self.mask_for(dst, &idx);
+                let maskty = format!("vector<{}xi1>", lanes.width);
                 if splits[last].lane == 1 && splits[..last].iter().all(|s| s.lane == 0) {
                     let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
-                    self.line(&format!("vector.store {vec}, {m}[{}] : {mty}, {vty}", base.join(", ")));
+                    match &mask {
+                        None => self.line(&format!("vector.store {vec}, {m}[{}] : {mty}, {vty}", base.join(", "))),
+                        Some(mask) => self.line(&format!("vector.maskedstore {m}[{}], {mask}, {vec} : {mty}, {maskty}, {vty}", base.join(", "))),
+                    }
                 } else {
                     for l in 0..lanes.width as i64 {
                         let x = self.fresh("x");
                         self.line(&format!("{x} = vector.extract {vec}[{l}] : {} from {vty}", mlir_elem(elem)));
                         let exprs: Vec<AffineExpr<Value>> = idx.iter().map(|e| self.at_lane(e, l)).collect();
                         let at: Vec<String> = exprs.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+                        let Some(mask) = &mask else {
+                            self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+                            continue;
+                        };
+                        let on = self.fresh("on");
+                        self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from {maskty}"));
+                        self.line(&format!("scf.if {on} {{"));
+                        self.depth += 1;
                         self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+                        self.depth -= 1;
+                        self.line("}");
                     }
                 }
             }
@@ -849,8 +901,29 @@ impl<'f> Emitter<'f> {
     fn guard(&mut self, op: Op, g: &Guard) -> Result<(), EmitError> {
         let f = self.f;
         let mut all: Option<String> = None;
+        let mut lane_mask: Option<String> = None;
         for (e, bound) in &g.conds {
             let e = f.expr_in_values(op, e);
+            let split = self.split_lanes(&e);
+            if let (Some(lanes), true) = (self.lanes, split.lane != 0) {
+                // `base + lane < bound` holds for the lanes below `bound - base`.
+                let n = self.numerator(&split.uniform)?;
+                let b = self.constant_index(*bound);
+                let left = self.fresh("left");
+                self.line(&format!("{left} = arith.subi {b}, {n} : index"));
+                let m = self.fresh("mask");
+                let mty = format!("vector<{}xi1>", lanes.width);
+                self.line(&format!("{m} = vector.create_mask {left} : {mty}"));
+                lane_mask = Some(match lane_mask {
+                    None => m,
+                    Some(prev) => {
+                        let a = self.fresh("mask");
+                        self.line(&format!("{a} = arith.andi {prev}, {m} : {mty}"));
+                        a
+                    }
+                });
+                continue;
+            }
             let n = self.numerator(&e)?;
             let b = self.constant_index(*bound);
             let c = self.fresh("g");
@@ -864,13 +937,49 @@ impl<'f> Emitter<'f> {
                 }
             });
         }
-        let Some(cond) = all else { return self.region(f.ops[op].regions[0]) };
-        self.line(&format!("scf.if {cond} {{"));
-        self.depth += 1;
-        self.region(f.ops[op].regions[0])?;
-        self.depth -= 1;
-        self.line("}");
-        Ok(())
+        let outer_mask = self.mask.clone();
+        if let (Some(m), Some(lanes)) = (lane_mask, self.lanes) {
+            self.mask = Some(match &outer_mask {
+                None => m,
+                Some(prev) => {
+                    let a = self.fresh("mask");
+                    self.line(&format!("{a} = arith.andi {prev}, {m} : vector<{}xi1>", lanes.width));
+                    a
+                }
+            });
+        }
+        let result = match all {
+            None => self.region(f.ops[op].regions[0]),
+            Some(cond) => {
+                self.line(&format!("scf.if {cond} {{"));
+                self.depth += 1;
+                let r = self.region(f.ops[op].regions[0]);
+                self.depth -= 1;
+                self.line("}");
+                r
+            }
+        };
+        self.mask = outer_mask;
+        result
+    }
+
+    /// The lane mask a load or store of `buffer` at `idx` needs: the
+    /// guard's mask, unless the buffer is local and every index is in
+    /// bounds over the loops' whole ranges, guards aside (accumulators and
+    /// packed copies cover whole tiles). Those stay unmasked, so LLVM keeps
+    /// accumulators in registers.
+    fn mask_for(&self, buffer: Value, idx: &[AffineExpr<Value>]) -> Option<String> {
+        let f = self.f;
+        let mask = self.mask.clone()?;
+        let Type::Buffer(b) = f.value_type(buffer) else { return Some(mask) };
+        if b.scope != MemScope::Local {
+            return Some(mask);
+        }
+        let in_bounds = idx.iter().zip(&b.shape).all(|(e, &dim)| {
+            let range = e.numerator_range(|v| (0, f.loop_extent(v).map_or(i64::MAX, |x| x.saturating_sub(1).min(i64::MAX as u64) as i64)));
+            matches!(range, Some((lo, hi)) if lo >= 0 && hi.div_euclid(e.divisor().max(1)) < dim as i64)
+        });
+        (!in_bounds).then_some(mask)
     }
 
     // ---------------------------------------------------------------

@@ -153,6 +153,15 @@ impl Function {
         self.new_op(at, kind, operands, results, span)
     }
 
+    /// The extent of the loop whose induction variable `v` is, if it is one.
+    pub fn loop_extent(&self, v: Value) -> Option<u64> {
+        let ValueDef::RegionArg(r, 0) = self.values[v].def else { return None };
+        match &self.ops[self.regions[r].owner?].kind {
+            OpKind::For(l) => Some(l.extent),
+            _ => None,
+        }
+    }
+
     /// An operand-relative expression of `op` in terms of values.
     pub fn expr_in_values(&self, op: Op, e: &AffineExpr<Dim>) -> AffineExpr<Value> {
         let operands = &self.ops[op].operands;

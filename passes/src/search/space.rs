@@ -849,6 +849,12 @@ impl Problem {
         } else {
             let w = self.vector_width(cfg).max(1) as f64;
             eff *= w / self.lanes_of(cfg).max(1) as f64;
+            // The vector axis' partial last tile runs whole vectors, its
+            // lanes past the extent masked off.
+            if let Some(v) = cfg.vector {
+                let (extent, tile) = (self.axes[v].extent, cfg.tiles[v][0].max(1));
+                eff *= extent as f64 / (extent.div_ceil(tile) * tile) as f64;
+            }
             eff *= self.kernel_efficiency(cfg);
         }
         let compute = self.flops / (peak * eff.max(1e-9));
