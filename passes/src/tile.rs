@@ -32,7 +32,11 @@ declaration order), innermost the point tile; a local accumulator for the
 spatial tile inside the first reduction loop, initialised with the
 combiner's identity; the body's reads as loads (keeping their padding); the
 fold as load-combine-store on the accumulator; the epilogue and the store of
-the result after the reduction; `if` guards for partial tiles. Loops are
+the result after the reduction; `if` guards for partial tiles. When the
+schedule's vector axis is a reduction axis, its point loop goes innermost
+and the accumulator gets a dimension for its points (each vector lane keeps
+its own partial result), folded by a loop tagged `<axis>.lanes` before the
+epilogue. Loops are
 serial and tagged `axis(<axis>.<level>)`; the other scheduling passes find
 them by their tags. Compute ops without a schedule are left alone, unless
 `unscheduled=serial`: then, on a CPU target, each gets the plain schedule
@@ -152,6 +156,10 @@ struct Builder<'a> {
     /// loops (which panel stays in cache) without forbidding vectors along
     /// the axis that is contiguous in memory.
     vector_axis: Option<usize>,
+    /// The vector axis when it is a reduction axis: its point loop goes
+    /// innermost too, and the accumulator gets a dimension for its points,
+    /// one partial result per lane, folded together before the store.
+    lane_axis: Option<usize>,
     /// Each axis' place in the schedule's loop order (`Schedule::order`):
     /// within a tile level, loops go outermost first by rank.
     rank: Vec<usize>,
@@ -192,7 +200,8 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     let level_names = target.tile_levels.iter().map(|l| l.name.clone()).collect();
     let vector_axis = schedule.vector.as_ref().and_then(|(name, _)| axes.iter().position(|a| &a.name == name));
     let rank = schedule.axis_ranks(axes.iter().map(|a| a.name.as_str()));
-    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis, rank };
+    let lane_axis = vector_axis.filter(|&v| axes[v].kind == AxisKind::Reduction && axes[v].point_trip() > 1);
+    let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis, lane_axis, rank };
     b.nest(0, kernel_body, false, has_reduction, &read_names);
 
     // Uses of the tensor now read the buffer; the compute op goes.
@@ -231,6 +240,9 @@ impl Builder<'_> {
             axes.sort_by_key(|&i| self.rank[i]);
             if level == Level::Point {
                 axes.sort_by_key(|&i| Some(i) == self.vector_axis);
+                // A reduction vector axis' point loop is made innermost of
+                // all, by `nest`.
+                axes.retain(|&i| Some(i) != self.lane_axis);
             }
             for (i, a) in axes.into_iter().map(|i| (i, &self.axes[i])) {
                 let trip = match level {
@@ -329,6 +341,10 @@ impl Builder<'_> {
             return;
         }
         if k == self.order.len() {
+            let region = match self.lane_axis {
+                Some(v) => self.make_loops(region, &[(v, Level::Point, self.axes[v].point_trip())]),
+                None => region,
+            };
             self.innermost(region, read_names);
             return;
         }
@@ -341,7 +357,10 @@ impl Builder<'_> {
     /// build the reduction nest, then the store loops.
     fn accumulate(&mut self, k: usize, region: Region, read_names: &[String]) {
         let acc_ty = self.f.value_type(self.yield_value(0)).as_scalar().expect("verified: scalar yield");
-        let shape: Vec<u64> = self.spatial().iter().map(|&a| self.inner_span(a, k)).collect();
+        let mut shape: Vec<u64> = self.spatial().iter().map(|&a| self.inner_span(a, k)).collect();
+        if let Some(v) = self.lane_axis {
+            shape.push(self.axes[v].point_trip());
+        }
         let acc = self.f.build_alloc(Cursor::end(region), BufferType::new(shape, acc_ty, MemScope::Local), "acc", self.span);
         let identity = self.c.combiner.expect("reduction axes have a combiner").identity(acc_ty);
         self.f.build_fill(Cursor::end(region), acc, identity, self.span);
@@ -357,11 +376,35 @@ impl Builder<'_> {
                 inner = self.make_loops(inner, &loops);
             }
         }
-        let acc_index: Vec<AffineExpr<Value>> = self.spatial().iter().map(|&a| self.inner_value(a, k)).collect();
+        let mut acc_index: Vec<AffineExpr<Value>> = self.spatial().iter().map(|&a| self.inner_value(a, k)).collect();
         let guarded = self.guard(inner, false);
+        if let Some(v) = self.lane_axis {
+            acc_index.push(AffineExpr::constant(0));
+            self.fold_lanes(guarded, acc, &acc_index, v);
+        }
         let folded = self.f.build_load(Cursor::end(guarded), acc, &acc_index, None, None, Some("folded"), self.span);
         self.finish(guarded, folded, read_names);
         self.ivs = saved.into_iter().collect();
+    }
+
+    /// Folds the per-lane partial results of a reduction vector axis `v`
+    /// into the first: `for %t: acc[.., 0] = acc[.., 0] ⊕ acc[.., t + 1]`
+    /// (`at_first` indexes the first).
+    fn fold_lanes(&mut self, region: Region, acc: Value, at_first: &[AffineExpr<Value>], v: usize) {
+        let points = self.axes[v].point_trip();
+        let tag = LoopTag { axis: self.axes[v].name.clone(), level: "lanes".into(), reduction: true };
+        let hint = format!("{}_lanes", self.axes[v].name);
+        let (_, body, t) = self.f.build_for(Cursor::end(region), points - 1, Mapping::Serial, Some(tag), &hint, self.span);
+        self.loops += 1;
+        let mut at_lane = at_first.to_vec();
+        *at_lane.last_mut().expect("the lane dimension") = AffineExpr::from_parts([(t, 1)], 1, 1).expect("small");
+        let first = self.f.build_load(Cursor::end(body), acc, at_first, None, None, None, self.span);
+        let lane = self.f.build_load(Cursor::end(body), acc, &at_lane, None, None, None, self.span);
+        let ty = self.f.value_type(first).as_scalar().expect("scalar");
+        let op = tilec::ir::scalar::combiner_op(self.c.combiner.expect("reduction has a combiner"));
+        let combined = self.f.build_op(Cursor::end(body), OpKind::Binary(op), vec![first, lane], vec![Type::Scalar(ty)], self.span);
+        let combined = self.f.result(combined);
+        self.f.build_store(Cursor::end(body), combined, acc, at_first, self.span);
     }
 
     /// Wraps `region` in a guard for the partial tiles of the spatial axes
@@ -432,7 +475,10 @@ impl Builder<'_> {
         let value = self.clone_region(0, region, &args);
         match self.acc {
             Some(acc) => {
-                let acc_index: Vec<AffineExpr<Value>> = self.spatial().iter().map(|&a| self.inner_value(a, self.acc_pos)).collect();
+                let mut acc_index: Vec<AffineExpr<Value>> = self.spatial().iter().map(|&a| self.inner_value(a, self.acc_pos)).collect();
+                if let Some(v) = self.lane_axis {
+                    acc_index.push(AffineExpr::var(self.ivs[&(v, Level::Point)]));
+                }
                 let old = self.f.build_load(Cursor::end(region), acc, &acc_index, None, None, None, self.span);
                 let ty = self.f.value_type(old).as_scalar().expect("scalar");
                 let op = tilec::ir::scalar::combiner_op(self.c.combiner.expect("reduction has a combiner"));

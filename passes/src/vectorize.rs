@@ -16,8 +16,8 @@ For every kernel whose schedule names a vector axis and width (`vector =
 innermost (`point`) loop of that axis into a loop over vectors and a
 `vector` loop of `width` lanes (tagged `<axis>.vector`), rewriting the
 index expressions inside. The axis' point loop must be the innermost loop
-of its nest (the last spatial axis whose innermost tile is longer than 1)
-and its trip count, after `vthread`, a multiple of the width; otherwise
+of its nest (`tile` puts the vector axis' point loop there, spatial or
+reduction) and its trip count, after `vthread`, a multiple of the width; otherwise
 the pass reports an error. (The verifier checks only that the width divides
 the axis' innermost tile.)",
     options: &[
@@ -93,10 +93,12 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
             .with_help(help));
     }
     let old_iv = induction_var(f, lp);
+    let reduction = l.tag.as_ref().is_some_and(|t| t.reduction);
+    let tag = LoopTag { axis: axis.to_string(), level: "vector".into(), reduction };
     if l.extent == width {
         if let OpKind::For(x) = &mut f.ops[lp].kind {
             x.mapping = Mapping::Vector;
-            x.tag = Some(LoopTag { axis: axis.to_string(), level: "vector".into(), reduction: false });
+            x.tag = Some(tag);
         }
         return Ok(());
     }
@@ -106,7 +108,7 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
     }
     let ops = std::mem::take(&mut f.regions[body].ops);
     let (vec_op, vec_body, lane) =
-        f.build_for(Cursor::end(body), width, Mapping::Vector, Some(LoopTag { axis: axis.to_string(), level: "vector".into(), reduction: false }), &format!("{axis}_lane"), span);
+        f.build_for(Cursor::end(body), width, Mapping::Vector, Some(tag), &format!("{axis}_lane"), span);
     for &o in &ops {
         f.ops[o].parent = vec_body;
     }

@@ -87,9 +87,10 @@ pub struct Problem {
     pub vthread_ok: bool,
     pub bank_width_elems: u64,
     /// The axes a vector width may go on, the default (the last spatial
-    /// axis) first: on CPU targets every spatial axis longer than 1 (a
-    /// read walked along it that is not contiguous gathers, unless a packed
-    /// copy puts it innermost); on GPUs the default alone.
+    /// axis) first: on CPU targets every axis longer than 1 (a read walked
+    /// along it that is not contiguous gathers, unless a packed copy puts
+    /// it innermost; along a reduction axis each lane accumulates its own
+    /// partial result, folded before the store); on GPUs the default alone.
     pub vector_axes: Vec<usize>,
     /// Per axis, the lanes of a vector register for the widest element a
     /// vector along it carries.
@@ -265,6 +266,16 @@ impl Problem {
                 }
             }
             lanes.push(if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 });
+        }
+        if !gpu {
+            // A reduction axis is worth a vector where a read walks it
+            // contiguously as it is (GEMV's rows) for at least a whole
+            // vector; otherwise its lanes would gather, and markov would
+            // spend a whole budget on it (each vector axis gets one).
+            let ids: Vec<AxisId> = c.axis_ids().collect();
+            vector_axes.extend((0..axes.len()).filter(|&a| {
+                !axes[a].spatial && axes[a].extent >= lanes[a] && lanes[a] > 1 && c.all_reads().any(|(_, r)| Self::walks_contiguously(&r.indices, ids[a], false))
+            }));
         }
         Some(Problem {
             func: f.name.clone(),
@@ -580,28 +591,33 @@ impl Problem {
 
     /// The register tile of a CPU schedule: the accumulator's vector
     /// registers (the innermost tile's spatial points over the vector
-    /// width), and per reduction step the loads that feed it (a vector per
-    /// `w` contiguous elements of a read along the vector axis; one
-    /// broadcast or scalar load per element otherwise) and how many of
-    /// those are vector loads held in registers while the step runs.
+    /// width; with a reduction vector axis, the spatial points times that
+    /// axis' innermost tile over the width), and per reduction step (a
+    /// reduction vector axis' whole innermost tile) the loads that feed it
+    /// (a vector per `w` contiguous elements of a read along the vector
+    /// axis; one broadcast or scalar load per element otherwise) and how
+    /// many of those are vector loads held in registers while the step
+    /// runs.
     pub fn register_tile(&self, cfg: &Config) -> (f64, f64, f64) {
         let inner = self.levels - 1;
         let w = self.vector_width(cfg).max(1);
-        let points: u64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, _)| self.range_of(cfg, i, inner)).product();
+        let lane_axis = self.lane_axis(cfg);
+        let points: u64 = self.axes.iter().enumerate().filter(|&(i, a)| a.spatial || Some(i) == lane_axis).map(|(i, _)| self.range_of(cfg, i, inner)).product();
         let acc = points.div_ceil(w) as f64;
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
         let t = |id: AxisId| {
             let a = id.index();
-            if self.axes[a].spatial { self.range_of(cfg, a, inner) } else { 1 }
+            if self.axes[a].spatial || Some(a) == lane_axis { self.range_of(cfg, a, inner) } else { 1 }
         };
         let (mut loads, mut vector_loads) = (0.0, 0.0);
-        let partial = self.has_partial_tiles(cfg);
         for (r, read) in self.compute.all_reads() {
             let elems = (self.read_bytes(r, &t) / self.info.reads[r].tensor.elem.size_bytes().max(1)).max(1);
-            // Guarded loads are scalar: at the edges of partial tiles, and
-            // for a padded read that no packed copy (which holds the
-            // padding) stands in for.
-            if partial || (read.pad.is_some() && cfg.pack_level(r).is_none()) {
+            // Guarded loads are scalar for a padded read that no packed
+            // copy (which holds the padding) stands in for. (Partial tiles
+            // are not: a guard on another axis is a branch around vector
+            // code, and the vector axis' own partial tile masks its lanes,
+            // which `predict` charges.)
+            if read.pad.is_some() && cfg.pack_level(r).is_none() {
                 loads += elems as f64 * GUARDED_LOAD_COST;
                 continue;
             }
@@ -631,6 +647,27 @@ impl Problem {
         unit && (packed || indices.last().is_some_and(|l| std::ptr::eq(l, *e)))
     }
 
+    /// Cycles per element a packed copy of read `r` takes beyond moving its
+    /// bytes: [`GUARDED_LOAD_COST`] for a padded read (each element's
+    /// bounds are checked), [`GATHER_LOAD_COST`] for one the `cache` pass
+    /// permutes (the vector axis walks a dimension other than its last, so
+    /// the copy's loads are strided), else 0 (rows copied as runs).
+    fn pack_cycles_per_element(&self, cfg: &Config, r: usize) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        if read.pad.is_some() {
+            return GUARDED_LOAD_COST;
+        }
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let permuted = self.vector_width(cfg) > 1
+            && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], true) && !Self::walks_contiguously(&read.indices, ids[v], false));
+        if permuted { GATHER_LOAD_COST } else { 0.0 }
+    }
+
+    /// `cfg`'s vector axis when it is a reduction axis with a vector width.
+    pub fn lane_axis(&self, cfg: &Config) -> Option<usize> {
+        cfg.vector.filter(|&v| !self.axes[v].spatial && self.vector_width(cfg) > 1)
+    }
+
     /// The vector-axis choices of a state: each of [`Problem::vector_axes`],
     /// or no vector where there is none (an op without spatial axes).
     pub fn vector_choices(&self) -> Vec<Option<usize>> {
@@ -646,12 +683,6 @@ impl Problem {
     fn peak_gflops(&self) -> f64 {
         let t = &self.target;
         t.peak_gflops.get(&self.info.acc.to_string()).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0)
-    }
-
-    /// Does an outermost tile leave a partial tile (a size that does not
-    /// divide its axis' extent)? Code for it checks bounds at every point.
-    pub fn has_partial_tiles(&self, cfg: &Config) -> bool {
-        self.axes.iter().enumerate().any(|(a, axis)| !self.fixed(a, 0) && axis.extent % cfg.tiles[a][0].max(1) != 0)
     }
 
     /// The reduction steps a CPU register tile accumulates before its
@@ -713,16 +744,25 @@ impl Problem {
         let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };
         // Loading and storing the accumulator costs about as many cycles
         // as this many reduction steps.
-        let run = self.reduction_run(cfg);
+        let lane_axis = self.lane_axis(cfg);
+        // A reduction vector axis' innermost tile is one step.
+        let step = lane_axis.map_or(1.0, |v| self.range_of(cfg, v, self.levels - 1) as f64);
+        let run = self.reduction_run(cfg) / step;
         let overhead = fma_units / load_units + fma_units;
         let mut accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
-        // An output not contiguous along the vector axis is stored lane by
-        // lane ([`SCATTER_LANE_COST`] cycles each), once per output vector
-        // after the whole reduction: against the FMAs of that reduction.
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
         let w = self.vector_width(cfg);
-        if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], false)) {
-            let reduction: f64 = self.axes.iter().filter(|a| !a.spatial).map(|a| a.extent as f64).product();
+        let reduction: f64 = self.axes.iter().filter(|a| !a.spatial).map(|a| a.extent as f64).product();
+        if lane_axis.is_some() {
+            // Each output point folds its `step` partial results, a scalar
+            // load and combine each, against its FMAs.
+            let fma = reduction / (w as f64 * fma_units);
+            accumulate *= fma / (fma + step);
+        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], false)) {
+            // An output not contiguous along the vector axis is stored lane
+            // by lane ([`SCATTER_LANE_COST`] cycles each), once per output
+            // vector after the whole reduction: against the FMAs of that
+            // reduction.
             let fma = reduction / fma_units;
             accumulate *= fma / (fma + w as f64 * SCATTER_LANE_COST);
         }
@@ -801,7 +841,10 @@ impl Problem {
     pub fn pack_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
-        let mut loops: Vec<(usize, u64)> = Vec::new();
+        // (axis, trip, bound to cores): a copy moves out of the serial loops
+        // its box does not depend on, never out of a parallel one (each
+        // core packs its own).
+        let mut loops: Vec<(usize, u64, bool)> = Vec::new();
         for e in &self.order {
             let (spatial, l) = match *e {
                 OrderEntry::Spatial(l) => (true, l),
@@ -817,16 +860,17 @@ impl Problem {
                     continue;
                 }
                 let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
-                loops.push((a, outer.div_ceil(self.range_of(cfg, a, l).max(1))));
+                let parallel = spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
+                loops.push((a, outer.div_ceil(self.range_of(cfg, a, l).max(1)), parallel));
             }
         }
-        while let Some(&(a, trip)) = loops.last() {
-            if trip > 1 && read.indices.iter().any(|e| e.uses(ids[a])) {
+        while let Some(&(a, trip, parallel)) = loops.last() {
+            if parallel || (trip > 1 && read.indices.iter().any(|e| e.uses(ids[a]))) {
                 break;
             }
             loops.pop();
         }
-        let copies: f64 = loops.iter().map(|&(_, trip)| trip as f64).product();
+        let copies: f64 = loops.iter().map(|&(_, trip, _)| trip as f64).product();
         let box_bytes = self.read_bytes(r, &|id: AxisId| self.range_of(cfg, id.index(), level));
         copies * box_bytes as f64
     }
@@ -887,10 +931,18 @@ impl Problem {
                         // each, [`MISSES_IN_FLIGHT`] at a time per core.
                         stall += bytes / from.line_bytes.max(1) as f64 * from.latency_ns * 1e-9 / (MISSES_IN_FLIGHT * units * par_eff);
                     }
-                    // A packed copy reads its box there and writes it here.
+                    // A packed copy reads its box there and writes it here,
+                    // at memory speed where its rows are plain runs; a
+                    // padded copy checks every element's bounds, and a
+                    // permuted one loads element by element.
                     if cfg.pack_level(r) == Some(level) {
                         let bytes = self.pack_traffic(cfg, r, level);
                         time += bytes / from_bw + bytes / m_bw;
+                        let cycles = self.pack_cycles_per_element(cfg, r);
+                        if cycles > 0.0 {
+                            let elems = bytes / self.info.reads[r].tensor.elem.size_bytes().max(1) as f64;
+                            time += elems * cycles / (t.compute.clock_ghz.max(1e-3) * 1e9 * units * par_eff);
+                        }
                     }
                 }
             }

@@ -253,6 +253,25 @@ fn show_candidates() {
 
 /// The search problem of the compute op of `benchmarks/workloads/<name>.tile`
 /// on a built-in target (unroll 16).
+/// GEMV's vector goes along its rows, the reduction axis: the matrix loads
+/// whole vectors and each lane keeps a partial sum, where vectors along the
+/// output would gather the matrix's columns.
+#[test]
+fn the_cpu_model_vectorizes_gemv_along_the_reduction() {
+    let p = workload_problem("gemv_v3", "x86-avx512");
+    assert_eq!(p.vector_axes, vec![0, 1], "i (the default), then the reduction axis j");
+    let cfg = |vector: usize| Config { tiles: vec![vec![32, 8, 8], vec![1000, 40, 8]], vthreads: vec![1; 2], pack: vec![0; 2], order: vec![0, 1], vector: Some(vector) };
+    let along_j = cfg(1);
+    assert!(p.valid(&along_j));
+    assert_eq!(p.vector_width(&along_j), 8);
+    assert_eq!(p.lane_axis(&along_j), Some(1));
+    assert_eq!(p.register_tile(&along_j), (8.0, 9.0, 9.0), "8 rows x 8 lanes of partial sums; 8 row vectors and one of x per step");
+    assert_eq!(p.schedule(&along_j).vector, Some(("j".to_string(), 8)));
+    let along_i = cfg(0);
+    assert_eq!(p.lane_axis(&along_i), None);
+    assert!(p.predict(&along_i) > 1.5 * p.predict(&along_j));
+}
+
 fn workload_problem(name: &str, target: &str) -> space::Problem {
     let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let m = parse(&src);
@@ -311,7 +330,8 @@ fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
 fn the_cpu_model_chooses_the_vector_axis() {
     let p = workload_problem("conv2d_resnet50_r10", "x86-avx512");
     // Axes n, f, oh, ow, c, r, s; the default (last spatial) first, n (1
-    // long) left out.
+    // long) left out; no read walks c, r or s contiguously, so no
+    // reduction axis.
     assert_eq!(p.vector_axes, vec![3, 1, 2]);
     let tiles: Vec<Vec<u64>> = [[1, 1, 1], [256, 64, 32], [7, 7, 1], [7, 7, 7], [1024, 256, 256], [1, 1, 1], [1, 1, 1]].iter().map(|t| t.to_vec()).collect();
     let cfg = |vector: usize, pack_kv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![0, pack_kv], order: (0..7).collect(), vector: Some(vector) };
