@@ -57,6 +57,16 @@ pub fn mlir_elem(t: ElemType) -> &'static str {
     }
 }
 
+/// Zero of element type `ty`, as a literal.
+fn zero_literal(ty: ElemType) -> Literal {
+    if ty.is_int() { Literal::Int(0) } else { Literal::Float(0.0) }
+}
+
+/// The type of a mask over `width` vector lanes.
+fn mask_type(width: u64) -> String {
+    format!("vector<{width}xi1>")
+}
+
 fn memref_type(shape: &[u64], elem: ElemType, space: &str) -> String {
     let mut s = String::from("memref<");
     for d in shape {
@@ -616,33 +626,41 @@ impl<'f> Emitter<'f> {
         let Some(pad) = pad else {
             return Ok(load(self, &quots));
         };
-        let mut all = conds[0].clone();
-        for c in &conds[1..] {
-            let a = self.fresh("and");
-            self.line(&format!("{a} = arith.andi {all}, {c} : i1"));
-            all = a;
+        let mut all = None;
+        for c in conds {
+            all = Some(self.and(all, c, "i1"));
         }
-        Ok(self.load_or_pad(&all, m, mty, &quots, pad, elem))
+        Ok(self.load_or_pad(&all.expect("a padded load checks its bounds"), m, mty, &quots, pad, elem))
     }
 
     /// `cond ? memref.load m[idx] : pad`, as an `scf.if` (the load must not
     /// run when it would be out of bounds).
     fn load_or_pad(&mut self, cond: &str, m: &str, mty: &str, idx: &[String], pad: Literal, elem: ElemType) -> String {
+        self.select_scalar(cond, elem, pad, |e| {
+            let x = e.fresh("ld");
+            e.line(&format!("{x} = memref.load {m}[{}] : {mty}", idx.join(", ")));
+            Ok(x)
+        })
+        .expect("a plain load emits no errors")
+    }
+
+    /// `cond ? then() : otherwise`, as an `scf.if` whose first branch alone
+    /// runs what `then` emits.
+    fn select_scalar(&mut self, cond: &str, elem: ElemType, otherwise: Literal, then: impl FnOnce(&mut Self) -> Result<String, EmitError>) -> Result<String, EmitError> {
         let et = mlir_elem(elem);
         let v = self.fresh("pl");
         self.line(&format!("{v} = scf.if {cond} -> ({et}) {{"));
         self.depth += 1;
-        let x = self.fresh("ld");
-        self.line(&format!("{x} = memref.load {m}[{}] : {mty}", idx.join(", ")));
+        let x = then(self)?;
         self.line(&format!("scf.yield {x} : {et}"));
         self.depth -= 1;
         self.line("} else {");
         self.depth += 1;
-        let p = self.scalar_constant(pad, elem);
+        let p = self.scalar_constant(otherwise, elem);
         self.line(&format!("scf.yield {p} : {et}"));
         self.depth -= 1;
         self.line("}");
-        v
+        Ok(v)
     }
 
     fn load(&mut self, op: Op, a: &Access) -> Result<Ev, EmitError> {
@@ -670,7 +688,7 @@ impl<'f> Emitter<'f> {
                 None => self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", "))),
                 Some(mask) => {
                     let zero = self.zero_like(t.elem, true)?;
-                    let maskty = format!("vector<{}xi1>", lanes.width);
+                    let maskty = mask_type(lanes.width);
                     self.line(&format!("{v} = vector.maskedload {m}[{}], {mask}, {zero} : {mty}, {maskty}, {vty} into {vty}", base.join(", ")));
                 }
             }
@@ -685,21 +703,8 @@ impl<'f> Emitter<'f> {
                 continue;
             };
             let on = self.fresh("on");
-            self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from vector<{}xi1>", lanes.width));
-            let et = mlir_elem(t.elem);
-            let v = self.fresh("ml");
-            self.line(&format!("{v} = scf.if {on} -> ({et}) {{"));
-            self.depth += 1;
-            let x = self.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad)?;
-            self.line(&format!("scf.yield {x} : {et}"));
-            self.depth -= 1;
-            self.line("} else {");
-            self.depth += 1;
-            let zero = self.zero_like(t.elem, false)?;
-            self.line(&format!("scf.yield {zero} : {et}"));
-            self.depth -= 1;
-            self.line("}");
-            parts.push(v);
+            self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from {}", mask_type(lanes.width)));
+            parts.push(self.select_scalar(&on, t.elem, zero_literal(t.elem), |e| e.scalar_load(&m, &mty, &t.shape, t.elem, &at, a.pad))?);
         }
         let v = self.fresh("vg");
         self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
@@ -724,7 +729,7 @@ impl<'f> Emitter<'f> {
                 let last = idx.len() - 1;
                 let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(elem));
                 let mask = self.mask_for(dst, &idx);
-                let maskty = format!("vector<{}xi1>", lanes.width);
+                let maskty = mask_type(lanes.width);
                 if splits[last].lane == 1 && splits[..last].iter().all(|s| s.lane == 0) {
                     let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
                     match &mask {
@@ -859,14 +864,7 @@ impl<'f> Emitter<'f> {
             self.line(&format!("{ge} = arith.cmpi sge, {q}, {zero} : index"));
             self.line(&format!("{lt} = arith.cmpi slt, {q}, {hi} : index"));
             self.line(&format!("{both} = arith.andi {ge}, {lt} : i1"));
-            all = Some(match all {
-                None => both,
-                Some(prev) => {
-                    let a = self.fresh("and");
-                    self.line(&format!("{a} = arith.andi {prev}, {both} : i1"));
-                    a
-                }
-            });
+            all = Some(self.and(all, both, "i1"));
         }
         let Some(cond) = all else {
             // Rank 0: always in bounds.
@@ -901,7 +899,8 @@ impl<'f> Emitter<'f> {
     fn guard(&mut self, op: Op, g: &Guard) -> Result<(), EmitError> {
         let f = self.f;
         let mut all: Option<String> = None;
-        let mut lane_mask: Option<String> = None;
+        // Lane conditions narrow the enclosing guard's mask.
+        let mut mask = self.mask.clone();
         for (e, bound) in &g.conds {
             let e = f.expr_in_values(op, e);
             let split = self.split_lanes(&e);
@@ -912,42 +911,18 @@ impl<'f> Emitter<'f> {
                 let left = self.fresh("left");
                 self.line(&format!("{left} = arith.subi {b}, {n} : index"));
                 let m = self.fresh("mask");
-                let mty = format!("vector<{}xi1>", lanes.width);
+                let mty = mask_type(lanes.width);
                 self.line(&format!("{m} = vector.create_mask {left} : {mty}"));
-                lane_mask = Some(match lane_mask {
-                    None => m,
-                    Some(prev) => {
-                        let a = self.fresh("mask");
-                        self.line(&format!("{a} = arith.andi {prev}, {m} : {mty}"));
-                        a
-                    }
-                });
+                mask = Some(self.and(mask, m, &mty));
                 continue;
             }
             let n = self.numerator(&e)?;
             let b = self.constant_index(*bound);
             let c = self.fresh("g");
             self.line(&format!("{c} = arith.cmpi slt, {n}, {b} : index"));
-            all = Some(match all {
-                None => c,
-                Some(prev) => {
-                    let a = self.fresh("and");
-                    self.line(&format!("{a} = arith.andi {prev}, {c} : i1"));
-                    a
-                }
-            });
+            all = Some(self.and(all, c, "i1"));
         }
-        let outer_mask = self.mask.clone();
-        if let (Some(m), Some(lanes)) = (lane_mask, self.lanes) {
-            self.mask = Some(match &outer_mask {
-                None => m,
-                Some(prev) => {
-                    let a = self.fresh("mask");
-                    self.line(&format!("{a} = arith.andi {prev}, {m} : vector<{}xi1>", lanes.width));
-                    a
-                }
-            });
-        }
+        let outer_mask = std::mem::replace(&mut self.mask, mask);
         let result = match all {
             None => self.region(f.ops[op].regions[0]),
             Some(cond) => {
@@ -961,6 +936,15 @@ impl<'f> Emitter<'f> {
         };
         self.mask = outer_mask;
         result
+    }
+
+    /// `prev && next` (just `next` without `prev`), of type `ty` (`i1` or a
+    /// lane mask).
+    fn and(&mut self, prev: Option<String>, next: String, ty: &str) -> String {
+        let Some(prev) = prev else { return next };
+        let a = self.fresh("and");
+        self.line(&format!("{a} = arith.andi {prev}, {next} : {ty}"));
+        a
     }
 
     /// The lane mask a load or store of `buffer` at `idx` needs: the
@@ -1061,7 +1045,7 @@ impl<'f> Emitter<'f> {
     }
 
     fn zero_like(&mut self, ty: ElemType, vector: bool) -> Result<String, EmitError> {
-        let z = self.scalar_constant(if ty.is_int() { Literal::Int(0) } else { Literal::Float(0.0) }, ty);
+        let z = self.scalar_constant(zero_literal(ty), ty);
         if vector {
             let w = self.lanes.map(|l| l.width).unwrap_or(1);
             self.as_vector(Ev::Scalar(z, ty), w)
@@ -1184,7 +1168,7 @@ impl<'f> Emitter<'f> {
                 self.line(&format!("{a} = arith.maxnumf {xn}, {lo_v} : {ft}"));
                 self.line(&format!("{b} = arith.minnumf {a}, {hi_v} : {ft}"));
                 self.line(&format!("{i} = arith.fptosi {b} : {ft} to {tt}"));
-                let bool_t = if vector { format!("vector<{}xi1>", self.lanes.map(|l| l.width).unwrap_or(1)) } else { "i1".into() };
+                let bool_t = if vector { mask_type(self.lanes.map(|l| l.width).unwrap_or(1)) } else { "i1".into() };
                 self.line(&format!("{nan} = arith.cmpf uno, {xn}, {xn} : {ft}"));
                 let zero = self.zero_like(to, vector)?;
                 self.line(&format!("{z} = arith.select {nan}, {zero}, {i} : {bool_t}, {tt}"));

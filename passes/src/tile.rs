@@ -398,13 +398,19 @@ impl Builder<'_> {
         self.loops += 1;
         let mut at_lane = at_first.to_vec();
         *at_lane.last_mut().expect("the lane dimension") = AffineExpr::from_parts([(t, 1)], 1, 1).expect("small");
-        let first = self.f.build_load(Cursor::end(body), acc, at_first, None, None, None, self.span);
-        let lane = self.f.build_load(Cursor::end(body), acc, &at_lane, None, None, None, self.span);
-        let ty = self.f.value_type(first).as_scalar().expect("scalar");
+        self.combine_into(body, acc, at_first, |b| b.f.build_load(Cursor::end(body), acc, &at_lane, None, None, None, b.span));
+    }
+
+    /// `acc[index] = acc[index] ⊕ value`, with the op's combiner (`value`
+    /// builds its operand after the load of `acc[index]`).
+    fn combine_into(&mut self, region: Region, acc: Value, index: &[AffineExpr<Value>], value: impl FnOnce(&mut Self) -> Value) {
+        let old = self.f.build_load(Cursor::end(region), acc, index, None, None, None, self.span);
+        let value = value(self);
+        let ty = self.f.value_type(old).as_scalar().expect("scalar");
         let op = tilec::ir::scalar::combiner_op(self.c.combiner.expect("reduction has a combiner"));
-        let combined = self.f.build_op(Cursor::end(body), OpKind::Binary(op), vec![first, lane], vec![Type::Scalar(ty)], self.span);
+        let combined = self.f.build_op(Cursor::end(region), OpKind::Binary(op), vec![old, value], vec![Type::Scalar(ty)], self.span);
         let combined = self.f.result(combined);
-        self.f.build_store(Cursor::end(body), combined, acc, at_first, self.span);
+        self.f.build_store(Cursor::end(region), combined, acc, index, self.span);
     }
 
     /// Wraps `region` in a guard for the partial tiles of the spatial axes
@@ -479,12 +485,7 @@ impl Builder<'_> {
                 if let Some(v) = self.lane_axis {
                     acc_index.push(AffineExpr::var(self.ivs[&(v, Level::Point)]));
                 }
-                let old = self.f.build_load(Cursor::end(region), acc, &acc_index, None, None, None, self.span);
-                let ty = self.f.value_type(old).as_scalar().expect("scalar");
-                let op = tilec::ir::scalar::combiner_op(self.c.combiner.expect("reduction has a combiner"));
-                let combined = self.f.build_op(Cursor::end(region), OpKind::Binary(op), vec![old, value], vec![Type::Scalar(ty)], self.span);
-                let combined = self.f.result(combined);
-                self.f.build_store(Cursor::end(region), combined, acc, &acc_index, self.span);
+                self.combine_into(region, acc, &acc_index, |_| value);
             }
             None => self.finish(region, value, read_names),
         }

@@ -251,10 +251,6 @@ impl Problem {
         let elem = info.acc.size_bytes().max(1);
         let bank_width_elems = banks.map_or(1, |m| (m.bank_width_bytes as u64 / elem).max(1));
         let default_vector = c.axes.iter().rposition(|a| a.kind == AxisKind::Spatial);
-        let mut vector_axes: Vec<usize> = default_vector.into_iter().collect();
-        if !gpu {
-            vector_axes.extend((0..axes.len()).filter(|&a| axes[a].spatial && axes[a].extent > 1 && Some(a) != default_vector));
-        }
         // The widest element the vector lanes carry (as the resource check
         // computes it): accumulator, output, reads indexed by the axis.
         let mut lanes = Vec::new();
@@ -267,7 +263,9 @@ impl Problem {
             }
             lanes.push(if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 });
         }
+        let mut vector_axes: Vec<usize> = default_vector.into_iter().collect();
         if !gpu {
+            vector_axes.extend((0..axes.len()).filter(|&a| axes[a].spatial && axes[a].extent > 1 && Some(a) != default_vector));
             // A reduction axis is worth a vector where a read walks it
             // contiguously as it is (GEMV's rows) for at least a whole
             // vector; otherwise its lanes would gather, and markov would
