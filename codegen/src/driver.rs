@@ -85,7 +85,7 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
     })
 }
 
-/// `{"target", "kernels": [{"function", "symbol", "params", "parallel_trip"}]}`:
+/// `{"target", "kernels": [{"function", "symbol", "parallel_trip", "stack_bytes", "params"}]}`:
 /// how to call the kernels of a CPU object (docs/codegen.md, "The C ABI").
 fn cpu_metadata(l: &Lowered, t: &Target) -> String {
     let mut s = format!("{{\n  \"target\": \"{}\",\n  \"kernels\": [", t.name);
@@ -107,7 +107,7 @@ fn cpu_metadata(l: &Lowered, t: &Target) -> String {
                     }
                 })
                 .collect();
-            write!(s, "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"parallel_trip\": {}, \"params\": [{}]}}", k.symbol, k.parallel_trip, params.join(", ")).unwrap();
+            write!(s, "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"parallel_trip\": {}, \"stack_bytes\": {}, \"params\": [{}]}}", k.symbol, k.parallel_trip, k.stack_bytes, params.join(", ")).unwrap();
         }
     }
     s.push_str("\n  ]\n}\n");

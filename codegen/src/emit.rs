@@ -128,6 +128,8 @@ pub struct Emitter<'f> {
     /// GPU: the block's linear thread index and thread count, once known.
     thread_linear: Option<(String, u64)>,
     shared_bytes: u64,
+    /// CPU: bytes of the local buffers on the stack (each 64-byte aligned).
+    stack_bytes: u64,
 }
 
 /// The MLIR text of every kernel of `f`, and how to call each.
@@ -182,7 +184,7 @@ impl<'f> Emitter<'f> {
     /// Emits one kernel as an MLIR function (CPU) or a GPU module with a
     /// kernel function.
     fn kernel(f: &'f Function, op: Op, symbol: &str, gpu: bool) -> Result<(String, KernelAbi), EmitError> {
-        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0 };
+        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0, stack_bytes: 0 };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -208,11 +210,12 @@ impl<'f> Emitter<'f> {
             e.vals.insert(p, Ev::Memref(name, ty));
         }
         let body = f.ops[op].regions[0];
-        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0 };
+        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0 };
         if gpu {
             e.gpu_kernel_body(body, &mut abi)?;
         } else {
             e.cpu_kernel_body(body, &mut abi)?;
+            abi.stack_bytes = e.stack_bytes;
         }
         let mut text = String::new();
         if gpu {
@@ -437,6 +440,7 @@ impl<'f> Emitter<'f> {
             MemScope::Local => {
                 let ty = memref_type(&b.shape, b.elem, "");
                 self.hoisted.push(format!("{name} = memref.alloca() : {ty}"));
+                self.stack_bytes += b.size_bytes().unwrap_or(0).next_multiple_of(64);
                 self.vals.insert(r, Ev::Memref(name, ty));
             }
             MemScope::Shared if self.gpu => {

@@ -85,6 +85,22 @@ fn scheduled_gemm_compiles_to_fma_vectors_and_matches() {
     assert!(c.artifacts.asm.contains("ymm"), "no 256-bit vectors in the assembly");
 }
 
+/// A packed copy bigger than a thread's default stack (2.5 MiB at the
+/// core level): the kernel keeps it on its stack, so the threads that run
+/// it must get `stack_bytes` more.
+#[test]
+fn kernels_with_local_buffers_bigger_than_a_default_stack_run() {
+    let src = "func @rowsum(%A: tensor<16x40960xf32>) -> tensor<16xf32> {
+  %C = compute \"rowsum\" (i: 16) reduce sum (k: 40960) reads(%a = %A[i, k]) -> tensor<16xf32>[i]
+      schedule \"x86-avx2\" { tile = {i = [16, 8, 8], k = [40960, 4096, 256]}, cache = {a = l3}, vector = {i = 8} } {
+    yield %a : f32
+  }
+  return %C
+}";
+    let c = check_cpu("big_local", src, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    assert!(c.kernels[0].stack_bytes >= 16 * 40960 * 4, "stack bytes: {}", c.kernels[0].stack_bytes);
+}
+
 #[test]
 #[ignore = "prints generated code; run by hand"]
 fn show_gemm() {

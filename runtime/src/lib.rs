@@ -29,6 +29,11 @@ pub struct KernelAbi {
     /// 48 KiB); above 48 KiB the kernel must be allowed them first.
     #[serde(default)]
     pub dynamic_shared_bytes: u64,
+    /// CPU: bytes of local buffers (packed copies, accumulators) the kernel
+    /// keeps on its stack; a thread calling it needs this much stack beyond
+    /// its own use.
+    #[serde(default)]
+    pub stack_bytes: u64,
 }
 
 

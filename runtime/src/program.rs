@@ -224,7 +224,11 @@ impl CpuProgram {
             let trip = k.parallel_trip.max(1);
             let threads = threads.clamp(1, trip as usize);
             let chunk = trip.div_ceil(threads as u64);
+            // Local buffers live on the kernel's stack: each thread gets
+            // them on top of the usual stack.
+            let stack = usize::try_from(k.stack_bytes).ok().and_then(|b| b.checked_add(THREAD_STACK_BYTES)).ok_or_else(|| format!("kernel `{}` needs {} bytes of stack", k.symbol, k.stack_bytes))?;
             std::thread::scope(|s| {
+                let mut spawned = Vec::new();
                 for t in 0..threads as u64 {
                     let (lo, hi) = (t * chunk, ((t + 1) * chunk).min(trip));
                     if lo >= hi {
@@ -232,15 +236,20 @@ impl CpuProgram {
                     }
                     let ptrs = &ptrs;
                     let f = *f as usize;
-                    s.spawn(move || call(f, ptrs, lo as i64, hi as i64));
+                    spawned.push(std::thread::Builder::new().stack_size(stack).spawn_scoped(s, move || call(f, ptrs, lo as i64, hi as i64)));
                 }
-            });
+                spawned.into_iter().find_map(Result::err).map_or(Ok(()), |e| Err(format!("cannot start a thread with {stack} bytes of stack for kernel `{}`: {e}", k.symbol)))
+            })?;
         }
         let kernel_seconds = start.elapsed().as_secs_f64();
         let results = self.plan.collect_results(|value, ty| bufs.get(&value).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))?;
         Ok(CpuRun { results, kernel_seconds })
     }
 }
+
+/// Stack for a kernel thread besides the kernel's local buffers (Rust's
+/// default for spawned threads).
+const THREAD_STACK_BYTES: usize = 2 << 20;
 
 /// Calls kernel `f` with `ptrs` and the range: one C signature per arity.
 fn call(f: usize, ptrs: &[usize], lo: i64, hi: i64) {
