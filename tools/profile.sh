@@ -17,7 +17,7 @@ command -v perf >/dev/null || { echo "profile: perf is not installed (apt-get in
 python="$root/.tools/bench-venv/bin/python"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-pipeline="builtin.module(search{measure-top-k=8},tile,cache,vthread,bind,vectorize,unroll,lower-to-mlir)"
+pipeline="builtin.module(search{measure-top-k=8},tile,cache,vthread,bind,vectorize,unroll,hoist-guards,lower-to-mlir)"
 args=("--pass-pipeline=$pipeline")
 for a in "$@"; do case $a in --pass-pipeline=*) args=() ;; esac; done
 "$root/target/release/tilec" "$file" --target=host --emit=lib -o "$out/k.so" "${args[@]}" "$@"

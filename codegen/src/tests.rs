@@ -80,7 +80,7 @@ const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x40xf32>, %bi
 
 #[test]
 fn scheduled_gemm_compiles_to_fma_vectors_and_matches() {
-    let c = check_cpu("gemm", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    let c = check_cpu("gemm", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)");
     assert!(c.artifacts.asm.contains("vfmadd"), "no FMA in the assembly");
     assert!(c.artifacts.asm.contains("ymm"), "no 256-bit vectors in the assembly");
 }
@@ -97,14 +97,14 @@ fn kernels_with_local_buffers_bigger_than_a_default_stack_run() {
   }
   return %C
 }";
-    let c = check_cpu("big_local", src, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    let c = check_cpu("big_local", src, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)");
     assert!(c.kernels[0].stack_bytes >= 16 * 40960 * 4, "stack bytes: {}", c.kernels[0].stack_bytes);
 }
 
 #[test]
 #[ignore = "prints generated code; run by hand"]
 fn show_gemm() {
-    let c = check_cpu("gemm_show", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll)");
+    let c = check_cpu("gemm_show", GEMM, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)");
     std::fs::write("/tmp/t/gemm.mlir", &c.mlir).unwrap();
     std::fs::write("/tmp/t/gemm.s", &c.artifacts.asm).unwrap();
 }
@@ -131,7 +131,7 @@ fn gemm_speed() {
 }}");
     let target = tilec::target::builtin(&tname).expect("built-in target");
     let mut m = parse(&src);
-    schedule(&mut m, "builtin.module(tile,cache,bind,vectorize,unroll)", &target);
+    schedule(&mut m, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)", &target);
     let compiled = compile_function_cpu(&m.funcs[0], &LlvmTarget::host()).unwrap();
     std::fs::write("/tmp/t/speed.mlir", &compiled.mlir).unwrap();
     std::fs::write("/tmp/t/speed.s", &compiled.artifacts.asm).unwrap();
@@ -211,8 +211,8 @@ fn runnable_cpu_targets() -> Vec<Arc<Target>> {
 /// interpreter on the op as written.
 #[test]
 fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
-    let full = "builtin.module(tile,cache,vthread,bind,vectorize,unroll)";
-    let plain = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)";
+    let full = "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
+    let plain = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)";
     let dir = tempfile::tempdir().expect("temporary folder");
     let mut compiled_count = 0;
     for target in runnable_cpu_targets() {
@@ -273,7 +273,7 @@ fn random_schedules_compile_to_ptx_for_both_gpus() {
                 }
                 let what = format!("op {op} on {name} (seed {seed})");
                 let schedule_text = tilec::syntax::print_module(&m);
-                schedule(&mut m, "builtin.module(tile,cache,vthread,bind,vectorize,unroll)", &target);
+                schedule(&mut m, "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)", &target);
                 let c = match compile_function_gpu(&m.funcs[0], &target.isa.cpu, &target.isa.features) {
                     Ok(c) => c,
                     // Random schedules may stage more than static shared

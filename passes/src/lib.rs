@@ -14,6 +14,7 @@ mod schedule_props;
 pub mod tile;
 pub mod bind;
 pub mod cache;
+pub mod hoist_guards;
 pub mod unroll;
 pub mod vectorize;
 pub mod vthread;
@@ -33,6 +34,7 @@ pub fn registry() -> Registry {
     r.register(&bind::DECL);
     r.register(&unroll::DECL);
     r.register(&vectorize::DECL);
+    r.register(&hoist_guards::DECL);
     r
 }
 

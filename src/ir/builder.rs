@@ -192,6 +192,61 @@ impl Function {
         }
     }
 
+    /// A copy of `op` and everything inside it, placed at `at`. Operands
+    /// defined outside `op` are shared; values defined inside (results,
+    /// region arguments) are new, and `map` records old → new (values
+    /// already in `map` are replaced too).
+    pub fn clone_op(&mut self, at: Cursor, op: Op, map: &mut std::collections::HashMap<Value, Value>) -> Op {
+        let data = self.ops[op].clone();
+        let operands = data.operands.iter().map(|v| *map.get(v).unwrap_or(v)).collect();
+        let types = data.results.iter().map(|&r| self.values[r].ty.clone()).collect();
+        let span = self.op_spans[op];
+        let new = self.new_op(at, data.kind, operands, types, span);
+        for (i, &old) in data.results.iter().enumerate() {
+            let v = self.ops[new].results[i];
+            self.values[v].name = self.values[old].name.clone();
+            map.insert(old, v);
+        }
+        for r in data.regions {
+            let copy = self.new_region(Some(new));
+            self.ops[new].regions.push(copy);
+            for a in self.regions[r].args.clone() {
+                let arg = self.add_region_arg(copy, self.values[a].ty.clone(), self.values[a].name.clone());
+                map.insert(a, arg);
+            }
+            for o in self.regions[r].ops.clone() {
+                self.clone_op(Cursor::end(copy), o, map);
+            }
+        }
+        new
+    }
+
+    /// Moves `op` from its region to `at`.
+    pub fn move_op(&mut self, op: Op, at: Cursor) {
+        let from = self.ops[op].parent;
+        self.regions[from].ops.retain(|&o| o != op);
+        self.ops[op].parent = at.region;
+        self.place(at, op);
+    }
+
+    /// Replaces a guard's conditions (rebuilding its operands).
+    pub fn set_guard_conds(&mut self, op: Op, conds: &[(AffineExpr<Value>, i64)]) {
+        let exprs: Vec<AffineExpr<Value>> = conds.iter().map(|(e, _)| e.clone()).collect();
+        let (operands, mut packed) = pack_indices(vec![], &[&exprs]);
+        self.ops[op].operands = operands;
+        if let OpKind::If(g) = &mut self.ops[op].kind {
+            g.conds = packed.remove(0).into_iter().zip(conds.iter().map(|&(_, b)| b)).collect();
+        }
+    }
+
+    /// A guard's conditions, in terms of values.
+    pub fn guard_conds(&self, op: Op) -> Vec<(AffineExpr<Value>, i64)> {
+        match &self.ops[op].kind {
+            OpKind::If(g) => g.conds.iter().map(|(e, b)| (self.expr_in_values(op, e), *b)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The ops enclosing `op`, innermost first.
     pub fn ancestors(&self, op: Op) -> Vec<Op> {
         let mut out = Vec::new();

@@ -202,7 +202,7 @@ fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), Str
     let decls: &[&PassDecl] = if target.kind == TargetKind::Cuda {
         &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
     } else {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL]
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
     };
     let mut cx = PassContext::with_target(Some(target.clone()));
     for d in decls {

@@ -34,7 +34,7 @@ fn search_and_check(src: &str, t: &Arc<Target>, s: Search) -> Module {
     let order: &[&PassDecl] = if t.kind == TargetKind::Cuda {
         &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
     } else {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL]
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
     };
     passes.extend(order.iter().map(|d| make(d)));
     let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();

@@ -181,10 +181,10 @@ struct Measured {
 
 fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
     match strategy {
-        "plain" => "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll)".to_string(),
+        "plain" => "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)".to_string(),
         s => {
             let extra = if options.trim().is_empty() { String::new() } else { format!(" {}", options.trim()) };
-            format!("builtin.module(search{{strategy={s} seed={seed}{extra}}},tile{{unscheduled=serial}},cache,vthread,bind,vectorize,unroll)")
+            format!("builtin.module(search{{strategy={s} seed={seed}{extra}}},tile{{unscheduled=serial}},cache,vthread,bind,vectorize,unroll,hoist-guards)")
         }
     }
 }

@@ -124,7 +124,7 @@ impl Backend {
 /// The pipeline `--backend=cpu|cuda` runs when none is given: `search`
 /// (markov, construction only) schedules the ops that have no schedule,
 /// then the scheduling passes in the order they compose.
-const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll)";
+const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
 
 /// How a function is executed: interpreted, or compiled and loaded.
 enum Executable<'f> {

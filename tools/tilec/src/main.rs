@@ -147,7 +147,7 @@ enum Emit {
 /// (markov, construction only, seed 0) schedules the ops that have no
 /// schedule, then the scheduling passes in the order they compose, then
 /// the lowering.
-const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,lower-to-mlir)";
+const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards,lower-to-mlir)";
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Color {

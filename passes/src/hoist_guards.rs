@@ -1,0 +1,195 @@
+//! `hoist-guards`: runs the tiles that lie wholly inside the iteration
+//! space without bounds checks.
+//!
+//! `tile` guards a partial tile's points in the innermost body, inside
+//! the register tile's loops and inside serial loops the guard does not
+//! depend on (the reduction steps). Left there, code generation keeps the
+//! accumulators in memory (their stores are conditional, so LLVM cannot
+//! promote them to registers) and, on the vector axis, masks every access
+//! of every tile. This pass versions the nest instead: the copy that runs
+//! for whole tiles has no guard.
+
+use std::collections::HashMap;
+
+use crate::nest::{for_loop, induction_var, kernels, subtree};
+use tilec::diag::Diagnostics;
+use tilec::ir::builder::Cursor;
+use tilec::ir::*;
+use tilec::pass::{Pass, PassContext, PassDecl, PassOptions};
+
+pub static DECL: PassDecl = PassDecl {
+    name: "hoist-guards",
+    summary: "Version loop nests so that whole tiles run without bounds checks",
+    description: "
+A partial tile's guard (`if e < b`, made by `tile`) sits in the innermost
+body, inside loops it does not depend on; there its conditional stores keep
+accumulators out of registers and its lane conditions mask every vector
+access of every tile. For each loop that stays a loop in the generated code
+(serial or parallel; outer loops first), this pass takes the guard
+conditions it can check in the loop's body: those whose loops between the
+body and the guard are unrolled, vector lanes or virtual threads where the
+condition uses them, with at least one loop between that stays a loop (else
+nothing is gained). Each op of the body holding such a condition is split in
+two:
+
+    if e' < b { the op, with the condition dropped from its guards }
+    if -e' < 1 - b { the op as it was }
+
+where `e'` is `e` with the loops between at their largest values, so the
+first copy runs exactly where the condition holds for every point inside
+(the second is the first's complement). A guard left without conditions
+gives way to its body. Ops holding allocations or parallel loops are not
+copied (the check then moves to an inner loop); conditions with a divisor, and kernels with
+barriers or GPU-mapped loops, are left alone.",
+    options: &[],
+    statistics: &[("versioned", "ops split into a guard-free and a guarded copy"), ("dropped", "conditions dropped from guard-free copies")],
+    create: |_: &PassOptions| Box::new(HoistGuards),
+};
+
+pub struct HoistGuards;
+
+impl Pass for HoistGuards {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        for f in &mut module.funcs {
+            for (kernel, _) in kernels(f) {
+                let gpu_or_barrier = subtree(f, kernel).into_iter().any(|o| {
+                    matches!(f.ops[o].kind, OpKind::Barrier) || for_loop(f, o).is_some_and(|l| matches!(l.mapping, Mapping::Block(_) | Mapping::Thread(_)))
+                });
+                if !gpu_or_barrier {
+                    let body = f.ops[kernel].regions[0];
+                    hoist_in(f, body, cx);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A condition `e < b`, over values.
+type Cond = (AffineExpr<Value>, i64);
+
+/// Does loop `op` stay a loop in the generated code?
+fn stays_a_loop(f: &Function, op: Op) -> bool {
+    for_loop(f, op).is_some_and(|l| matches!(l.mapping, Mapping::Serial | Mapping::Parallel))
+}
+
+/// Versions the loops of region `r`, outer before inner.
+fn hoist_in(f: &mut Function, r: Region, cx: &mut PassContext) {
+    for op in f.regions[r].ops.clone() {
+        if stays_a_loop(f, op) {
+            version_loop(f, op, cx);
+        }
+        for inner in f.ops[op].regions.clone() {
+            hoist_in(f, inner, cx);
+        }
+    }
+}
+
+/// Condition `cond` of guard `guard` as a condition of loop `l`'s body
+/// (the loops between at their largest values), if it can be checked
+/// there: every loop between that uses it is unrolled, vector lanes or
+/// virtual threads, and at least one loop between stays a loop (else
+/// nothing is gained).
+fn hoisted_to(f: &Function, guard: Op, cond: &Cond, l: Op) -> Option<Cond> {
+    let (e, bound) = cond;
+    if e.divisor() != 1 {
+        return None;
+    }
+    let ancestors = f.ancestors(guard);
+    let at = ancestors.iter().position(|&a| a == l)?;
+    let between = &ancestors[..at];
+    if !between.iter().any(|&a| stays_a_loop(f, a)) {
+        return None;
+    }
+    let mut largest: HashMap<Value, i64> = HashMap::new();
+    for &a in between {
+        let Some(lp) = for_loop(f, a) else { continue };
+        let iv = induction_var(f, a);
+        if e.uses(iv) {
+            if stays_a_loop(f, a) {
+                return None;
+            }
+            largest.insert(iv, if e.coeff(iv) > 0 { i64::try_from(lp.extent).ok()? - 1 } else { 0 });
+        }
+    }
+    let hoisted = e.substitute(|v| largest.get(&v).map_or_else(|| AffineExpr::var(v), |&x| AffineExpr::constant(x))).ok()?;
+    // `e + k < b` reads better as `e < b - k`.
+    let k = hoisted.constant_term();
+    let hoisted = hoisted.checked_add(&AffineExpr::constant(-k)).ok()?;
+    Some((hoisted, bound.checked_sub(k)?))
+}
+
+/// `e < b` negated: `-e < 1 - b`.
+fn negated(cond: &Cond) -> Option<Cond> {
+    Some((cond.0.checked_scale(-1).ok()?, 1i64.checked_sub(cond.1)?))
+}
+
+/// Has a guard around `op` already split on `cond` (so splitting again
+/// would make a copy that never runs)?
+fn decided(f: &Function, op: Op, cond: &Cond) -> bool {
+    let negation = negated(cond);
+    f.ancestors(op).into_iter().any(|a| f.guard_conds(a).iter().any(|c| c == cond || Some(c) == negation.as_ref()))
+}
+
+/// The guards inside `op` (and `op` itself if it is one).
+fn guards_in(f: &Function, op: Op) -> Vec<Op> {
+    std::iter::once(op).chain(subtree(f, op)).filter(|&o| matches!(f.ops[o].kind, OpKind::If(_))).collect()
+}
+
+/// Splits the ops of loop `l`'s body on each condition that belongs
+/// there, one condition at a time.
+fn version_loop(f: &mut Function, l: Op, cx: &mut PassContext) {
+    let body = f.ops[l].regions[0];
+    let mut done: Vec<Cond> = Vec::new();
+    loop {
+        let next = guards_in(f, l).into_iter().find_map(|g| {
+            f.guard_conds(g).iter().filter_map(|c| hoisted_to(f, g, c, l)).find(|h| !done.contains(h) && !decided(f, g, h))
+        });
+        let Some(cond) = next else { return };
+        for op in f.regions[body].ops.clone() {
+            let holds = guards_in(f, op).into_iter().any(|g| !decided(f, g, &cond) && f.guard_conds(g).iter().any(|c| hoisted_to(f, g, c, l).as_ref() == Some(&cond)));
+            // Allocations are not copied, and a parallel nest stays one
+            // (its loops directly nested): the check moves inside.
+            let keep = std::iter::once(op).chain(subtree(f, op)).any(|o| {
+                matches!(f.ops[o].kind, OpKind::Alloc) || for_loop(f, o).is_some_and(|x| x.mapping == Mapping::Parallel)
+            });
+            if holds && !keep {
+                split(f, op, &cond, l, cx);
+            }
+        }
+        done.push(cond);
+    }
+}
+
+/// `if e' < b { op without the condition } if -e' < 1 - b { op }`.
+fn split(f: &mut Function, op: Op, cond: &Cond, l: Op, cx: &mut PassContext) {
+    let Some(negation) = negated(cond) else { return };
+    let region = f.ops[op].parent;
+    let pos = f.regions[region].ops.iter().position(|&o| o == op).expect("op is in its parent region");
+    let span = f.op_spans[op];
+    let (_, whole) = f.build_if(Cursor::at(region, pos), std::slice::from_ref(cond), span);
+    let copy = f.clone_op(Cursor::end(whole), op, &mut HashMap::new());
+    let (_, partial) = f.build_if(Cursor::at(region, pos + 1), &[negation], span);
+    f.move_op(op, Cursor::end(partial));
+    for g in guards_in(f, copy) {
+        let conds = f.guard_conds(g);
+        let kept: Vec<Cond> = conds.iter().filter(|c| hoisted_to(f, g, c, l).as_ref() != Some(cond)).cloned().collect();
+        if kept.len() == conds.len() {
+            continue;
+        }
+        cx.bump("dropped", (conds.len() - kept.len()) as u64);
+        if kept.is_empty() {
+            // The guard gives way to its body.
+            let parent = f.ops[g].parent;
+            let at = f.regions[parent].ops.iter().position(|&o| o == g).expect("guard is in its parent region");
+            let inner = f.ops[g].regions[0];
+            for (i, o) in f.regions[inner].ops.clone().into_iter().enumerate() {
+                f.move_op(o, Cursor::at(parent, at + 1 + i));
+            }
+            f.regions[parent].ops.retain(|&o| o != g);
+        } else {
+            f.set_guard_conds(g, &kept);
+        }
+    }
+    cx.bump("versioned", 1);
+}
