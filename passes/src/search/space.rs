@@ -923,7 +923,13 @@ impl Problem {
                     // A tile that evicts itself gives no reuse here: the
                     // next level's tiles come from the slower memory.
                     if self.conflicts(cfg, r, level) {
-                        let bytes = self.read_traffic_at(cfg, r, level + 1);
+                        // What re-reads the tile: the next level's tiles,
+                        // or, for a read packed deeper, the packed copies
+                        // (which may read each element just once).
+                        let bytes = match cfg.pack_level(r) {
+                            Some(p) if p > level => (self.pack_traffic(cfg, r, p) - self.read_traffic_at(cfg, r, level)).max(0.0),
+                            _ => self.read_traffic_at(cfg, r, level + 1),
+                        };
                         time += bytes / from_bw;
                         // And the misses stall the kernel: a line's latency
                         // each, [`MISSES_IN_FLIGHT`] at a time per core.

@@ -347,3 +347,30 @@ fn the_cpu_model_chooses_the_vector_axis() {
         assert!(p.predict(worse) > 1.5 * p.predict(&along_f), "{worse:?}");
     }
 }
+
+/// Prints the model's view of a few GEMM schedules on `host` (the
+/// hand-written one of `examples/gemm1024_avx2.tile`, it without A packed,
+/// and two markov picks): prediction, micro-kernel terms, and per tile
+/// level the traffic, footprint, packed traffic and conflicts. For tuning:
+/// `W=gemm_bert_m5 cargo test -p tilec-passes show_gemm_predictions -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn show_gemm_predictions() {
+    let name = std::env::var("W").unwrap_or_else(|_| "gemm_1024".into());
+    let p = workload_problem(&name, "host");
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1) };
+    let ext: Vec<u64> = p.axes.iter().map(|a| a.extent).collect();
+    let k = ext[2];
+    let cands = [
+        ("hand", cfg([[64, 64, 4], [256, 256, 16], [k, 256, 256]], [2, 3], [1, 0, 2])),
+        ("hand-b", cfg([[64, 64, 4], [256, 256, 16], [k, 256, 256]], [0, 3], [1, 0, 2])),
+        ("markov-1024", cfg([[64, 64, 4], [32, 32, 16], [k, 256, 256]], [0, 1], [0, 1, 2])),
+        ("markov-m5", cfg([[4, 4, 4], [256, 64, 16], [k, 128, 32]], [0, 0], [0, 1, 2])),
+    ];
+    for (n, c) in &cands {
+        println!("{n:12} valid {} pred {:7.1} GFLOP/s terms {:?} regtile {:?} run {}", p.valid(c), p.flops / p.predict(c) / 1e9, p.kernel_terms(c), p.register_tile(c), p.reduction_run(c));
+        for l in 0..3 {
+            println!("    level {l}: traffic {:.3e} footprint {} cap {} pack a {:.3e} pack b {:.3e} conflicts a {} b {}", p.traffic(c, l), p.footprint(c, l), p.capacity(l), p.pack_traffic(c, 0, l), p.pack_traffic(c, 1, l), p.conflicts(c, 0, l), p.conflicts(c, 1, l));
+        }
+    }
+}
