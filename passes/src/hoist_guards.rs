@@ -186,7 +186,7 @@ fn split(f: &mut Function, op: Op, cond: &Cond, l: Op, cx: &mut PassContext) {
             for (i, o) in f.regions[inner].ops.clone().into_iter().enumerate() {
                 f.move_op(o, Cursor::at(parent, at + 1 + i));
             }
-            f.regions[parent].ops.retain(|&o| o != g);
+            f.remove_op(g);
         } else {
             f.set_guard_conds(g, &kept);
         }

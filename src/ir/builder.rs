@@ -125,10 +125,8 @@ impl Function {
 
     /// `if e0 < b0, ... { }`; returns the op and its region.
     pub fn build_if(&mut self, at: Cursor, conds: &[(AffineExpr<Value>, i64)], span: Span) -> (Op, Region) {
-        let exprs: Vec<AffineExpr<Value>> = conds.iter().map(|(e, _)| e.clone()).collect();
-        let (operands, mut packed) = pack_indices(vec![], &[&exprs]);
-        let conds = packed.remove(0).into_iter().zip(conds.iter().map(|&(_, b)| b)).collect();
-        let op = self.new_op(at, OpKind::If(Box::new(Guard { conds })), operands, vec![], span);
+        let op = self.new_op(at, OpKind::If(Box::new(Guard { conds: Vec::new() })), vec![], vec![], span);
+        self.set_guard_conds(op, conds);
         let body = self.new_region(Some(op));
         self.ops[op].regions.push(body);
         (op, body)
@@ -223,8 +221,7 @@ impl Function {
 
     /// Moves `op` from its region to `at`.
     pub fn move_op(&mut self, op: Op, at: Cursor) {
-        let from = self.ops[op].parent;
-        self.regions[from].ops.retain(|&o| o != op);
+        self.remove_op(op);
         self.ops[op].parent = at.region;
         self.place(at, op);
     }
