@@ -282,9 +282,12 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
         *v = round3(*v * scale);
     }
     let dram = t.memory.first().map(|m| m.name.clone());
+    let clock_scale = t.compute.clock_ghz / base.compute.clock_ghz;
     for m in &mut t.memory {
         if Some(&m.name) != dram.as_ref() {
             m.bandwidth_gbs = round3(m.bandwidth_gbs * scale);
+            // A core's draw from a cache runs at its clock.
+            m.core_bandwidth_gbs = m.core_bandwidth_gbs.map(|b| round3(b * clock_scale));
         }
     }
 
@@ -408,6 +411,15 @@ mod tests {
     }
 
     #[test]
+    fn a_few_cores_draw_less_than_the_chips_bandwidth() {
+        let base = builtin("x86-avx2");
+        let dram = base.memory_level("dram").unwrap();
+        assert_eq!(Target::bandwidth_for_units(dram, 2.0), 64.0, "two cores at 32 GB/s each");
+        assert_eq!(Target::bandwidth_for_units(dram, 64.0), 204.8, "all 64 cores: the socket's figure");
+        assert_eq!(Target::bandwidth_for_units(base.memory_level("l2").unwrap(), 2.0), 5017.6, "no per-core limit");
+    }
+
+    #[test]
     fn detected_values_replace_the_base() {
         let base = builtin("x86-avx2");
         let t = describe(&info(AVX2), &base);
@@ -421,6 +433,10 @@ mod tests {
         assert_eq!(t.memory_level("dram").unwrap().capacity_bytes, 16 << 30);
         // DRAM bandwidth is assumed; the rest scales with cores x clock.
         assert_eq!(t.memory_level("dram").unwrap().bandwidth_gbs, base.memory_level("dram").unwrap().bandwidth_gbs);
+        // What one core draws: DRAM's as assumed, a cache's with the clock.
+        assert_eq!(t.memory_level("dram").unwrap().core_bandwidth_gbs, base.memory_level("dram").unwrap().core_bandwidth_gbs);
+        let l3 = |t: &Target| t.memory_level("l3").unwrap().core_bandwidth_gbs.unwrap();
+        assert!((l3(&t) - l3(&base) * 3.0 / base.compute.clock_ghz).abs() < 0.01, "{}", l3(&t));
         let expect = 4.0 * 16.0 * 2.0 * 3.0; // cores x FMA lanes/clk x 2 x GHz
         assert!((t.peak_gflops["f32"] - expect).abs() < 0.01, "{}", t.peak_gflops["f32"]);
         assert_eq!(t.isa.features, "+avx2,+fma,+f16c");

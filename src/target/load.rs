@@ -268,6 +268,14 @@ impl Validator<'_, '_, '_> {
                     self.err(span, format!("`{field}` of memory level `{}` must be positive", m.name), "");
                 }
             }
+            if let Some(core) = m.core_bandwidth_gbs {
+                let span = self.loc.value(&at("core_bandwidth_gbs"));
+                if !(core.is_finite() && core > 0.0) {
+                    self.err(span, format!("`core_bandwidth_gbs` of memory level `{}` must be positive", m.name), "");
+                } else if m.per != Per::Device {
+                    self.err(span, format!("`core_bandwidth_gbs` of memory level `{}` is for levels that all cores or SMs share (`per = \"device\"`), not `per = \"{}\"`", m.name, m.per.name()), "a per-core limit on a level that is not shared");
+                }
+            }
             if m.line_bytes == 0 {
                 let span = self.loc.value(&at("line_bytes"));
                 self.err(span, format!("`line_bytes` of memory level `{}` must be positive", m.name), "");

@@ -126,6 +126,13 @@ pub struct MemoryLevel {
     pub unit_capacity_bytes: Option<u64>,
     /// Sustained bandwidth in GB/s for the whole device.
     pub bandwidth_gbs: f64,
+    /// For a level shared by the device's cores (`per = "device"`): the
+    /// most one core draws from it, in GB/s. A core keeps only so many
+    /// misses in flight, so a few cores of a big chip get far less than
+    /// the chip's figure (one core of an EPYC 7763 streams about 32 GB/s
+    /// from DRAM against the socket's 204.8). `None`: no per-core limit.
+    #[serde(default)]
+    pub core_bandwidth_gbs: Option<f64>,
     /// Load-to-use latency in nanoseconds.
     pub latency_ns: f64,
     /// Line (CPU) or transaction (GPU) size in bytes.
@@ -201,6 +208,16 @@ impl Target {
             }
             _ => chip,
         })
+    }
+
+    /// The bandwidth of memory level `m` in GB/s when `units` cores draw
+    /// from it: the device's figure, or less where its per-core limit
+    /// times the cores is less.
+    pub fn bandwidth_for_units(m: &MemoryLevel, units: f64) -> f64 {
+        match m.core_bandwidth_gbs {
+            Some(core) => m.bandwidth_gbs.min(core * units),
+            None => m.bandwidth_gbs,
+        }
     }
 
     pub fn memory_level(&self, name: &str) -> Option<&MemoryLevel> {

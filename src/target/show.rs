@@ -48,6 +48,9 @@ impl Target {
             if let Some(u) = m.unit_capacity_bytes {
                 extra.push(format!("{} per unit", fmt_bytes(u)));
             }
+            if let Some(core) = m.core_bandwidth_gbs {
+                extra.push(format!("at most {} GB/s per core", fmt_num(core)));
+            }
             if m.banks > 0 {
                 extra.push(format!("{} banks x {} bytes", m.banks, m.bank_width_bytes));
             }

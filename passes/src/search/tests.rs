@@ -273,11 +273,15 @@ fn the_cpu_model_vectorizes_gemv_along_the_reduction() {
 }
 
 fn workload_problem(name: &str, target: &str) -> space::Problem {
+    workload_problem_on(name, tilec::target::builtin(target).unwrap())
+}
+
+fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space::Problem {
     let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let m = parse(&src);
     let f = &m.funcs[0];
     let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
-    space::Problem::new(f, op, tilec::target::builtin(target).unwrap(), 16).unwrap()
+    space::Problem::new(f, op, target, 16).unwrap()
 }
 
 /// The CPU terms of the model (docs/search.md, "The CPU model") on GEMM
@@ -373,4 +377,41 @@ fn show_gemm_predictions() {
             println!("    level {l}: traffic {:.3e} footprint {} cap {} pack a {:.3e} pack b {:.3e} conflicts a {} b {}", p.traffic(c, l), p.footprint(c, l), p.capacity(l), p.pack_traffic(c, 0, l), p.pack_traffic(c, 1, l), p.conflicts(c, 0, l), p.conflicts(c, 1, l));
         }
     }
+}
+
+/// Two CPU terms measured on BERT M5 (512x768x3072) on an AMD EPYC 7763
+/// host, on `x86-avx2` (docs/search.md, "The CPU part of the space and the
+/// model"): a register tile one vector wide holds a broadcast per row until
+/// its FMA (8x8 spilled an accumulator: 41 GFLOP/s against 81 for 4x16),
+/// and a core tile of 4 rows re-reads all of B from L3 per strip, time the
+/// core spends waiting rather than computing (48 ms against 29).
+#[test]
+fn the_cpu_model_sees_held_broadcasts_and_waits_on_shared_caches() {
+    // The host's description: `x86-avx2` cut to 2 of its 64 cores (with
+    // 64 the hand-written tiles leave most cores idle).
+    let mut t = (*tilec::target::builtin("x86-avx2").unwrap()).clone();
+    let share = 2.0 / t.compute.units as f64;
+    t.compute.units = 2;
+    for v in t.peak_gflops.values_mut() {
+        *v *= share;
+    }
+    for m in t.memory.iter_mut().filter(|m| m.name == "l3" || m.name == "l2" || m.name == "l1") {
+        m.bandwidth_gbs *= share;
+    }
+    t.memory.iter_mut().find(|m| m.name == "l3").unwrap().capacity_bytes = 32 << 20;
+    let p = workload_problem_on("gemm_bert_m5", Arc::new(t));
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1) };
+    let hand = cfg([[64, 64, 4], [256, 256, 16], [3072, 256, 256]], [2, 3], [1, 0, 2]);
+    let narrow = cfg([[64, 64, 8], [256, 256, 8], [3072, 256, 256]], [2, 3], [1, 0, 2]);
+    let strip = cfg([[4, 4, 4], [256, 64, 16], [3072, 128, 32]], [0, 0], [0, 1, 2]);
+    for c in [&hand, &narrow, &strip] {
+        assert!(p.valid(c), "{c:?}");
+    }
+    assert_eq!(p.register_tile(&hand), (8.0, 6.0, 2.0), "4 rows x 2 vectors; 4 broadcasts, each feeding 2 FMAs, and 2 vector loads");
+    assert_eq!(p.register_tile(&narrow), (8.0, 9.0, 9.0), "8 rows x 1 vector; 8 broadcasts, each held for its one FMA, and 1 vector load");
+    assert_eq!(p.kernel_terms(&hand)[2], 1.0);
+    assert!(p.kernel_terms(&narrow)[2] < 0.5);
+    let (t_hand, t_narrow, t_strip) = (p.predict(&hand), p.predict(&narrow), p.predict(&strip));
+    assert!(t_narrow > 1.8 * t_hand, "{t_narrow} vs {t_hand}");
+    assert!(t_strip > 1.4 * t_hand, "{t_strip} vs {t_hand}");
 }
