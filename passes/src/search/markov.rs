@@ -46,6 +46,71 @@ pub struct Markov {
     pub temperature: f64,
     pub threshold: f64,
     pub cache_scale: f64,
+    /// How many of the best-ranked states [`polish`] improves (0: the
+    /// paper's construction alone).
+    pub polish: u64,
+}
+
+/// The most descent steps [`polish`] takes from one state.
+const POLISH_STEPS: usize = 64;
+
+/// Steepest descent on the model from `start` (our addition to Gensor, see
+/// docs/search.md): each step moves to the neighbour predicted fastest
+/// while it beats the current state. A neighbour changes one tile size at
+/// one level to the next choice up or down (the walk's step rule), keeping
+/// the packing and order; where no move helps, the packing is chosen anew
+/// ([`Problem::best_packing`]) and descent goes on if that helped. Returns
+/// the final state and the states evaluated.
+///
+/// Why: the walks sample; the ranking then keeps what they happened to
+/// visit, and the best of it is often a few tile sizes from a much better
+/// state. On BERT M1 for `x86-avx2` (seed 7, budget 2000) the best state
+/// the walks visit is predicted at 2.47 ms, the best after polish at 1.04
+/// ms, from 2500 more predictions (a few milliseconds).
+pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
+    let mut cur = start;
+    let mut time = p.predict(&cur);
+    let mut evaluated = 0;
+    for _ in 0..POLISH_STEPS {
+        let mut best: Option<(f64, Config)> = None;
+        for a in 0..p.axes.len() {
+            for level in 0..p.levels {
+                if p.fixed(a, level) {
+                    continue;
+                }
+                let choices = p.choices(&cur, a, level);
+                let size = cur.tiles[a][level];
+                let up = choices.iter().find(|&&s| s >= 2 * size).or_else(|| choices.iter().find(|&&s| s > size));
+                let down = choices.iter().rev().find(|&&s| 2 * s <= size).or_else(|| choices.iter().rev().find(|&&s| s < size));
+                for &s in up.into_iter().chain(down) {
+                    let mut n = cur.clone();
+                    n.tiles[a][level] = s;
+                    if !(0..p.levels).all(|l| p.fits(&n, l) && p.keeps_parallelism(&cur, &n, l)) {
+                        continue;
+                    }
+                    evaluated += 1;
+                    let t = p.predict(&n);
+                    if t < time && best.as_ref().is_none_or(|(bt, _)| t < *bt) && p.valid(&n) {
+                        best = Some((t, n));
+                    }
+                }
+            }
+        }
+        match best {
+            Some((t, n)) => (time, cur) = (t, n),
+            None => {
+                let repacked = p.best_packing(&cur);
+                evaluated += 1;
+                let t = p.predict(&repacked);
+                if t < time && p.valid(&repacked) {
+                    (time, cur) = (t, repacked);
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    (cur, evaluated)
 }
 
 #[derive(Clone, Debug)]
@@ -236,7 +301,43 @@ impl Strategy for Markov {
         cx.budget = per_axis;
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
-        Ok(cx.rank(p, top))
+        let mut ranked = cx.rank(p, top);
+        if self.polish > 0 && !ranked.is_empty() {
+            let (mut evaluated, mut improved) = (0, 0);
+            let mut polished = Vec::new();
+            for c in ranked.iter().take(self.polish as usize) {
+                let (n, e) = polish(p, c.clone());
+                evaluated += e;
+                improved += usize::from(n != *c);
+                polished.push(n);
+            }
+            let best_before = p.predict(&ranked[0]);
+            let started = polished.len();
+            // Polished and walked states alternate, each list in the
+            // model's order: the measured top k then has both, so where
+            // the model is wrong about a polished neighbourhood (measured
+            // on ResNet-50 R8 on a Zen 4 host: polished states only, 74
+            // GFLOP/s; the walks' best, 98) the walks' states still get
+            // measured.
+            let polished = cx.rank(p, polished);
+            let mut both = Vec::with_capacity(polished.len() + ranked.len());
+            let mut walked = ranked.into_iter();
+            for c in polished {
+                both.push(c);
+                both.extend(walked.next());
+            }
+            both.extend(walked);
+            let mut seen = std::collections::BTreeSet::new();
+            both.retain(|c| seen.insert(c.clone()));
+            ranked = both;
+            cx.note(format!(
+                "polish: {improved} of the best {} states improved, {evaluated} states evaluated; best predicted {:.2} -> {:.2} µs",
+                started,
+                best_before * 1e6,
+                p.predict(&ranked[0]) * 1e6
+            ));
+        }
+        Ok(ranked)
     }
 }
 

@@ -60,6 +60,7 @@ that file has times for. Options that only some strategies read say so. See
         OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
         OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
         OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
+        OptionDecl { name: "polish", kind: OptionKind::UInt, default: "16", help: "markov: the best states improved by steepest descent on the model after the walks (0: none, the paper's algorithm alone)" },
         OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" },
         OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" },
         OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
@@ -77,6 +78,7 @@ pub struct Search {
     pub temperature: f64,
     pub threshold: f64,
     pub cache_scale: f64,
+    pub polish: u64,
     pub beam: u64,
     pub max_space: u64,
     pub unroll: u64,
@@ -94,6 +96,7 @@ impl Search {
             temperature: o.float("temperature"),
             threshold: o.float("threshold"),
             cache_scale: o.float("cache-scale"),
+            polish: o.uint("polish"),
             beam: o.uint("beam"),
             max_space: o.uint("max-space"),
             unroll: o.uint("unroll"),
@@ -228,7 +231,7 @@ fn fmt_gflops(flops: f64, seconds: f64) -> String {
 impl Search {
     fn strategy(&self) -> Box<dyn Strategy> {
         match self.strategy.as_str() {
-            "markov" => Box::new(markov::Markov { temperature: self.temperature, threshold: self.threshold, cache_scale: self.cache_scale }),
+            "markov" => Box::new(markov::Markov { temperature: self.temperature, threshold: self.threshold, cache_scale: self.cache_scale, polish: self.polish }),
             "roller" => Box::new(roller::Roller { k: self.beam as usize }),
             "random" => Box::new(baseline::Random),
             "exhaustive" => Box::new(baseline::Exhaustive { max_space: self.max_space }),

@@ -789,12 +789,17 @@ impl Problem {
     /// set's `ways` lines, so only `ways × (set span / gcd(stride, set
     /// span))` rows stay. (A 256-row panel of a 1024-float-wide matrix
     /// keeps 12 rows in a 48 KiB 12-way L1: every row starts on the same
-    /// set.) False for packed reads, hardware levels without a known
-    /// associativity, and tiles that are one run.
+    /// set.) A read packed at an outer level is a tile of its packed copy,
+    /// whose rows are that copy's box wide (a B panel packed per core tile,
+    /// 512 floats wide, puts the rows of its L1 tiles 2 KiB apart: 16 of
+    /// them stay in a 32 KiB 8-way L1). False for a read packed at this
+    /// level or deeper, hardware levels without a known associativity, and
+    /// tiles that are one run.
     pub fn conflicts(&self, cfg: &Config, r: usize, level: usize) -> bool {
         let t = &self.target;
         let Some(m) = t.memory_level(&t.tile_levels[level].memory) else { return false };
-        if m.managed || m.ways == 0 || cfg.pack_level(r).is_some_and(|l| l <= level) {
+        let packed = cfg.pack_level(r);
+        if m.managed || m.ways == 0 || packed.is_some_and(|l| l >= level) {
             return false;
         }
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return false };
@@ -803,19 +808,33 @@ impl Problem {
         if n < 2 {
             return false;
         }
-        let range = |id: AxisId| self.range_of(cfg, id.index(), level);
-        let dims: Vec<u64> = read.indices.iter().enumerate().map(|(d, e)| Self::distinct(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect();
+        let box_at = |l: usize| -> Vec<u64> {
+            let range = |id: AxisId| self.range_of(cfg, id.index(), l);
+            read.indices.iter().enumerate().map(|(d, e)| Self::distinct(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
+        };
+        let mut dims = box_at(level);
+        let mut shape = ty.shape.clone();
+        if let Some(p) = packed {
+            shape = box_at(p);
+            // The copy puts the dimension the vector walks innermost.
+            let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+            if let Some(d) = cfg.vector.and_then(|v| read.indices.iter().position(|e| e.uses(ids[v]) && e.coeff(ids[v]) == 1 && e.divisor() == 1)) {
+                let (a, b) = (dims.remove(d), shape.remove(d));
+                dims.push(a);
+                shape.push(b);
+            }
+        }
         // The contiguous run: the trailing dimensions the tile covers whole,
         // and the first one it covers in part.
         let mut d = n;
-        while d > 1 && dims[d - 1] == ty.shape[d - 1] {
+        while d > 1 && dims[d - 1] == shape[d - 1] {
             d -= 1;
         }
         let rows: u64 = dims[..d - 1].iter().product();
         if rows <= 1 {
             return false;
         }
-        let stride = ty.shape[d - 1..].iter().product::<u64>() * ty.elem.size_bytes();
+        let stride = shape[d - 1..].iter().product::<u64>() * ty.elem.size_bytes();
         let span = m.capacity_bytes / m.ways as u64;
         if span == 0 {
             return false;
@@ -924,6 +943,11 @@ impl Problem {
         // strip streaming B from L3: 48 ms, the sum of its compute and its
         // L3 time, not their maximum).
         let mut exposed: f64 = 0.0;
+        // Packed copies: loops of their own, between the compute's, so
+        // they add to it at every level (measured on BERT M1: A packed per
+        // L1 tile, copied again for each of 16 column tiles, 75 GFLOP/s;
+        // packed per L2 tile, 82).
+        let mut copies: f64 = 0.0;
         for level in 0..self.levels {
             let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
             let m = &t.memory[mi];
@@ -937,6 +961,7 @@ impl Problem {
             let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
             let (from_bw, m_bw) = (scale(from), scale(m));
             let mut time = if !m.managed && unique <= total { (unique / from_bw).max(q / m_bw) } else { q / from_bw };
+            let mut copy = 0.0;
             if !self.gpu() {
                 for r in 0..self.nreads() {
                     // A tile that evicts itself gives no reuse here: the
@@ -960,11 +985,11 @@ impl Problem {
                     // permuted one loads element by element.
                     if cfg.pack_level(r) == Some(level) {
                         let bytes = self.pack_traffic(cfg, r, level);
-                        time += bytes / from_bw + bytes / m_bw;
+                        copy += bytes / from_bw + bytes / m_bw;
                         let cycles = self.pack_cycles_per_element(cfg, r);
                         if cycles > 0.0 {
                             let elems = bytes / self.info.reads[r].tensor.elem.size_bytes().max(1) as f64;
-                            time += elems * cycles / (t.compute.clock_ghz.max(1e-3) * 1e9 * units * par_eff);
+                            copy += elems * cycles / (t.compute.clock_ghz.max(1e-3) * 1e9 * units * par_eff);
                         }
                     }
                 }
@@ -972,13 +997,15 @@ impl Problem {
             if !self.gpu() && from.per == Per::Device {
                 exposed = exposed.max(time);
             }
+            copies += copy;
+            time += copy;
             mem = mem.max(time);
             mem_sum += time;
         }
         // The roofline, plus a hundredth of every term: between schedules
         // the roofline ties (a memory-bound op), the one that also computes
         // and moves data faster wins.
-        (compute + exposed).max(mem) + stall + 0.01 * (compute + mem_sum)
+        (compute + exposed + copies).max(mem) + stall + 0.01 * (compute + mem_sum)
     }
 
     /// The tensor sentence of a state: the op, the target, then one token
