@@ -57,7 +57,7 @@ const POLISH_STEPS: usize = 64;
 /// Steepest descent on the model from `start` (our addition to Gensor, see
 /// docs/search.md): each step moves to the neighbour predicted fastest
 /// while it beats the current state. A neighbour changes one tile size at
-/// one level to the next choice up or down (the walk's step rule), keeping
+/// one level to the next choice up or down ([`steps`], the walk's), keeping
 /// the packing and order; where no move helps, the packing is chosen anew
 /// ([`Problem::best_packing`]) and descent goes on if that helped. Returns
 /// the final state and the states evaluated.
@@ -66,7 +66,7 @@ const POLISH_STEPS: usize = 64;
 /// visit, and the best of it is often a few tile sizes from a much better
 /// state. On BERT M1 for `x86-avx2` (seed 7, budget 2000) the best state
 /// the walks visit is predicted at 2.47 ms, the best after polish at 1.04
-/// ms, from 2500 more predictions (a few milliseconds).
+/// ms, from 2500 more predictions (about 5 ms in a release build).
 pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
     let mut cur = start;
     let mut time = p.predict(&cur);
@@ -78,11 +78,8 @@ pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
                 if p.fixed(a, level) {
                     continue;
                 }
-                let choices = p.choices(&cur, a, level);
-                let size = cur.tiles[a][level];
-                let up = choices.iter().find(|&&s| s >= 2 * size).or_else(|| choices.iter().find(|&&s| s > size));
-                let down = choices.iter().rev().find(|&&s| 2 * s <= size).or_else(|| choices.iter().rev().find(|&&s| s < size));
-                for &s in up.into_iter().chain(down) {
+                let (up, down) = steps(&p.choices(&cur, a, level), cur.tiles[a][level]);
+                for s in up.into_iter().chain(down) {
                     let mut n = cur.clone();
                     n.tiles[a][level] = s;
                     if !(0..p.levels).all(|l| p.fits(&n, l) && p.keeps_parallelism(&cur, &n, l)) {
@@ -111,6 +108,16 @@ pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
         }
     }
     (cur, evaluated)
+}
+
+/// The sizes a `tile` and an `invTile` step move a tile of size `cur` to,
+/// among the sorted `choices`. A step at least doubles (halves) the size
+/// where a choice allows it: an axis with many divisors (768) would
+/// otherwise need dozens of steps to grow, and walks are ~100 steps.
+fn steps(choices: &[u64], cur: u64) -> (Option<u64>, Option<u64>) {
+    let up = choices.iter().find(|&&s| s >= 2 * cur).or_else(|| choices.iter().find(|&&s| s > cur));
+    let down = choices.iter().rev().find(|&&s| 2 * s <= cur).or_else(|| choices.iter().rev().find(|&&s| s < cur));
+    (up.copied(), down.copied())
 }
 
 #[derive(Clone, Debug)]
@@ -197,20 +204,13 @@ impl Markov {
             if p.fixed(a, level) {
                 continue;
             }
-            let choices = p.choices(cfg, a, level);
-            let cur = cfg.tiles[a][level];
-            // A step at least doubles (halves) the size where a choice
-            // allows it: an axis with many divisors (768) would otherwise
-            // need dozens of steps to grow, and walks are ~100 steps.
-            if let Some(&s) = choices.iter().find(|&&s| s >= 2 * cur).or_else(|| choices.iter().find(|&&s| s > cur)) {
-                let mut n = cfg.clone();
-                n.tiles[a][level] = s;
-                out.push((Action::Tile, Self::tile_benefit(p, cfg, &n, level), n));
-            }
-            if let Some(&s) = choices.iter().rev().find(|&&s| 2 * s <= cur).or_else(|| choices.iter().rev().find(|&&s| s < cur)) {
-                let mut n = cfg.clone();
-                n.tiles[a][level] = s;
-                out.push((Action::InvTile, Self::tile_benefit(p, cfg, &n, level), n));
+            let (up, down) = steps(&p.choices(cfg, a, level), cfg.tiles[a][level]);
+            for (action, size) in [(Action::Tile, up), (Action::InvTile, down)] {
+                if let Some(s) = size {
+                    let mut n = cfg.clone();
+                    n.tiles[a][level] = s;
+                    out.push((action, Self::tile_benefit(p, cfg, &n, level), n));
+                }
             }
         }
         if level + 1 < p.levels {

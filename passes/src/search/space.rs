@@ -665,10 +665,19 @@ impl Problem {
         if read.pad.is_some() {
             return GUARDED_LOAD_COST;
         }
-        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
-        let permuted = self.vector_width(cfg) > 1
-            && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], true) && !Self::walks_contiguously(&read.indices, ids[v], false));
+        let permuted = self.vector_width(cfg) > 1 && self.packed_innermost(cfg, &read.indices).is_some();
         if permuted { GATHER_LOAD_COST } else { 0.0 }
+    }
+
+    /// The dimension of a read with `indices` that its packed copy moves
+    /// innermost (the `cache` pass's permutation): the one `cfg`'s vector
+    /// axis walks with unit stride, where that is not already the last.
+    fn packed_innermost(&self, cfg: &Config, indices: &[AffineExpr<AxisId>]) -> Option<usize> {
+        let v = self.compute.axis_ids().nth(cfg.vector?)?;
+        if !Self::walks_contiguously(indices, v, true) || Self::walks_contiguously(indices, v, false) {
+            return None;
+        }
+        indices.iter().position(|e| e.uses(v))
     }
 
     /// `cfg`'s vector axis when it is a reduction axis with a vector width.
@@ -813,16 +822,11 @@ impl Problem {
             read.indices.iter().enumerate().map(|(d, e)| Self::distinct(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
         };
         let mut dims = box_at(level);
-        let mut shape = ty.shape.clone();
-        if let Some(p) = packed {
-            shape = box_at(p);
-            // The copy puts the dimension the vector walks innermost.
-            let ids: Vec<AxisId> = self.compute.axis_ids().collect();
-            if let Some(d) = cfg.vector.and_then(|v| read.indices.iter().position(|e| e.uses(ids[v]) && e.coeff(ids[v]) == 1 && e.divisor() == 1)) {
-                let (a, b) = (dims.remove(d), shape.remove(d));
-                dims.push(a);
-                shape.push(b);
-            }
+        let mut shape = packed.map_or_else(|| ty.shape.clone(), box_at);
+        if let Some(d) = packed.and_then(|_| self.packed_innermost(cfg, &read.indices)) {
+            let (a, b) = (dims.remove(d), shape.remove(d));
+            dims.push(a);
+            shape.push(b);
         }
         // The contiguous run: the trailing dimensions the tile covers whole,
         // and the first one it covers in part.
