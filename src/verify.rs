@@ -948,7 +948,7 @@ impl Verifier<'_> {
             let size = sizes.and_then(|s| s.get(d).copied()).unwrap_or(1);
             vhi = vhi.saturating_add(size.saturating_sub(1).min(i64::MAX as u64) as i64);
             if vlo < 0 || vhi >= dim as i64 {
-                let covers = if size > 1 { format!(" with box size {size} covers [{vlo}, {vhi}]") } else { format!(" ranges over [{vlo}, {vhi}]") };
+                let covers = if size > 1 { format!(" spanning {size} elements covers [{vlo}, {vhi}]") } else { format!(" ranges over [{vlo}, {vhi}]") };
                 self.err(
                     Diagnostic::error(format!("{what} index `{text}` of dimension {d}{covers}, outside [0, {}] of `{ty}`", dim as i64 - 1))
                         .at(self.op_span(op), format!("{what} may be out of bounds"))
@@ -1097,6 +1097,18 @@ impl Verifier<'_> {
             self.err(Diagnostic::error(format!("`copy` box size of dimension {d} is 0")).at(span, "box sizes must be at least 1"));
             ok = false;
         }
+        if !c.stride.is_empty() && c.stride.len() != c.sizes.len() {
+            self.err(
+                Diagnostic::error(format!("`copy` stride has {} entries for a box of {} dimension(s)", c.stride.len(), c.sizes.len()))
+                    .at(span, format!("expected {} strides", c.sizes.len()))
+                    .with_note("give one source stride per box dimension"),
+            );
+            ok = false;
+        }
+        if let Some(d) = c.stride.iter().position(|&g| g == 0) {
+            self.err(Diagnostic::error(format!("`copy` stride of dimension {d} is 0")).at(span, "strides must be at least 1"));
+            ok = false;
+        }
         if !c.permute.is_empty() {
             let mut seen = c.permute.clone();
             seen.sort_unstable();
@@ -1122,7 +1134,8 @@ impl Verifier<'_> {
         if ok && !ctx.guarded {
             if c.pad.is_none() {
                 let help = "add `pad(<value>)` to define elements outside the source, or guard the copy with `if`";
-                self.access_bounds(op, "copy source", &c.src, Some(&c.sizes), src_ty, help);
+                let spans: Vec<u64> = (0..c.sizes.len()).map(|d| c.src_extent(d)).collect();
+                self.access_bounds(op, "copy source", &c.src, Some(&spans), src_ty, help);
             }
             self.access_bounds(op, "copy destination", &c.dst, Some(&c.dst_sizes()), &dst_ty, "guard the copy with `if` (partial tiles)");
         }

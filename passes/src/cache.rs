@@ -34,7 +34,10 @@ with barriers; register (local) buffers are per thread; on CPUs the local
 buffers are packed copies per cache level, with the dimension the vector
 loop walks moved innermost (`copy ... permute [...]`), and a read staged
 in the registers (a memory no tile level uses) is staged at the innermost
-tile level. Reads with an exact division (`div`) are not cached. A read may be
+tile level. A dimension the loops inside step through by a common stride
+(a strided convolution's `2·oh`) is packed densely: the copy takes every
+`g`-th element (`copy ... stride [...]`) and the loads index the buffer by
+the loops themselves. Reads with an exact division (`div`) are not cached. A read may be
 staged again into a level nearer the loads (shared memory, then registers:
 the inner copy reads the outer buffer), not the other way round.",
     options: &[
@@ -180,6 +183,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         let indices = f.access_indices(load);
         let mut origin = Vec::new();
         let mut sizes = Vec::new();
+        let mut strides = Vec::new();
         let mut local = Vec::new();
         for e in indices.iter() {
             let mut o_terms = Vec::new();
@@ -200,9 +204,20 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
                     None => o_terms.push((v, c)),
                 }
             }
+            // A dimension the loops inside step through by a common stride
+            // `g` (a strided convolution's `2·oh`) is packed densely: the
+            // copy takes every `g`-th element, and the loads index the
+            // buffer by `(index - origin) / g`.
+            let g = l_terms.iter().fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1);
+            if g > 1 {
+                size = (size - 1) / g + 1;
+                l_terms = l_terms.into_iter().map(|(v, c)| (v, c / g)).collect();
+                l_const /= g;
+            }
             origin.push(AffineExpr::from_parts(o_terms, o_const, 1).expect("small"));
             local.push(AffineExpr::from_parts(l_terms, l_const, 1).expect("small"));
             sizes.push(size as u64);
+            strides.push(g as u64);
         }
         // A thread's own copy moves out of the serial loops its box does not
         // depend on (and out of one-iteration loops, whose index is 0), so
@@ -269,8 +284,8 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             .filter_map(|a| for_loop(f, a).map(|l| (f.regions[f.ops[a].regions[0]].args[0], l.extent as i64)))
             .collect();
         let range_of = |v: Value| extents.iter().find(|(x, _)| *x == v).map_or((0, 0), |&(_, n)| (0, n - 1));
-        let inside = origin.iter().zip(&sizes).zip(&src_ty.shape).all(|((o, &size), &dim)| {
-            o.numerator_range(range_of).is_some_and(|(lo, hi)| lo >= 0 && hi + size as i64 <= dim as i64)
+        let inside = origin.iter().zip(sizes.iter().zip(&strides)).zip(&src_ty.shape).all(|((o, (&size, &g)), &dim)| {
+            o.numerator_range(range_of).is_some_and(|(lo, hi)| lo >= 0 && hi + (g * (size - 1) + 1) as i64 <= dim as i64)
         });
         let pad = if inside { None } else { access.pad.or(Some(if src_ty.elem.is_int() { Literal::Int(0) } else { Literal::Float(0.0) })) };
         let hint = format!("{read}_{level}");
@@ -299,6 +314,9 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         };
         if let OpKind::Copy(c) = &mut f.ops[copy].kind {
             c.permute = permute;
+            if strides.iter().any(|&g| g > 1) {
+                c.stride = strides;
+            }
         }
         if !fenced {
             if cooperative {

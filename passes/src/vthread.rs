@@ -216,11 +216,14 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
             return Err(inconsistent(axis, span));
         };
         let dim = *dim;
+        // In box coordinates (a strided copy steps `g` source elements per
+        // box element), thread `ti` starts `k·t` elements further on.
+        let g = c.stride_of(dim) as i64;
         let c_t = src[dim].coeff(ti);
-        if c_t % t != 0 || c_t <= 0 {
+        if c_t % (t * g) != 0 || c_t <= 0 {
             return Err(inconsistent(axis, span));
         }
-        let k = c_t / t;
+        let k = c_t / (t * g);
         let slice = c.sizes[dim] as i64 - k * (t - t / vv);
         // The vthread loop around the copy, at its place.
         let region = f.ops[c_op].parent;
@@ -232,7 +235,7 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
         f.ops[c_op].parent = body;
         let mut new_src = src.clone();
         let others = AffineExpr::from_parts(src[dim].terms().iter().copied().filter(|&(x, _)| x != ti), src[dim].constant_term(), 1).expect("small");
-        new_src[dim] = others.checked_add(&AffineExpr::from_parts([(w, k * (s / vv)), (ti, k * (t / vv))], 0, 1).expect("small")).expect("small");
+        new_src[dim] = others.checked_add(&AffineExpr::from_parts([(w, g * k * (s / vv)), (ti, g * k * (t / vv))], 0, 1).expect("small")).expect("small");
         let mut dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(c_op, e)).collect();
         let ddim = c.dst_dim(dim);
         dst[ddim] = dst[ddim].checked_add(&AffineExpr::from_parts([(w, slice)], 0, 1).expect("small")).expect("small");

@@ -448,7 +448,7 @@ impl<'f> Machine<'f> {
                 box_idx[d] = (rem % c.sizes[d]) as i64;
                 rem /= c.sizes[d];
             }
-            let s: Vec<i64> = so.iter().zip(&box_idx).map(|(o, i)| o + i).collect();
+            let s: Vec<i64> = so.iter().zip(&box_idx).enumerate().map(|(d, (o, i))| o + c.stride_of(d) as i64 * i).collect();
             let t: Vec<i64> = d_o.iter().enumerate().map(|(k, o)| o + box_idx[c.box_dim(k)]).collect();
             let v = match (Self::offset(&self.buffers[src].data.ty.shape, &s), c.pad) {
                 (Some(off), _) => self.read_elem(src, off, "copy")?,

@@ -246,7 +246,8 @@ impl<V: Copy + Ord> AffineExpr<V> {
     }
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
+/// The greatest common divisor of `|a|` and `|b|` (0 when both are 0).
+pub fn gcd(a: i64, b: i64) -> i64 {
     let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
     while b != 0 {
         (a, b) = (b, a % b);

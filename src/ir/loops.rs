@@ -135,7 +135,9 @@ pub struct Access {
 
 /// `copy %src[o...] -> %dst[p...] box [n...]`: for every `e` in the box,
 /// `dst[p + e] = src[o + e]` (source elements outside the source read
-/// `pad`). With `permute [π...]` the destination's dimensions are the box's
+/// `pad`). With `stride [g...]` the box steps through the source by `g`:
+/// `dst[p + e] = src[o + g·e]` (a packed copy of a strided read holds only
+/// the elements read, densely). With `permute [π...]` the destination's dimensions are the box's
 /// in the order π: `dst[p_k + e_π(k)] = src[o + e]` (a packed copy that
 /// puts another dimension innermost). `cooperative`: the box is shared out
 /// among the threads of the enclosing thread-mapped loops (each copies a
@@ -146,6 +148,8 @@ pub struct CopyOp {
     pub src: Vec<AffineExpr<Dim>>,
     pub dst: Vec<AffineExpr<Dim>>,
     pub sizes: Vec<u64>,
+    /// The source stride of each box dimension; empty: all 1.
+    pub stride: Vec<u64>,
     /// The box dimension each destination dimension takes, outermost
     /// first; empty: the box's own order.
     pub permute: Vec<usize>,
@@ -154,6 +158,17 @@ pub struct CopyOp {
 }
 
 impl CopyOp {
+    /// The source stride of box dimension `d`.
+    pub fn stride_of(&self, d: usize) -> u64 {
+        self.stride.get(d).copied().unwrap_or(1)
+    }
+
+    /// The source elements box dimension `d` spans, from the first to the
+    /// last it reads.
+    pub fn src_extent(&self, d: usize) -> u64 {
+        self.sizes.get(d).map_or(1, |&n| self.stride_of(d) * n.saturating_sub(1) + 1)
+    }
+
     /// The box dimension destination dimension `k` takes.
     pub fn box_dim(&self, k: usize) -> usize {
         self.permute.get(k).copied().unwrap_or(k)

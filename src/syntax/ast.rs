@@ -85,13 +85,15 @@ pub enum StmtAst {
     Load { result: Word, src: Word, indices: Vec<IndexAst>, pad: Option<LiteralAst>, clauses: Vec<ClauseAst>, ty: TypeAst, span: Span },
     /// `store %v, %dst[i, ...]`
     Store { value: Word, dst: Word, indices: Vec<IndexAst>, span: Span },
-    /// `copy %src[i, ...] -> %dst[i, ...] box [n, ...] [permute [d, ...]] [pad(lit)] [cooperative]`
+    /// `copy %src[i, ...] -> %dst[i, ...] box [n, ...] [stride [g, ...]] [permute [d, ...]] [pad(lit)] [cooperative]`
     Copy {
         src: Word,
         src_indices: Vec<IndexAst>,
         dst: Word,
         dst_indices: Vec<IndexAst>,
         sizes: Vec<Word>,
+        /// The source stride of each box dimension, and where the clause is.
+        stride: Option<(Vec<Word>, Span)>,
         /// The box dimension each destination dimension takes, and where
         /// the clause is.
         permute: Option<(Vec<Word>, Span)>,

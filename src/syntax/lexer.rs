@@ -55,6 +55,8 @@ pub enum Tok<'s> {
     KwCooperative,
     #[token("permute")]
     KwPermute,
+    #[token("stride")]
+    KwStride,
     #[token("fill")]
     KwFill,
     #[token("kernel")]
@@ -143,6 +145,7 @@ impl fmt::Display for Tok<'_> {
             Tok::KwBox => f.write_str("`box`"),
             Tok::KwCooperative => f.write_str("`cooperative`"),
             Tok::KwPermute => f.write_str("`permute`"),
+            Tok::KwStride => f.write_str("`stride`"),
             Tok::KwFill => f.write_str("`fill`"),
             Tok::KwKernel => f.write_str("`kernel`"),
             Tok::Def(s) => write!(f, "definition `%{s} =`"),

@@ -195,6 +195,9 @@ impl Printer<'_> {
                 let (src, dst) = (operands.first().cloned().unwrap_or_default(), operands.get(1).cloned().unwrap_or_default());
                 let sizes = c.sizes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
                 write!(self.out, "copy {src}[{}] -> {dst}[{}] box [{sizes}]", self.indices(op, &c.src), self.indices(op, &c.dst)).unwrap();
+                if !c.stride.is_empty() {
+                    write!(self.out, " stride [{}]", c.stride.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")).unwrap();
+                }
                 if !c.permute.is_empty() {
                     write!(self.out, " permute [{}]", c.permute.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")).unwrap();
                 }

@@ -376,8 +376,8 @@ impl Resolver {
                 (Some(result), self.load(func, scope, place, src, indices, pad.as_ref(), clauses, ty, *span))
             }
             StmtAst::Store { value, dst, indices, span } => return self.store(func, scope, place, value, dst, indices, *span),
-            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, permute, pad, cooperative, span } => {
-                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), (sizes, permute.as_ref()), pad.as_ref(), *cooperative, *span);
+            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, stride, permute, pad, cooperative, span } => {
+                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), (sizes, stride.as_ref(), permute.as_ref()), pad.as_ref(), *cooperative, *span);
             }
             StmtAst::Fill { buffer, value, span } => return self.fill(func, scope, place, buffer, value, *span),
         };
@@ -1155,7 +1155,7 @@ impl Resolver {
         place: &Place<'_>,
         src: (&Word, &[IndexAst]),
         dst: (&Word, &[IndexAst]),
-        (sizes, permute): (&[Word], Option<&(Vec<Word>, Span)>),
+        (sizes, stride, permute): (&[Word], Option<&(Vec<Word>, Span)>, Option<&(Vec<Word>, Span)>),
         pad: Option<&LiteralAst>,
         cooperative: bool,
         span: Span,
@@ -1177,8 +1177,21 @@ impl Resolver {
                 n
             })
             .collect();
-        // Whether it is a permutation of the box's dimensions is the
-        // verifier's rule (passes make copies too).
+        // Whether the strides are one per box dimension, and the permutation
+        // one of the box's dimensions, are the verifier's rules (passes make
+        // copies too).
+        let stride: Option<Vec<u64>> = stride.map_or(Some(Vec::new()), |(steps, _)| {
+            steps
+                .iter()
+                .map(|w| {
+                    let n = w.text.parse::<u64>().ok();
+                    if n.is_none() {
+                        self.error(Diagnostic::error(format!("stride `{}` is too large", w.text)).at(w.span, "too large"));
+                    }
+                    n
+                })
+                .collect()
+        });
         let permute: Option<Vec<usize>> = permute.map_or(Some(Vec::new()), |(dims, _)| {
             dims.iter()
                 .map(|w| {
@@ -1190,7 +1203,7 @@ impl Resolver {
                 })
                 .collect()
         });
-        let (Some(s), Some(d), Some(permute)) = (s, d, permute) else { return };
+        let (Some(s), Some(d), Some(stride), Some(permute)) = (s, d, stride, permute) else { return };
         let Some(src_type) = self.readable(func, s, src.0, "copied from") else { return };
         let pad = match pad {
             Some(p) => match self.literal(p, src_type.elem) {
@@ -1204,7 +1217,7 @@ impl Resolver {
         let all: Vec<AffineExpr<Value>> = src_exprs.iter().chain(&dst_exprs).cloned().collect();
         let mut dims = index_operands(&mut operands, &all);
         let dst_dims = dims.split_off(src_exprs.len());
-        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, permute, pad, cooperative }));
+        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, stride, permute, pad, cooperative }));
         func.append_op(place.region, kind, operands, vec![], span);
     }
 

@@ -188,6 +188,21 @@ pub const SCATTER_LANE_COST: f64 = 4.0;
 /// stall the kernel for their latency over this.
 pub const MISSES_IN_FLIGHT: f64 = 10.0;
 
+/// The source stride a packed copy takes along an index: the common
+/// divisor of the coefficients of the axes that vary (a strided
+/// convolution's `2·oh + r` with `r` of extent 1 is packed every second
+/// element, densely; the `cache` pass does the same with the loops inside
+/// the copy, which may be fewer).
+struct PackedStrides {
+    extents: Vec<u64>,
+}
+
+impl PackedStrides {
+    fn of(&self, e: &AffineExpr<AxisId>) -> i64 {
+        e.terms().iter().filter(|&&(a, _)| self.extents.get(a.index()).is_some_and(|&n| n > 1)).fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1)
+    }
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a.max(1) } else { gcd(b, a % b) }
 }
@@ -272,7 +287,7 @@ impl Problem {
             // spend a whole budget on it (each vector axis gets one).
             let ids: Vec<AxisId> = c.axis_ids().collect();
             vector_axes.extend((0..axes.len()).filter(|&a| {
-                !axes[a].spatial && axes[a].extent >= lanes[a] && lanes[a] > 1 && c.all_reads().any(|(_, r)| Self::walks_contiguously(&r.indices, ids[a], false))
+                !axes[a].spatial && axes[a].extent >= lanes[a] && lanes[a] > 1 && c.all_reads().any(|(_, r)| Self::walks_contiguously(&r.indices, ids[a], None))
             }));
         }
         Some(Problem {
@@ -619,7 +634,8 @@ impl Problem {
                 loads += elems as f64 * GUARDED_LOAD_COST;
                 continue;
             }
-            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], cfg.pack_level(r).is_some()));
+            let packed = cfg.pack_level(r).map(|_| self.packed_strides());
+            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], packed.as_ref()));
             if contiguous {
                 let v = elems.div_ceil(w) as f64;
                 loads += v;
@@ -646,27 +662,51 @@ impl Problem {
 
     /// Does an access with `indices` walk axis `id` with unit stride in
     /// memory: through its last dimension alone, or, for a packed copy
-    /// (which puts the dimension the vector walks innermost, see the
-    /// `cache` pass), through any one dimension alone?
-    fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: bool) -> bool {
+    /// (`packed`: the stride each index is packed with; the `cache` pass
+    /// puts the dimension the vector walks innermost and packs a strided
+    /// one densely), through any one dimension alone with its packed
+    /// stride?
+    fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: Option<&PackedStrides>) -> bool {
         let using: Vec<&AffineExpr<AxisId>> = indices.iter().filter(|e| e.uses(id)).collect();
         let [e] = using.as_slice() else { return false };
-        let unit = e.coeff(id) == 1 && e.divisor() == 1;
-        unit && (packed || indices.last().is_some_and(|l| std::ptr::eq(l, *e)))
+        if e.divisor() != 1 {
+            return false;
+        }
+        match packed {
+            Some(stride) => e.coeff(id) == stride.of(e),
+            None => e.coeff(id) == 1 && indices.last().is_some_and(|l| std::ptr::eq(l, *e)),
+        }
+    }
+
+    /// The strides of a packed copy's dimensions (see [`PackedStrides`]).
+    fn packed_strides(&self) -> PackedStrides {
+        PackedStrides { extents: self.axes.iter().map(|a| a.extent).collect() }
     }
 
     /// Cycles per element a packed copy of read `r` takes beyond moving its
     /// bytes: [`GUARDED_LOAD_COST`] for a padded read (each element's
     /// bounds are checked), [`GATHER_LOAD_COST`] for one the `cache` pass
-    /// permutes (the vector axis walks a dimension other than its last, so
-    /// the copy's loads are strided), else 0 (rows copied as runs).
+    /// permutes (the vector axis walks a dimension other than its last: a
+    /// transpose) or packs densely from a read with a stride above 2
+    /// (element by element), else 0 (rows copied as runs; stride 2 goes by
+    /// vector shuffles).
     fn pack_cycles_per_element(&self, cfg: &Config, r: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
         if read.pad.is_some() {
             return GUARDED_LOAD_COST;
         }
         let permuted = self.vector_width(cfg) > 1 && self.packed_innermost(cfg, &read.indices).is_some();
-        if permuted { GATHER_LOAD_COST } else { 0.0 }
+        let strides = self.packed_strides();
+        // Stride 2 is copied a vector at a time (two loads and a shuffle,
+        // `docs/codegen.md`); larger strides element by element.
+        let strided = read.indices.iter().any(|e| strides.of(e) > 2);
+        // A permuted copy is transposed in 16 x 16 register blocks now,
+        // about 0.4 cycles an element (ResNet-50 R10's weights per L1
+        // tile), but charging that made markov pack weights where it did
+        // not pay (R8 at 78-82 GFLOP/s against 94-97, R4 79 against
+        // 84-86, side by side): the gather cost stays until the model
+        // sees why.
+        if permuted || strided { GATHER_LOAD_COST } else { 0.0 }
     }
 
     /// The dimension of a read with `indices` that its packed copy moves
@@ -674,7 +714,7 @@ impl Problem {
     /// axis walks with unit stride, where that is not already the last.
     fn packed_innermost(&self, cfg: &Config, indices: &[AffineExpr<AxisId>]) -> Option<usize> {
         let v = self.compute.axis_ids().nth(cfg.vector?)?;
-        if !Self::walks_contiguously(indices, v, true) || Self::walks_contiguously(indices, v, false) {
+        if !Self::walks_contiguously(indices, v, Some(&self.packed_strides())) || Self::walks_contiguously(indices, v, None) {
             return None;
         }
         indices.iter().position(|e| e.uses(v))
@@ -775,7 +815,7 @@ impl Problem {
             // load and combine each, against its FMAs.
             let fma = reduction / (w as f64 * fma_units);
             accumulate *= fma / (fma + step);
-        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], false)) {
+        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], None)) {
             // An output not contiguous along the vector axis is stored lane
             // by lane ([`SCATTER_LANE_COST`] cycles each), once per output
             // vector after the whole reduction: against the FMAs of that

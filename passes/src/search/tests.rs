@@ -384,6 +384,24 @@ fn the_cpu_model_chooses_the_vector_axis() {
     }
 }
 
+/// A read with a stride packs densely (the `cache` pass's `copy ...
+/// stride`): ResNet-50 R4 (1x1, stride 2, 28x28 outputs) vectorised along
+/// `ow` reads `x[.., oh * 2, ow * 2]`, whose lanes are 2 apart in the
+/// tensor but contiguous in a packed copy; the model counts them as whole
+/// vector loads there and as gathered lanes otherwise.
+#[test]
+fn the_cpu_model_sees_strided_reads_packed_densely() {
+    let p = workload_problem("conv2d_resnet50_r4", "x86-avx512");
+    let tiles: Vec<Vec<u64>> = [[1, 1, 1], [32, 32, 8], [28, 28, 2], [16, 16, 16], [256, 64, 64], [1, 1, 1], [1, 1, 1]].iter().map(|t| t.to_vec()).collect();
+    let cfg = |pack_xv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![pack_xv, 0], order: (0..7).collect(), vector: Some(3) };
+    let (packed, unpacked) = (cfg(1), cfg(0));
+    assert!(p.valid(&packed));
+    assert_eq!(p.register_tile(&packed), (16.0, 10.0, 2.0), "8 x 2 accumulators; 2 vectors of the packed input and 8 broadcasts per step");
+    let (_, gathered, _) = p.register_tile(&unpacked);
+    assert_eq!(gathered, 8.0 + 32.0 * space::GATHER_LOAD_COST, "32 lanes gathered, 2 apart");
+    assert!(p.predict(&packed) < p.predict(&unpacked));
+}
+
 /// Prints the model's view of a few GEMM schedules on `host` (the
 /// hand-written one of `examples/gemm1024_avx2.tile`, it without A packed,
 /// and those given in `C`): prediction, micro-kernel terms, and per tile
