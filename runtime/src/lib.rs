@@ -4,6 +4,7 @@
 //! does not link LLVM: the measurement worker stays small.
 
 pub mod cuda;
+mod pool;
 pub mod program;
 pub mod worker;
 

@@ -1,8 +1,10 @@
 //! Running compiled CPU kernels: a shared library loaded with
 //! `libloading`, global buffers allocated here, kernels called in order,
-//! each kernel's parallel range shared out over threads.
+//! each kernel's parallel range shared out over the kernel threads
+//! (`pool`).
 
 use crate::KernelAbi;
+use crate::pool::{Part, run_parts};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tilec::interp::{Tensor, TensorData};
@@ -23,7 +25,9 @@ unsafe impl Send for CpuProgram {}
 unsafe impl Sync for CpuProgram {}
 
 /// The result of one run: the function's results and the wall time of its
-/// kernels (thread start-up included, buffer set-up not).
+/// kernels (handing their parts to the kernel threads and waiting for them
+/// included; starting threads not, since they persist (`pool`); buffer
+/// set-up not).
 pub struct CpuRun {
     pub results: Vec<Tensor>,
     pub kernel_seconds: f64,
@@ -225,21 +229,15 @@ impl CpuProgram {
             let threads = threads.clamp(1, trip as usize);
             let chunk = trip.div_ceil(threads as u64);
             // Local buffers live on the kernel's stack: each thread gets
-            // them on top of the usual stack.
+            // them on top of the usual stack. The threads outlive the run
+            // (`pool`), so their stacks' pages stay mapped.
             let stack = usize::try_from(k.stack_bytes).ok().and_then(|b| b.checked_add(THREAD_STACK_BYTES)).ok_or_else(|| format!("kernel `{}` needs {} bytes of stack", k.symbol, k.stack_bytes))?;
-            std::thread::scope(|s| {
-                let mut spawned = Vec::new();
-                for t in 0..threads as u64 {
-                    let (lo, hi) = (t * chunk, ((t + 1) * chunk).min(trip));
-                    if lo >= hi {
-                        continue;
-                    }
-                    let ptrs = &ptrs;
-                    let f = *f as usize;
-                    spawned.push(std::thread::Builder::new().stack_size(stack).spawn_scoped(s, move || call(f, ptrs, lo as i64, hi as i64)));
-                }
-                spawned.into_iter().find_map(Result::err).map_or(Ok(()), |e| Err(format!("cannot start a thread with {stack} bytes of stack for kernel `{}`: {e}", k.symbol)))
-            })?;
+            let parts: Vec<Part> = (0..threads as u64)
+                .map(|t| (t * chunk, ((t + 1) * chunk).min(trip)))
+                .filter(|(lo, hi)| lo < hi)
+                .map(|(lo, hi)| Part { f: *f as usize, ptrs: ptrs.clone(), lo: lo as i64, hi: hi as i64 })
+                .collect();
+            run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))?;
         }
         let kernel_seconds = start.elapsed().as_secs_f64();
         let results = self.plan.collect_results(|value, ty| bufs.get(&value).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))?;
@@ -252,7 +250,7 @@ impl CpuProgram {
 const THREAD_STACK_BYTES: usize = 2 << 20;
 
 /// Calls kernel `f` with `ptrs` and the range: one C signature per arity.
-fn call(f: usize, ptrs: &[usize], lo: i64, hi: i64) {
+pub(crate) fn call(f: usize, ptrs: &[usize], lo: i64, hi: i64) {
     type P = usize;
     macro_rules! arity {
         ($($i:tt),*) => {{

@@ -1,0 +1,104 @@
+//! Kernel threads that outlive a run. A kernel's local buffers (packed
+//! copies, accumulators) live on its thread's stack; a thread started per
+//! run maps a fresh stack, and the kernel then takes a page fault for every
+//! page of its buffers it touches, inside the timed region. On the 2-vCPU
+//! Zen 4 VM of `docs/performance.md` that was 0.2-0.35 ms of a 0.55 ms
+//! ResNet-50 R7 kernel whose 400 KiB packed input lives on the stack.
+//! These threads keep their stacks, so the second run of a kernel finds
+//! its buffers' pages mapped.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Mutex, OnceLock};
+
+/// One call of a kernel on a part of its parallel range: the function, its
+/// buffer pointers, `[lo, hi)`.
+pub(crate) struct Part {
+    pub f: usize,
+    pub ptrs: Vec<usize>,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+struct KernelThread {
+    stack_bytes: usize,
+    parts: Sender<Part>,
+    done: Receiver<()>,
+}
+
+impl KernelThread {
+    fn start(index: usize, stack_bytes: usize) -> Result<KernelThread, String> {
+        let (parts, todo) = channel::<Part>();
+        let (finished, done) = channel();
+        std::thread::Builder::new()
+            .name(format!("tilec-kernel-{index}"))
+            .stack_size(stack_bytes)
+            .spawn(move || {
+                pin_to_cpu(index);
+                for p in todo {
+                    crate::program::call(p.f, &p.ptrs, p.lo, p.hi);
+                    if finished.send(()).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start a kernel thread with {stack_bytes} bytes of stack: {e}"))?;
+        Ok(KernelThread { stack_bytes, parts, done })
+    }
+}
+
+/// The process's kernel threads, started as runs need them: thread `t`
+/// runs part `t` of every run, and is replaced by one with a larger stack
+/// when a kernel needs more than it has.
+fn threads() -> &'static Mutex<Vec<KernelThread>> {
+    static THREADS: OnceLock<Mutex<Vec<KernelThread>>> = OnceLock::new();
+    THREADS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Runs each part on its own kernel thread, each with at least
+/// `stack_bytes` of stack, and returns when all have finished.
+pub(crate) fn run_parts(parts: Vec<Part>, stack_bytes: usize) -> Result<(), String> {
+    // One run at a time: the threads' stacks are reused, not shared.
+    let mut pool = threads().lock().map_err(|_| "a kernel thread panicked".to_string())?;
+    for t in 0..parts.len() {
+        if t == pool.len() {
+            pool.push(KernelThread::start(t, stack_bytes)?);
+        } else if pool[t].stack_bytes < stack_bytes {
+            // The old thread ends when its channel closes.
+            pool[t] = KernelThread::start(t, stack_bytes)?;
+        }
+    }
+    let n = parts.len();
+    for (t, p) in parts.into_iter().enumerate() {
+        pool[t].parts.send(p).map_err(|_| format!("kernel thread {t} has stopped"))?;
+    }
+    for (t, thread) in pool.iter().take(n).enumerate() {
+        thread.done.recv().map_err(|_| format!("kernel thread {t} has stopped"))?;
+    }
+    Ok(())
+}
+
+/// Keeps kernel thread `index` on the `index`-th CPU this process may use
+/// (modulo their number). Unpinned, a woken thread may be placed on the
+/// CPU of the thread that woke it, beside its sibling, and a 2-thread run
+/// then goes at 1-thread speed until the scheduler moves one (seen on the
+/// 2-vCPU VM as bimodal 2-thread times). Best effort: where the affinity
+/// cannot be read or set, the thread stays where the scheduler puts it.
+#[cfg(target_os = "linux")]
+fn pin_to_cpu(index: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the calls write at
+    // most its size, and the second names one CPU of the first.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &allowed)).collect();
+        let Some(&cpu) = cpus.get(index % cpus.len().max(1)) else { return };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to_cpu(_index: usize) {}
