@@ -102,3 +102,49 @@ fn pin_to_cpu(index: usize) {
 
 #[cfg(not(target_os = "linux"))]
 fn pin_to_cpu(_index: usize) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    /// What each call of [`record`] saw: its range and thread.
+    static CALLS: StdMutex<Vec<(i64, i64, std::thread::ThreadId, Option<String>)>> = StdMutex::new(Vec::new());
+
+    /// A stand-in kernel with one buffer parameter: records its range and
+    /// the thread it ran on, and adds the range's length to the buffer.
+    extern "C" fn record(sum: usize, lo: i64, hi: i64) {
+        let t = std::thread::current();
+        CALLS.lock().unwrap().push((lo, hi, t.id(), t.name().map(str::to_string)));
+        // SAFETY: the test passes a pointer to an AtomicI64 that outlives the run.
+        let sum = unsafe { &*(sum as *const std::sync::atomic::AtomicI64) };
+        sum.fetch_add(hi - lo, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn run(sum: &std::sync::atomic::AtomicI64, ranges: &[(i64, i64)], stack: usize) -> Vec<(i64, i64, std::thread::ThreadId, Option<String>)> {
+        CALLS.lock().unwrap().clear();
+        let f = record as extern "C" fn(usize, i64, i64) as usize;
+        let parts = ranges.iter().map(|&(lo, hi)| Part { f, ptrs: vec![sum as *const _ as usize], lo, hi }).collect();
+        run_parts(parts, stack).unwrap();
+        let mut calls = CALLS.lock().unwrap().clone();
+        calls.sort_by_key(|c| c.0);
+        calls
+    }
+
+    /// Part t runs on kernel thread t; the same threads serve the next
+    /// run (their stacks persist); a kernel needing a larger stack gets a
+    /// new thread; every part runs once.
+    #[test]
+    fn kernel_threads_persist_and_grow_their_stacks() {
+        let sum = std::sync::atomic::AtomicI64::new(0);
+        let first = run(&sum, &[(0, 3), (3, 5)], 1 << 20);
+        assert_eq!(first.iter().map(|c| (c.0, c.1, c.3.clone())).collect::<Vec<_>>(), vec![(0, 3, Some("tilec-kernel-0".into())), (3, 5, Some("tilec-kernel-1".into()))]);
+        assert_ne!(first[0].2, first[1].2, "two parts, two threads");
+        assert_ne!(first[0].2, std::thread::current().id());
+        let again = run(&sum, &[(0, 4), (4, 8)], 1 << 20);
+        assert_eq!((again[0].2, again[1].2), (first[0].2, first[1].2), "the same threads serve the next run");
+        let larger = run(&sum, &[(0, 1)], 64 << 20);
+        assert_ne!(larger[0].2, first[0].2, "a larger stack needs a new thread");
+        assert_eq!(sum.load(std::sync::atomic::Ordering::Relaxed), 5 + 8 + 1);
+    }
+}
