@@ -16,6 +16,10 @@ use crate::ir::*;
 use crate::ir::types::MAX_TENSOR_BYTES;
 use std::collections::HashMap;
 
+/// A clause of integers with where it is written (`stride [..]`,
+/// `permute [..]`), if present.
+type ListClause<'a> = Option<&'a (Vec<Word>, Span)>;
+
 /// The keys of a schedule dictionary, in printing order.
 const SCHEDULE_KEYS: [&str; 6] = ["tile", "order", "vthread", "cache", "unroll", "vector"];
 /// The clauses of a `for` loop.
@@ -1155,7 +1159,7 @@ impl Resolver {
         place: &Place<'_>,
         src: (&Word, &[IndexAst]),
         dst: (&Word, &[IndexAst]),
-        (sizes, stride, permute): (&[Word], Option<&(Vec<Word>, Span)>, Option<&(Vec<Word>, Span)>),
+        (sizes, stride, permute): (&[Word], ListClause<'_>, ListClause<'_>),
         pad: Option<&LiteralAst>,
         cooperative: bool,
         span: Span,
