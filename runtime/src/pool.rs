@@ -67,14 +67,22 @@ pub(crate) fn run_parts(parts: Vec<Part>, stack_bytes: usize) -> Result<(), Stri
             pool[t] = KernelThread::start(t, stack_bytes)?;
         }
     }
-    let n = parts.len();
+    // Every part handed out is waited for, even after a failure: the
+    // parts point into the caller's buffers.
+    let mut failed = None;
+    let mut running = Vec::new();
     for (t, p) in parts.into_iter().enumerate() {
-        pool[t].parts.send(p).map_err(|_| format!("kernel thread {t} has stopped"))?;
+        match pool[t].parts.send(p) {
+            Ok(()) => running.push(t),
+            Err(_) => failed = failed.or(Some(format!("kernel thread {t} has stopped"))),
+        }
     }
-    for (t, thread) in pool.iter().take(n).enumerate() {
-        thread.done.recv().map_err(|_| format!("kernel thread {t} has stopped"))?;
+    for t in running {
+        if pool[t].done.recv().is_err() {
+            failed = failed.or(Some(format!("kernel thread {t} has stopped")));
+        }
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// Keeps kernel thread `index` on the `index`-th CPU this process may use
