@@ -8,7 +8,7 @@
 //! its buffers' pages mapped.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// One call of a kernel on a part of its parallel range: the function, its
 /// buffer pointers, `[lo, hi)`.
@@ -49,16 +49,13 @@ impl KernelThread {
 /// The process's kernel threads, started as runs need them: thread `t`
 /// runs part `t` of every run, and is replaced by one with a larger stack
 /// when a kernel needs more than it has.
-fn threads() -> &'static Mutex<Vec<KernelThread>> {
-    static THREADS: OnceLock<Mutex<Vec<KernelThread>>> = OnceLock::new();
-    THREADS.get_or_init(|| Mutex::new(Vec::new()))
-}
+static THREADS: Mutex<Vec<KernelThread>> = Mutex::new(Vec::new());
 
 /// Runs each part on its own kernel thread, each with at least
 /// `stack_bytes` of stack, and returns when all have finished.
 pub(crate) fn run_parts(parts: Vec<Part>, stack_bytes: usize) -> Result<(), String> {
     // One run at a time: the threads' stacks are reused, not shared.
-    let mut pool = threads().lock().map_err(|_| "a kernel thread panicked".to_string())?;
+    let mut pool = THREADS.lock().map_err(|_| "a kernel thread panicked".to_string())?;
     for t in 0..parts.len() {
         if t == pool.len() {
             pool.push(KernelThread::start(t, stack_bytes)?);

@@ -1171,42 +1171,12 @@ impl Resolver {
         let d = self.lookup(scope, None, false, dst.0);
         let src_exprs = self.loop_indices(scope, src.1);
         let dst_exprs = self.loop_indices(scope, dst.1);
-        let sizes: Vec<Option<u64>> = sizes
-            .iter()
-            .map(|w| {
-                let n = w.text.parse::<u64>().ok();
-                if n.is_none() {
-                    self.error(Diagnostic::error(format!("box size `{}` is too large", w.text)).at(w.span, "too large"));
-                }
-                n
-            })
-            .collect();
+        let sizes = self.ints::<u64>(sizes, "box size");
         // Whether the strides are one per box dimension, and the permutation
         // one of the box's dimensions, are the verifier's rules (passes make
         // copies too).
-        let stride: Option<Vec<u64>> = stride.map_or(Some(Vec::new()), |(steps, _)| {
-            steps
-                .iter()
-                .map(|w| {
-                    let n = w.text.parse::<u64>().ok();
-                    if n.is_none() {
-                        self.error(Diagnostic::error(format!("stride `{}` is too large", w.text)).at(w.span, "too large"));
-                    }
-                    n
-                })
-                .collect()
-        });
-        let permute: Option<Vec<usize>> = permute.map_or(Some(Vec::new()), |(dims, _)| {
-            dims.iter()
-                .map(|w| {
-                    let n = w.text.parse::<usize>().ok();
-                    if n.is_none() {
-                        self.error(Diagnostic::error(format!("dimension `{}` is too large", w.text)).at(w.span, "too large"));
-                    }
-                    n
-                })
-                .collect()
-        });
+        let stride = stride.map_or(Some(Vec::new()), |(steps, _)| self.ints::<u64>(steps, "stride"));
+        let permute = permute.map_or(Some(Vec::new()), |(dims, _)| self.ints::<usize>(dims, "dimension"));
         let (Some(s), Some(d), Some(stride), Some(permute)) = (s, d, stride, permute) else { return };
         let Some(src_type) = self.readable(func, s, src.0, "copied from") else { return };
         let pad = match pad {
@@ -1216,13 +1186,29 @@ impl Resolver {
             },
             None => None,
         };
-        let (Some(src_exprs), Some(dst_exprs), Some(sizes)) = (src_exprs, dst_exprs, sizes.into_iter().collect::<Option<Vec<u64>>>()) else { return };
+        let (Some(src_exprs), Some(dst_exprs), Some(sizes)) = (src_exprs, dst_exprs, sizes) else { return };
         let mut operands = vec![s, d];
         let all: Vec<AffineExpr<Value>> = src_exprs.iter().chain(&dst_exprs).cloned().collect();
         let mut dims = index_operands(&mut operands, &all);
         let dst_dims = dims.split_off(src_exprs.len());
         let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, stride, permute, pad, cooperative }));
         func.append_op(place.region, kind, operands, vec![], span);
+    }
+
+    /// The integers of a list clause; each one too large for `T` is an
+    /// error naming it (`what`), and the list is then `None`.
+    fn ints<T: std::str::FromStr>(&mut self, words: &[Word], what: &str) -> Option<Vec<T>> {
+        let parsed: Vec<Option<T>> = words
+            .iter()
+            .map(|w| {
+                let n = w.text.parse::<T>().ok();
+                if n.is_none() {
+                    self.error(Diagnostic::error(format!("{what} `{}` is too large", w.text)).at(w.span, "too large"));
+                }
+                n
+            })
+            .collect();
+        parsed.into_iter().collect()
     }
 
     fn fill(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, buffer: &Word, value: &LiteralAst, span: Span) {

@@ -193,13 +193,13 @@ pub const MISSES_IN_FLIGHT: f64 = 10.0;
 /// convolution's `2·oh + r` with `r` of extent 1 is packed every second
 /// element, densely; the `cache` pass does the same with the loops inside
 /// the copy, which may be fewer).
-struct PackedStrides {
-    extents: Vec<u64>,
+struct PackedStrides<'a> {
+    axes: &'a [Axis],
 }
 
-impl PackedStrides {
+impl PackedStrides<'_> {
     fn of(&self, e: &AffineExpr<AxisId>) -> i64 {
-        e.terms().iter().filter(|&&(a, _)| self.extents.get(a.index()).is_some_and(|&n| n > 1)).fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1)
+        e.terms().iter().filter(|&&(a, _)| self.axes.get(a.index()).is_some_and(|axis| axis.extent > 1)).fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1)
     }
 }
 
@@ -666,7 +666,7 @@ impl Problem {
     /// puts the dimension the vector walks innermost and packs a strided
     /// one densely), through any one dimension alone with its packed
     /// stride?
-    fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: Option<&PackedStrides>) -> bool {
+    fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: Option<&PackedStrides<'_>>) -> bool {
         let using: Vec<&AffineExpr<AxisId>> = indices.iter().filter(|e| e.uses(id)).collect();
         let [e] = using.as_slice() else { return false };
         if e.divisor() != 1 {
@@ -679,8 +679,8 @@ impl Problem {
     }
 
     /// The strides of a packed copy's dimensions (see [`PackedStrides`]).
-    fn packed_strides(&self) -> PackedStrides {
-        PackedStrides { extents: self.axes.iter().map(|a| a.extent).collect() }
+    fn packed_strides(&self) -> PackedStrides<'_> {
+        PackedStrides { axes: &self.axes }
     }
 
     /// Cycles per element a packed copy of read `r` takes beyond moving its
