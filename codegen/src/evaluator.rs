@@ -3,6 +3,7 @@
 //! reference, and reports the median and spread of its run times.
 
 use crate::{CpuCompiled, LlvmTarget, compile_function_cpu, link_shared};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilec::interp::{Tensor, compare::compare, npy::read_npy};
@@ -41,15 +42,29 @@ pub struct CpuEvaluator {
     /// Seconds of timed runs after which a candidate's timing stops (see
     /// `Job::time_budget_s`).
     pub time_budget_s: f64,
+    /// Seconds of timed runs a candidate gets at least (see
+    /// `Job::min_time_s`).
+    pub min_time_s: f64,
     /// The fastest median so far for the current op (reset by
     /// `set_reference_from`).
     best_median_s: Option<f64>,
     count: u64,
+    /// The current op's candidates already compiled, by their printed
+    /// module: the search times its finalists again (docs/search.md), and
+    /// compiling each again would cost more than the runs.
+    compiled: HashMap<String, Compiled>,
+}
+
+/// A candidate's kernels, host plan and linked library.
+struct Compiled {
+    kernels: Vec<crate::KernelAbi>,
+    plan: tilec_runtime::HostPlan,
+    library: PathBuf,
 }
 
 impl CpuEvaluator {
     pub fn new(target: LlvmTarget, worker: PathBuf, dir: PathBuf) -> Self {
-        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, best_median_s: None, count: 0 }
+        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, best_median_s: None, count: 0, compiled: HashMap::new() }
     }
 
     /// The time limit for the next candidate: the fixed timeout, or less
@@ -68,6 +83,9 @@ impl CpuEvaluator {
     /// Forgets the fastest time seen: the next candidates are of another op.
     pub fn new_op(&mut self) {
         self.best_median_s = None;
+        for (_, c) in self.compiled.drain() {
+            let _ = std::fs::remove_file(&c.library);
+        }
     }
 
     /// Computes the reference results of `func` with the interpreter.
@@ -84,11 +102,16 @@ impl CpuEvaluator {
         Ok(())
     }
 
-    fn compile(&self, candidate: &Module, func: &str) -> Result<(CpuCompiled, PathBuf), Failure> {
-        let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
-        let compiled = compile_function_cpu(f, &self.target).map_err(|e| Failure::Compile(e.0))?;
-        let so = link_shared(&compiled.artifacts.object, &self.dir, &format!("cand{}", self.count)).map_err(|e| Failure::Compile(e.0))?;
-        Ok((compiled, so))
+    /// Compiles and links `candidate`, or finds it compiled for this op.
+    fn compile(&mut self, candidate: &Module, func: &str) -> Result<&Compiled, Failure> {
+        let key = format!("{func}\n{}", tilec::syntax::print_module(candidate));
+        if !self.compiled.contains_key(&key) {
+            let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
+            let CpuCompiled { artifacts, kernels, plan, .. } = compile_function_cpu(f, &self.target).map_err(|e| Failure::Compile(e.0))?;
+            let library = link_shared(&artifacts.object, &self.dir, &format!("cand{}", self.count)).map_err(|e| Failure::Compile(e.0))?;
+            self.compiled.insert(key.clone(), Compiled { kernels, plan, library });
+        }
+        Ok(&self.compiled[&key])
     }
 }
 
@@ -99,13 +122,15 @@ static CANDIDATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 impl Evaluator for CpuEvaluator {
     fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement {
         self.count = CANDIDATES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (compiled, so) = self.compile(candidate, func)?;
-        let outputs = self.reference.as_ref().map(|_| self.dir.join(format!("cand{}-out", self.count)));
+        let count = self.count;
+        let outputs = self.reference.as_ref().map(|_| self.dir.join(format!("cand{count}-out")));
+        let time_limit = self.time_limit();
+        let compiled = self.compile(candidate, func)?;
         if let Some(d) = &outputs {
             std::fs::create_dir_all(d).map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
         }
         let job = Job {
-            library: so.clone(),
+            library: compiled.library.clone(),
             kernels: compiled.kernels.clone(),
             plan: compiled.plan.clone(),
             inputs: Vec::new(),
@@ -113,15 +138,15 @@ impl Evaluator for CpuEvaluator {
             warmup: self.warmup,
             repeat: self.repeat,
             time_budget_s: Some(self.time_budget_s),
+            min_time_s: Some(self.min_time_s),
             threads: self.threads,
             outputs_dir: outputs.clone(),
         };
-        let report = run_in_worker(&self.worker, &job, self.time_limit()).map_err(|e| match e {
+        let report = run_in_worker(&self.worker, &job, time_limit).map_err(|e| match e {
             WorkerFailure::Crashed(m) => Failure::Crash(m),
             WorkerFailure::TimedOut(d) => Failure::Timeout(d.as_secs_f64()),
             other => Failure::Other(other.to_string()),
         });
-        let _ = std::fs::remove_file(&so);
         let report = report?;
         if let Some(e) = report.error {
             return Err(Failure::Crash(e));
@@ -189,5 +214,11 @@ impl tilec::measure::Evaluator for CheckedEvaluator {
             return Err(format!("{points} iteration points are too many for the interpreter (at most {REFERENCE_POINTS})"));
         }
         self.0.set_reference_from(reference, func)
+    }
+}
+
+impl Drop for CpuEvaluator {
+    fn drop(&mut self) {
+        self.new_op();
     }
 }

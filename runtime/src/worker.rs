@@ -28,11 +28,20 @@ pub struct Job {
     /// two, and more would only spend the tuning budget. None: all runs.
     #[serde(default)]
     pub time_budget_s: Option<f64>,
+    /// Go on past `repeat` runs until the timed runs add up to this many
+    /// seconds (at most [`MAX_RUNS`] runs): five runs of a 0.3 ms kernel
+    /// are one moment of a shared machine, and its median is that
+    /// moment's. None: `repeat` runs.
+    #[serde(default)]
+    pub min_time_s: Option<f64>,
     pub threads: usize,
     /// If set, the results of the last run are written here as
     /// `result<i>.npy`, for the parent to check.
     pub outputs_dir: Option<PathBuf>,
 }
+
+/// The most timed runs `min_time_s` asks for.
+pub const MAX_RUNS: usize = 1000;
 
 /// What the worker measured: wall time of each timed run, in seconds.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -65,15 +74,16 @@ fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
         program.run(&inputs, job.threads)?;
     }
     let mut times = Vec::new();
-    let mut last = Vec::new();
-    for _ in 0..job.repeat.max(1) {
+    let repeat = job.repeat.max(1) as usize;
+    let last = loop {
         let run = program.run_timed(&inputs, job.threads)?;
         times.push(run.kernel_seconds);
-        last = run.results;
-        if job.time_budget_s.is_some_and(|budget| times.iter().sum::<f64>() >= budget) {
-            break;
+        let spent: f64 = times.iter().sum();
+        let enough = times.len() >= repeat && job.min_time_s.is_none_or(|min| spent >= min);
+        if enough || times.len() >= MAX_RUNS.max(repeat) || job.time_budget_s.is_some_and(|budget| spent >= budget) {
+            break run.results;
         }
-    }
+    };
     if let Some(dir) = &job.outputs_dir {
         for (i, t) in last.iter().enumerate() {
             tilec::interp::npy::write_npy(&dir.join(format!("result{i}.npy")), t)?;

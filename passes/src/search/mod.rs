@@ -56,6 +56,8 @@ that file has times for. Options that only some strategies read say so. See
         OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
         OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
         OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
+        OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
+        OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
         OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
         OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
         OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
@@ -74,6 +76,8 @@ pub struct Search {
     pub seed: u64,
     pub budget: u64,
     pub measure_k: u64,
+    pub final_rounds: u64,
+    pub final_margin: f64,
     pub only: String,
     pub temperature: f64,
     pub threshold: f64,
@@ -92,6 +96,8 @@ impl Search {
             seed: o.uint("seed"),
             budget: o.uint("budget"),
             measure_k: o.uint("measure-top-k"),
+            final_rounds: o.uint("final-rounds"),
+            final_margin: o.float("final-margin"),
             only: o.str("op").to_string(),
             temperature: o.float("temperature"),
             threshold: o.float("threshold"),
@@ -126,6 +132,8 @@ pub struct SearchCx<'a> {
     base: Module,
     /// Every measurement, and whether it came from the records (resumed).
     measured: Vec<(Config, Measurement, bool)>,
+    /// The final rounds' measurements.
+    final_measured: Vec<(Config, Measurement)>,
     /// Successful records of this workload on this target from earlier runs.
     known: Vec<Record>,
     notes: Vec<String>,
@@ -180,23 +188,76 @@ impl SearchCx<'_> {
         if let Some((_, m, _)) = self.measured.iter().find(|(c, _, _)| c == cfg) {
             return Some(m.clone());
         }
-        let ev = self.evaluator.as_deref_mut()?;
+        self.evaluator.as_ref()?;
         let data = RecordSchedule::of(&p.schedule(cfg));
         if let Some(l) = self.known.iter().find(|r| r.schedule == data).and_then(|r| r.latency.as_ref()) {
             let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
             self.measured.push((cfg.clone(), Ok(t.clone()), true));
             return Some(Ok(t));
         }
-        let mut m = self.base.clone();
-        let f = &mut m.funcs[0];
-        f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(p.schedule(cfg));
-        let result = match lower_for_measurement(&mut m, &p.target) {
-            Ok(()) => ev.evaluate(&m, &p.func),
-            Err(e) => Err(tilec::measure::Failure::Compile(e)),
-        };
+        let result = self.time(p, cfg)?;
         self.measured.push((cfg.clone(), result.clone(), false));
         Some(result)
     }
+
+    /// The measured candidates within `margin` of the fastest
+    /// (at most [`FINALISTS`], fastest first), timed again in `rounds`
+    /// rounds that take them one after another, with every median each
+    /// one got (its first measurement's included). A shared machine's
+    /// slow phases last seconds: one measurement per candidate, taken
+    /// candidate after candidate, lets a phase pick the winner among
+    /// close ones (BERT M2: 94 against 112 GFLOP/s for two picks of one
+    /// search). Alternating rounds spread the phases over all of them. A
+    /// finalist that fails in a round drops out. Empty with fewer than two
+    /// finalists.
+    pub fn final_rounds(&mut self, p: &Problem, rounds: u64, margin: f64) -> Vec<(Config, Vec<f64>)> {
+        let mut ok: Vec<(f64, Config)> = self.measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
+        ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let Some(&(fastest, _)) = ok.first() else { return Vec::new() };
+        let mut finalists: Vec<(Config, Vec<f64>)> = ok.into_iter().filter(|(t, _)| *t <= fastest * (1.0 + margin)).take(FINALISTS).map(|(t, c)| (c, vec![t])).collect();
+        if finalists.len() < 2 || rounds == 0 {
+            return Vec::new();
+        }
+        for _ in 0..rounds {
+            let mut kept = Vec::new();
+            for (c, times) in finalists {
+                match self.time(p, &c) {
+                    Some(Ok(t)) => {
+                        let mut times = times;
+                        times.push(t.median_s);
+                        self.final_measured.push((c.clone(), Ok(t)));
+                        kept.push((c, times));
+                    }
+                    Some(Err(e)) => self.final_measured.push((c, Err(e))),
+                    None => return Vec::new(),
+                }
+            }
+            finalists = kept;
+        }
+        finalists
+    }
+
+    /// Compiles, runs and times `cfg` now. `None` without an evaluator.
+    fn time(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
+        let ev = self.evaluator.as_deref_mut()?;
+        let mut m = self.base.clone();
+        let f = &mut m.funcs[0];
+        f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(p.schedule(cfg));
+        Some(match lower_for_measurement(&mut m, &p.target) {
+            Ok(()) => ev.evaluate(&m, &p.func),
+            Err(e) => Err(tilec::measure::Failure::Compile(e)),
+        })
+    }
+}
+
+/// At most this many candidates go to the final rounds.
+const FINALISTS: usize = 3;
+
+/// The median of a non-empty list.
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// The scheduling passes a measured candidate goes through (the orders of
@@ -264,7 +325,7 @@ impl Search {
             }
             None => None,
         };
-        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), known, notes: Vec::new(), strategy: strategy.name() };
+        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), final_measured: Vec::new(), known, notes: Vec::new(), strategy: strategy.name() };
         let ranked = strategy.run(&p, &mut scx).map_err(|m| {
             at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(if self.strategy == "exhaustive" {
                 "use strategy=markov or roller for large spaces, or raise max-space".to_string()
@@ -283,11 +344,13 @@ impl Search {
                 scx.measure(&p, c);
             }
         }
-        let SearchCx { visited, measured, notes, evaluator, strategy: strategy_name, .. } = scx;
+        let finals = if scx.will_measure() { scx.final_rounds(&p, self.final_rounds, self.final_margin) } else { Vec::new() };
+        let SearchCx { visited, measured, final_measured, notes, evaluator, strategy: strategy_name, .. } = scx;
         let had_evaluator = evaluator.is_some();
         drop(evaluator);
         let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        let (chosen, measured_s) = match best_measured {
+        let best_final = finals.iter().map(|(c, times)| (median(times), c)).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let (chosen, measured_s) = match best_final.or(best_measured) {
             Some((t, c)) => (c.clone(), Some(t)),
             None => (ranked[0].clone(), None),
         };
@@ -295,7 +358,8 @@ impl Search {
         let elapsed = start.elapsed();
 
         // Records of every new measurement.
-        for (c, m, _) in measured.iter().filter(|(_, _, resumed)| !resumed) {
+        let new_measurements = measured.iter().filter(|(_, _, resumed)| !resumed).map(|(c, m, _)| (c, m)).chain(final_measured.iter().map(|(c, m)| (c, m)));
+        for (c, m) in new_measurements {
             let s = p.schedule(c);
             let (latency, gflops, error) = match m {
                 Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
@@ -340,6 +404,13 @@ impl Search {
         for n in &notes {
             r.push_str(&format!("  {n}\n"));
         }
+        if !finals.is_empty() {
+            r.push_str(&format!("  final rounds: {} candidates within {:.0}% of the fastest, timed {} more times each, one after another:\n", finals.len(), self.final_margin * 100.0, self.final_rounds));
+            for (c, times) in &finals {
+                let ms: Vec<String> = times.iter().map(|t| format!("{:.4}", t * 1e3)).collect();
+                r.push_str(&format!("    {} ms (median {:.4}): {}\n", ms.join(", "), median(times) * 1e3, one_line(&p.schedule(c), &p)));
+            }
+        }
         r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
         r.push_str(&format!("  chosen: {}\n", one_line(&schedule, &p)));
         r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, p.predict(&chosen))));
@@ -347,7 +418,7 @@ impl Search {
             Some(t) => r.push_str(&format!(", measured: {}\n", fmt_gflops(p.flops, t))),
             None => r.push_str(", measured: -\n"),
         }
-        for (c, m, _) in &measured {
+        for (c, m) in measured.iter().map(|(c, m, _)| (c, m)).chain(final_measured.iter().map(|(c, m)| (c, m))) {
             if let Err(e) = m {
                 r.push_str(&format!("  failed candidate {}: {e}\n", one_line(&p.schedule(c), &p)));
             }

@@ -160,6 +160,53 @@ impl Evaluator for Fake {
     }
 }
 
+/// An evaluator whose first timing is a lucky moment: every candidate has
+/// a true time (the second one measured is the fastest), but the very
+/// first call answers faster than any.
+struct LuckyFirst {
+    seen: Vec<String>,
+    calls: usize,
+}
+
+impl Evaluator for LuckyFirst {
+    fn evaluate(&mut self, candidate: &Module, _: &str) -> Measurement {
+        self.calls += 1;
+        let text = tilec::syntax::print_module(candidate);
+        let index = self.seen.iter().position(|s| *s == text).unwrap_or_else(|| {
+            self.seen.push(text);
+            self.seen.len() - 1
+        });
+        let t = if self.calls == 1 { 0.9e-3 } else { [1.1e-3, 1.0e-3].get(index).copied().unwrap_or(1.5e-3) };
+        Ok(Timing { median_s: t, min_s: t, max_s: t, runs: 1 })
+    }
+}
+
+#[test]
+fn final_rounds_overrule_a_lucky_first_timing() {
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let chosen_and_records = |rounds: &str| {
+        let mut m = parse(GEMM);
+        let mut cx = PassContext::with_target(Some(t.clone()));
+        cx.set_evaluator(Some(Box::new(LuckyFirst { seen: Vec::new(), calls: 0 })));
+        search("roller", &[("measure-top-k", "3"), ("final-rounds", rounds)]).run(&mut m, &mut cx).expect("search");
+        let f = &m.funcs[0];
+        let c = f.walk().into_iter().find_map(|o| f.ops[o].kind.as_compute()).unwrap();
+        (RecordSchedule::of(c.schedule.as_ref().unwrap()), cx.take_records(), cx.take_reports().join(""))
+    };
+    // The first timings alone: the lucky first candidate wins.
+    let (chosen, records, _) = chosen_and_records("0");
+    assert_eq!(records.len(), 3);
+    assert_eq!(chosen, records[0].schedule);
+    // Two rounds for the two within 20% (the third is 50% slower): the
+    // first one's timings are 0.9, 1.1, 1.1 ms (median 1.1), the second's
+    // 1.0 three times; the second wins, and all seven timings are recorded.
+    let (chosen, records, report) = chosen_and_records("2");
+    assert_eq!(records.len(), 3 + 2 * 2, "{report}");
+    assert_eq!(chosen, records[1].schedule, "{report}");
+    assert!(report.contains("final rounds: 2 candidates within 20% of the fastest, timed 2 more times each"), "{report}");
+    assert!(report.contains("0.9000, 1.1000, 1.1000 ms (median 1.1000)") && report.contains("1.0000, 1.0000, 1.0000 ms (median 1.0000)"), "{report}");
+}
+
 #[test]
 fn measurement_goes_through_the_evaluator_and_into_records() {
     let t = tilec::target::builtin("x86-avx2").unwrap();
@@ -191,7 +238,8 @@ fn measurement_goes_through_the_evaluator_and_into_records() {
     let mut cx4 = PassContext::with_target(Some(t.clone()));
     cx4.set_evaluator(Some(Box::new(Fake { calls: 0, references: 0 })));
     cx4.add_records(tilec::records::RESUME.into(), Arc::new(records.clone()));
-    search("roller", &[("measure-top-k", "4")]).run(&mut again, &mut cx4).expect("search");
+    // (Final rounds would time the close ones again, records or not.)
+    search("roller", &[("measure-top-k", "4"), ("final-rounds", "0")]).run(&mut again, &mut cx4).expect("search");
     let new = cx4.take_records();
     assert_eq!(new.len(), 1, "only the failed candidate is measured again");
     assert_eq!(new[0].schedule, records.iter().find(|r| r.error.is_some()).unwrap().schedule);
@@ -242,7 +290,7 @@ fn show_candidates() {
     for strategy in ["markov", "roller", "random"] {
         let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
         let mut st = s.strategy();
-        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
         for c in ranked.iter().take(5) {
@@ -263,7 +311,7 @@ fn markov_polish_descends_from_the_walks_best_states() {
     let p = workload_problem("gemm_bert_m1", "x86-avx2");
     let best = |polish: &str| {
         let mut st = search("markov", &[("polish", polish)]).strategy();
-        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         (ranked, cx.notes)
     };
