@@ -52,13 +52,21 @@ struct Cli {
     #[arg(long = "search-options", default_value = "")]
     search_options: String,
 
-    /// Timed runs per workload (the median is reported).
+    /// Timed runs per round (see --rounds).
     #[arg(long, default_value_t = 10)]
     repeat: usize,
 
     /// Untimed runs first.
     #[arg(long, default_value_t = 2)]
     warmup: usize,
+
+    /// Rounds of `--repeat` timed runs per workload, each followed by the
+    /// baseline's measurement with `--baseline`; the figures are the
+    /// medians of the rounds' medians. A shared machine's slow phases last
+    /// seconds: in rounds that alternate with the baseline, one phase
+    /// moves one round of each, not the whole figure of one side.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
 
     /// Skip the comparison with the interpreter.
     #[arg(long = "no-check")]
@@ -170,11 +178,14 @@ struct Measured {
     search_s: f64,
     compile_s: f64,
     measurements: Option<u64>,
+    /// The median of the rounds' medians.
     median_s: f64,
+    /// Each round's median.
+    round_medians_s: Vec<f64>,
     min_s: f64,
     flops: u64,
     check: Option<bool>,
-    baseline: Option<Result<(String, f64), String>>,
+    baseline: Option<Result<Baseline, String>>,
     /// The schedule each kernel was compiled with, on one line.
     schedules: Vec<String>,
 }
@@ -249,22 +260,51 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
     for _ in 0..cli.warmup {
         program.run(&inputs, threads)?;
     }
-    let mut times = Vec::new();
+    let mut round_medians_s = Vec::new();
+    let mut min_s = f64::INFINITY;
     let mut results = Vec::new();
-    for _ in 0..cli.repeat.max(1) {
-        let run = program.run_timed(&inputs, threads)?;
-        times.push(run.kernel_seconds);
-        results = run.results;
+    let mut baseline_rounds: Option<Result<(String, Vec<f64>), String>> = cli.baseline.then(|| Ok((String::new(), Vec::new())));
+    for _ in 0..cli.rounds {
+        let mut times = Vec::new();
+        for _ in 0..cli.repeat.max(1) {
+            let run = program.run_timed(&inputs, threads)?;
+            times.push(run.kernel_seconds);
+            results = run.results;
+        }
+        min_s = times.iter().copied().fold(min_s, f64::min);
+        round_medians_s.push(median(&times));
+        if let Some(Ok((library, medians))) = &mut baseline_rounds {
+            match run_baseline(path, threads) {
+                Ok((lib, t)) => {
+                    *library = lib;
+                    medians.push(t);
+                }
+                Err(why) => baseline_rounds = Some(Err(why)),
+            }
+        }
     }
-    times.sort_by(f64::total_cmp);
     let check = if cli.no_check {
         None
     } else {
         let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
-    let baseline = cli.baseline.then(|| run_baseline(path, threads));
-    Ok(Measured { search_s, compile_s, measurements, median_s: times[times.len() / 2], min_s: times[0], flops: tilec::ir::cost::flops(&original), check, baseline, schedules })
+    let baseline = baseline_rounds.map(|b| b.map(|(library, round_medians_s)| Baseline { library, median_s: median(&round_medians_s), round_medians_s }));
+    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), check, baseline, schedules })
+}
+
+/// A baseline library's figures: the median of its rounds' medians.
+struct Baseline {
+    library: String,
+    median_s: f64,
+    round_medians_s: Vec<f64>,
+}
+
+/// The median of a non-empty list (the upper one of an even count).
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// The schedules of `f`'s kernels, each on one line as `tilec` prints it
@@ -412,6 +452,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         "threads": threads,
         "peak": { "source": peak_source, "gflops": peak_gflops, "lanes": peak.as_ref().map(|p| p.lanes), "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs) },
         "repeat": cli.repeat,
+        "rounds": cli.rounds,
         "warmup": cli.warmup,
         "seed": cli.seed,
         "records": records,
@@ -444,9 +485,9 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
                         None => "-",
                     };
                     let (base, ratio) = match &m.baseline {
-                        Some(Ok((lib, t))) => {
-                            let g = m.flops as f64 / t / 1e9;
-                            (format!("{g:.1} ({lib})"), format!("{:.2}", gflops / g))
+                        Some(Ok(b)) => {
+                            let g = m.flops as f64 / b.median_s / 1e9;
+                            (format!("{g:.1} ({})", b.library), format!("{:.2}", gflops / g))
                         }
                         Some(Err(_)) => ("skipped".to_string(), "-".to_string()),
                         None => ("-".to_string(), "-".to_string()),
@@ -474,9 +515,10 @@ fn row_json(r: &Row, peak: Option<f64>) -> Json {
         Ok(m) => {
             let gflops = m.flops as f64 / m.median_s / 1e9;
             let (baseline, ratio) = match &m.baseline {
-                Some(Ok((lib, t))) => {
-                    let g = m.flops as f64 / t / 1e9;
-                    (json!({ "library": lib, "median_ms": t * 1e3, "gflops": g }), json!(gflops / g))
+                Some(Ok(b)) => {
+                    let g = m.flops as f64 / b.median_s / 1e9;
+                    let rounds: Vec<f64> = b.round_medians_s.iter().map(|t| t * 1e3).collect();
+                    (json!({ "library": b.library, "median_ms": b.median_s * 1e3, "round_medians_ms": rounds, "gflops": g }), json!(gflops / g))
                 }
                 Some(Err(why)) => (json!({ "skipped": why }), Json::Null),
                 None => (Json::Null, Json::Null),
@@ -488,6 +530,7 @@ fn row_json(r: &Row, peak: Option<f64>) -> Json {
                 "compile_s": m.compile_s,
                 "measurements": m.measurements,
                 "median_ms": m.median_s * 1e3,
+                "round_medians_ms": m.round_medians_s.iter().map(|t| t * 1e3).collect::<Vec<_>>(),
                 "min_ms": m.min_s * 1e3,
                 "flops": m.flops,
                 "gflops": gflops,

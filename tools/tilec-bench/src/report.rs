@@ -155,7 +155,7 @@ pub fn markdown(runs: &[Run]) -> String {
         libs.dedup();
         writeln!(
             out,
-            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {} timed runs after {} warm-up(s), seed {}; baselines: {}.",
+            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {} timed runs{} after {} warm-up(s), seed {}; baselines: {}.",
             run.name,
             run.doc["machine"].as_str().unwrap_or("?"),
             run.doc["target"].as_str().unwrap_or("?"),
@@ -164,6 +164,7 @@ pub fn markdown(runs: &[Run]) -> String {
             p["source"].as_str().unwrap_or("?"),
             p["bandwidth_gbs"].as_f64().map_or(String::new(), |b| format!(", triad {b:.1} GB/s")),
             run.doc["repeat"],
+            run.doc["rounds"].as_u64().filter(|&r| r > 1).map_or(String::new(), |r| format!(" in each of {r} rounds (alternating with the baselines; the medians of the rounds' medians)")),
             run.doc["warmup"],
             run.doc["seed"],
             if libs.is_empty() { "none".to_string() } else { libs.join(", ") },
