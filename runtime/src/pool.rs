@@ -5,7 +5,9 @@
 //! Zen 4 VM of `docs/performance.md` that was 0.2-0.35 ms of a 0.55 ms
 //! ResNet-50 R7 kernel whose 400 KiB packed input lives on the stack.
 //! These threads keep their stacks, so the second run of a kernel finds
-//! its buffers' pages mapped.
+//! its buffers' pages mapped. Between parts a thread polls for a while
+//! before it sleeps ([`POLL_BEFORE_SLEEP`]), so back-to-back runs do not
+//! pay for waking it.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::Mutex;
@@ -34,7 +36,7 @@ impl KernelThread {
             .stack_size(stack_bytes)
             .spawn(move || {
                 pin_to_cpu(index);
-                for p in todo {
+                while let Some(p) = next_part(&todo) {
                     crate::program::call(p.f, &p.ptrs, p.lo, p.hi);
                     if finished.send(()).is_err() {
                         return;
@@ -44,6 +46,29 @@ impl KernelThread {
             .map_err(|e| format!("cannot start a kernel thread with {stack_bytes} bytes of stack: {e}"))?;
         Ok(KernelThread { stack_bytes, parts, done })
     }
+}
+
+/// How long a kernel thread keeps polling for its next part before it
+/// sleeps. Waking a sleeping thread costs tens of microseconds on a VM
+/// (the idle vCPU must be woken through the hypervisor): 30-60 µs per run
+/// on the 2-vCPU Zen 4 VM, 7-15% of a 0.3-0.5 ms kernel. Runs of one
+/// kernel in a loop (timing, or a model's layers) come closer together
+/// than this, and find their threads awake.
+const POLL_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The next part for a kernel thread: polled for [`POLL_BEFORE_SLEEP`]
+/// (yielding the CPU between polls, so the caller's own work between runs
+/// is not held up), then waited for. `None` once the pool drops the thread.
+fn next_part(todo: &Receiver<Part>) -> Option<Part> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < POLL_BEFORE_SLEEP {
+        match todo.try_recv() {
+            Ok(p) => return Some(p),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    todo.recv().ok()
 }
 
 /// The process's kernel threads, started as runs need them: thread `t`
