@@ -25,6 +25,12 @@ impl Timing {
         Some(Timing { median_s: t[t.len() / 2], min_s: t[0], max_s: t[t.len() - 1], runs: t.len() })
     }
 
+    /// The median of a list of times (`None` if empty): the upper one of
+    /// an even count, as [`Timing::of`] takes it.
+    pub fn median_of(times: &[f64]) -> Option<f64> {
+        Timing::of(times).map(|t| t.median_s)
+    }
+
     /// Relative spread, (max - min) / median.
     pub fn spread(&self) -> f64 {
         if self.median_s > 0.0 { (self.max_s - self.min_s) / self.median_s } else { 0.0 }

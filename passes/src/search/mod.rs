@@ -220,10 +220,9 @@ impl SearchCx<'_> {
         }
         for _ in 0..rounds {
             let mut kept = Vec::new();
-            for (c, times) in finalists {
+            for (c, mut times) in finalists {
                 match self.time(p, &c) {
                     Some(Ok(t)) => {
-                        let mut times = times;
                         times.push(t.median_s);
                         self.final_measured.push((c.clone(), Ok(t)));
                         kept.push((c, times));
@@ -253,11 +252,9 @@ impl SearchCx<'_> {
 /// At most this many candidates go to the final rounds.
 const FINALISTS: usize = 3;
 
-/// The median of a non-empty list.
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The median of a finalist's timings (it has its first one at least).
+fn median(times: &[f64]) -> f64 {
+    tilec::measure::Timing::median_of(times).expect("a finalist has its first timing")
 }
 
 /// The scheduling passes a measured candidate goes through (the orders of

@@ -19,6 +19,7 @@ use std::time::Instant;
 use termcolor::{ColorChoice, StandardStream};
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::{Tensor, compare::compare, run_function};
+use tilec::measure::Timing;
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::{Target, TargetKind, TargetSet};
 use tilec_codegen::LlvmTarget;
@@ -271,8 +272,9 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
             times.push(run.kernel_seconds);
             results = run.results;
         }
-        min_s = times.iter().copied().fold(min_s, f64::min);
-        round_medians_s.push(median(&times));
+        let round = Timing::of(&times).expect("at least one run a round");
+        min_s = min_s.min(round.min_s);
+        round_medians_s.push(round.median_s);
         if let Some(Ok((library, medians))) = &mut baseline_rounds {
             match run_baseline(path, threads) {
                 Ok((lib, t)) => {
@@ -300,11 +302,9 @@ struct Baseline {
     round_medians_s: Vec<f64>,
 }
 
-/// The median of a non-empty list (the upper one of an even count).
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The median of the rounds' medians (`--rounds` is at least 1).
+fn median(round_medians_s: &[f64]) -> f64 {
+    Timing::median_of(round_medians_s).expect("at least one round")
 }
 
 /// The schedules of `f`'s kernels, each on one line as `tilec` prints it
