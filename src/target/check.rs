@@ -116,7 +116,7 @@ impl ComputeInfo {
         }
         let mut reads = Vec::new();
         for i in 0..nreads {
-            let tensor = f.value_type(data.operands[i]).as_tensor()?.clone();
+            let tensor = f.value_type(data.operands[i]).readable()?;
             let (name, span) = match names.get(i) {
                 Some(&v) => (f.values[v].name.as_ref().map_or_else(|| format!("read {i}"), |n| format!("%{n}")), f.value_spans[v]),
                 None => (format!("read {i}"), Span::DUMMY),

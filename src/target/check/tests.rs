@@ -361,3 +361,29 @@ fn several_errors_at_once() {
     assert_eq!(d.len(), 3, "{text}");
     assert!(text.contains("cannot be staged into `l2`") && text.contains("vthread") && text.contains("threads per block"), "{text}");
 }
+
+#[test]
+fn a_compute_op_reading_a_loop_nests_buffer_is_checked_like_one_reading_a_tensor() {
+    // ir-spec/examples/gemm_cpu_loops.tile: a compute op reads the global
+    // buffer a kernel wrote. Its reads have the buffer's shape and type; it
+    // was once "not a well-formed compute op" to the search.
+    let c = Case::new(
+        "
+func @f(%A: tensor<64x48xf32>, %bias: tensor<48xf32>) -> tensor<64x48xf32> {
+  %C = alloc : buffer<64x48xf32, global>
+  copy %A[0, 0] -> %C[0, 0] box [64, 48]
+  %D = compute \"bias_relu\" (i: 64, j: 48)
+      reads(%c = %C[i, j], %bv = %bias[j]) -> tensor<64x48xf32>[i, j] {
+    %0 = add %c, %bv : f32
+    %1 = relu %0 : f32
+    yield %1 : f32
+  }
+  return %D
+}
+",
+    );
+    let info = c.info();
+    assert_eq!(info.reads[0].name, "%c");
+    assert_eq!(info.reads[0].tensor, TensorType::new(vec![64, 48], ElemType::F32));
+    c.ok(&sched("x86-avx2", &[("i", &[16, 4, 1]), ("j", &[48, 8, 8])]), "x86-avx2");
+}
