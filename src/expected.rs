@@ -63,7 +63,11 @@ pub fn parse_expectations(sources: &SourceMap, file: FileId, range: Range<usize>
                 diags.push(Diagnostic::error("malformed `{{message}}` in expected-diagnostic annotation").at(span, "here"));
                 continue;
             }
-            let line = this_line as i64 + delta;
+            // An offset that overflows points past any file there can be.
+            let Some(line) = i64::try_from(this_line).ok().and_then(|l| l.checked_add(delta)) else {
+                diags.push(Diagnostic::error("expected-diagnostic annotation points past the end of the file").at(span, "line offset too large"));
+                continue;
+            };
             if line < 1 {
                 diags.push(Diagnostic::error("expected-diagnostic annotation points before the start of the file").at(span, "here"));
                 continue;

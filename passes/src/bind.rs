@@ -16,7 +16,9 @@ For every kernel, gives the loops made for each tile level the binding the
 target declares for it: `grid` levels become `block.x/y/z` loops, `threads`
 levels `thread.x/y/z` loops (the innermost axis gets `x`; a level with more
 than three loops keeps the outer extra ones serial), `parallel` levels
-`parallel` loops (directly nested parallel loops form one parallel region).
+`parallel` loops (directly nested parallel loops form one parallel region;
+a core loop with other ops beside it in the outer core loop's body stays
+serial, with every core loop inside it).
 Reduction loops stay serial. After `bind`, thread loops run concurrently:
 barriers synchronise them and a missing barrier is a race.",
     options: &[],
@@ -52,14 +54,24 @@ impl Pass for Bind {
                     // Outermost first: loops of one level are directly nested.
                     level_loops.sort_by_key(|&o| f.ancestors(o).len());
                     let n = level_loops.len();
+                    let mut outer_parallel: Option<Op> = None;
                     for (k, &o) in level_loops.iter().enumerate() {
                         let from_inner = (n - 1 - k) as u8;
                         let mapping = match level.binding {
                             Binding::Grid if from_inner < 3 => Mapping::Block(from_inner),
                             Binding::Threads if from_inner < 3 => Mapping::Thread(from_inner),
-                            Binding::Parallel => Mapping::Parallel,
+                            // Parallel loops form one region only when each is
+                            // the sole op of the one outside it (the
+                            // verifier's rule); a core loop with other ops
+                            // beside it (a hand-written kernel) and every
+                            // core loop inside it stay serial.
+                            Binding::Parallel if outer_parallel.is_none_or(|outer| directly_inside(f, o, outer)) => Mapping::Parallel,
+                            Binding::Parallel => break,
                             _ => continue,
                         };
+                        if mapping == Mapping::Parallel {
+                            outer_parallel = Some(o);
+                        }
                         if let OpKind::For(l) = &mut f.ops[o].kind {
                             if l.mapping == Mapping::Serial {
                                 l.mapping = mapping;
@@ -74,3 +86,8 @@ impl Pass for Bind {
     }
 }
 
+/// Is loop `inner` the only op of the body of loop `outer`?
+fn directly_inside(f: &Function, inner: Op, outer: Op) -> bool {
+    let region = &f.regions[f.ops[inner].parent];
+    region.owner == Some(outer) && region.ops.len() == 1
+}
