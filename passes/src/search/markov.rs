@@ -238,7 +238,7 @@ impl Markov {
     }
 
     /// One walk of Algorithm 1; appends the kept states to `top`.
-    fn walk(&self, p: &Problem, start: Config, rng: &mut Rng, cx: &mut SearchCx, top: &mut Vec<Config>, taken: &mut [u64; 4]) {
+    fn walk(&self, p: &Problem, start: Config, rng: &mut Rng, cx: &mut SearchCx, top: &mut Top, taken: &mut [u64; 4]) {
         let mut e = start;
         let mut level = 0;
         let mut temp = self.temperature;
@@ -255,12 +255,33 @@ impl Markov {
             e = next;
             cx.visited += 1;
             if rng.unit() < keep_probability(temp) {
-                top.push(p.best_packing(&p.complete(&e, level)));
+                top.keep(p, &e, level);
             }
             temp /= 2.0;
             step += 1;
         }
-        top.push(p.best_packing(&p.complete(&e, level)));
+        top.keep(p, &e, level);
+    }
+}
+
+/// The states the walks keep, each once. Completing a state and choosing
+/// its packing costs dozens of model predictions, and walks revisit the
+/// same states often: with a high `threshold` every walk is one step long
+/// and a budget of 20000 made as many walks end in a handful of states
+/// (53 s in a debug build before, found by tilec-fuzz). Ranking removes
+/// duplicates and orders by prediction, so keeping each state once
+/// changes no pick.
+#[derive(Default)]
+struct Top {
+    seen: std::collections::BTreeSet<(Config, usize)>,
+    states: Vec<Config>,
+}
+
+impl Top {
+    fn keep(&mut self, p: &Problem, state: &Config, level: usize) {
+        if self.seen.insert((state.clone(), level)) {
+            self.states.push(p.best_packing(&p.complete(state, level)));
+        }
     }
 }
 
@@ -277,7 +298,7 @@ impl Strategy for Markov {
             return Err(format!("markov needs temperature > threshold > 0 (got temperature={} threshold={})", self.temperature, self.threshold));
         }
         let mut rng = Rng::new(cx.seed);
-        let mut top = Vec::new();
+        let mut top = Top::default();
         let mut walks = 0;
         let mut taken = [0u64; 4];
         // Each vector axis the space offers gets the budget: the walks
@@ -301,7 +322,7 @@ impl Strategy for Markov {
         cx.budget = per_axis;
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
-        let mut ranked = cx.rank(p, top);
+        let mut ranked = cx.rank(p, top.states);
         if self.polish > 0 && !ranked.is_empty() {
             let (mut evaluated, mut improved) = (0, 0);
             let mut polished = Vec::new();
@@ -344,6 +365,20 @@ impl Strategy for Markov {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn walks_keep_each_state_once() {
+        let m = crate::testing::parse(crate::samples::OPS[0]);
+        let f = &m.funcs[0];
+        let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+        let p = Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap();
+        let start = p.initial();
+        let mut top = Top::default();
+        top.keep(&p, &start, 0);
+        top.keep(&p, &start, 0);
+        top.keep(&p, &start, 1);
+        assert_eq!(top.states, vec![p.best_packing(&p.complete(&start, 0)), p.best_packing(&p.complete(&start, 1))]);
+    }
 
     #[test]
     fn the_annealing_curves_are_the_papers() {
