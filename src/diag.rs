@@ -225,9 +225,13 @@ impl SourceMap {
     /// a caret under the span.
     pub fn emit(&self, out: &mut dyn term::WriteStyle, diags: &[Diagnostic]) {
         let config = term::Config::default();
+        // The renderer writes a character at a time (a caret per column);
+        // unbuffered, a long line took a system call per character.
+        let mut out = StyledBuffer { out, pending: Vec::new() };
         for d in diags {
-            let _ = term::emit_to_write_style(out, &config, &self.files, &self.to_codespan(d));
+            let _ = term::emit_to_write_style(&mut out, &config, &self.files, &self.to_codespan(d));
         }
+        let _ = std::io::Write::flush(&mut out);
     }
 
     /// Renders diagnostics to a plain string (no colour).
@@ -259,34 +263,127 @@ impl SourceMap {
     }
 }
 
+/// Buffers text between style changes, so that writing to an unbuffered
+/// stream (stderr) costs a system call per styled run, not per character.
+struct StyledBuffer<'a> {
+    out: &'a mut dyn term::WriteStyle,
+    pending: Vec<u8>,
+}
+
+impl StyledBuffer<'_> {
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.out.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for StyledBuffer<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.flush()
+    }
+}
+
+impl term::WriteStyle for StyledBuffer<'_> {
+    fn set_header(&mut self, severity: cs::Severity) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_header(severity)
+    }
+
+    fn set_header_message(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_header_message()
+    }
+
+    fn set_line_number(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_line_number()
+    }
+
+    fn set_note_bullet(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_note_bullet()
+    }
+
+    fn set_source_border(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_source_border()
+    }
+
+    fn set_label(&mut self, severity: cs::Severity, label_style: cs::LabelStyle) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.set_label(severity, label_style)
+    }
+
+    fn reset(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.out.reset()
+    }
+}
+
+/// Words longer than this (in characters) get no suggestion: nobody
+/// mistypes a name that long, and the edit distance's cost grows with the
+/// product of the lengths (a megabyte-long identifier must not take
+/// seconds to report).
+const MAX_SUGGESTED_LEN: usize = 256;
+
 /// The candidate closest to `word` by edit distance, if close enough to be
-/// a plausible typo.
+/// a plausible typo: at most a third of the longer word's characters
+/// (at least one) differ. Linear in the length of `word` and the
+/// candidates when they are long: candidates whose lengths differ from
+/// `word`'s by more than that allowance cannot be close enough and are
+/// skipped before any distance is computed.
 pub fn closest<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates.map(|c| (edit_distance(word, c), c)).filter(|&(d, c)| d <= (c.len().max(word.len()) / 3).max(1)).min_by_key(|&(d, _)| d).map(|(_, c)| c)
+    let word_len = word.chars().count();
+    if word_len > MAX_SUGGESTED_LEN {
+        return None;
+    }
+    let word: Vec<char> = word.chars().collect();
+    let mut best: Option<(usize, &'a str)> = None;
+    for c in candidates {
+        // Bounded: a candidate far longer than `word` is skipped by the
+        // length test below after counting at most this many characters.
+        let c_len = c.chars().take(3 * MAX_SUGGESTED_LEN + 2).count();
+        let allowed = (c_len.max(word_len) / 3).max(1);
+        if c_len.abs_diff(word_len) > allowed {
+            continue;
+        }
+        let d = edit_distance(&word, &c.chars().collect::<Vec<char>>());
+        if d <= allowed && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// Optimal-string-alignment distance: edits, plus swapping two adjacent
-/// characters as one edit (`lsh` is one edit from `lhs`).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for j in 0..=b.len() {
-        d[0][j] = j;
-    }
+/// characters as one edit (`lsh` is one edit from `lhs`). Three rows of
+/// the table (the swap looks two rows back), not the whole table.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current: Vec<usize> = vec![0; b.len() + 1];
     for i in 1..=a.len() {
+        current[0] = i;
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j - 1] + cost).min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
+            current[j] = (previous[j - 1] + cost).min(previous[j] + 1).min(current[j - 1] + 1);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+                current[j] = current[j].min(before[j - 2] + 1);
             }
         }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
     }
-    d[a.len()][b.len()]
+    previous[b.len()]
 }
 
 #[cfg(test)]
@@ -298,6 +395,39 @@ mod tests {
         assert_eq!(closest("lsh", ["lhs", "rhs"].into_iter()), Some("lhs"));
         assert_eq!(closest("canonicalise", ["canonicalize", "tile"].into_iter()), Some("canonicalize"));
         assert_eq!(closest("zzz", ["canonicalize"].into_iter()), None);
+    }
+
+    #[test]
+    fn distance_is_the_optimal_string_alignment() {
+        let d = |a: &str, b: &str| edit_distance(&a.chars().collect::<Vec<_>>(), &b.chars().collect::<Vec<_>>());
+        assert_eq!(d("", ""), 0);
+        assert_eq!(d("abc", ""), 3);
+        assert_eq!(d("", "ab"), 2);
+        assert_eq!(d("kitten", "sitting"), 3);
+        assert_eq!(d("lsh", "lhs"), 1);
+        assert_eq!(d("ca", "abc"), 3);
+        assert_eq!(d("flaw", "lawn"), 2);
+    }
+
+    #[test]
+    fn long_words_are_answered_quickly() {
+        // A megabyte-long word in op position: no candidate is near it, and
+        // the answer comes without a table of a million rows per candidate.
+        let huge = "x".repeat(1 << 20);
+        assert_eq!(closest(&huge, ["add", "mul", "compute", "yield"].into_iter()), None);
+        // Nor is a long candidate compared at length with a short word.
+        let long_candidate = "y".repeat(1 << 20);
+        assert_eq!(closest("add", [long_candidate.as_str(), "adn"].into_iter()), Some("adn"));
+        // Long words within the limit still get suggestions.
+        let word = "a".repeat(200) + "b";
+        let near = "a".repeat(200) + "c";
+        assert_eq!(closest(&word, [near.as_str(), "add"].into_iter()), Some(near.as_str()));
+        // Past the limit, none.
+        let word = "a".repeat(300) + "b";
+        let near = "a".repeat(300) + "c";
+        assert_eq!(closest(&word, [near.as_str()].into_iter()), None);
+        // Lengths are counted in characters, not bytes.
+        assert_eq!(closest("ééé", ["éé"].into_iter()), Some("éé"));
     }
 
     #[test]

@@ -5,9 +5,11 @@
 
 use crate::KernelAbi;
 use crate::pool::{Part, run_parts};
-use std::collections::HashMap;
+use std::collections::{HashMap, TryReserveError};
+use std::fmt;
 use std::path::{Path, PathBuf};
-use tilec::interp::{Tensor, TensorData};
+use tilec::interp::memory::try_collect;
+use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, TensorData};
 use tilec::ir::*;
 
 /// A tile function compiled for this machine.
@@ -17,6 +19,9 @@ pub struct CpuProgram {
     path: PathBuf,
     kernels: Vec<(KernelAbi, *const ())>,
     plan: HostPlan,
+    /// The tile function's names of its buffers (by value number), for
+    /// messages; `#N` where there is none.
+    names: HashMap<u32, String>,
 }
 
 // SAFETY: the kernel pointers point into the loaded library, which lives
@@ -31,6 +36,36 @@ unsafe impl Sync for CpuProgram {}
 pub struct CpuRun {
     pub results: Vec<Tensor>,
     pub kernel_seconds: f64,
+}
+
+/// Why a run of compiled code failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpuRunError {
+    /// Memory for an input's copy, a buffer, the kernels' stacks or a
+    /// result is more than the limit allows, or the system refused it.
+    Memory(MemoryError),
+    Failed(String),
+}
+
+impl fmt::Display for CpuRunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuRunError::Memory(e) => e.fmt(f),
+            CpuRunError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<MemoryError> for CpuRunError {
+    fn from(e: MemoryError) -> Self {
+        CpuRunError::Memory(e)
+    }
+}
+
+impl From<String> for CpuRunError {
+    fn from(why: String) -> Self {
+        CpuRunError::Failed(why)
+    }
 }
 
 /// A buffer the host provides: the tile value it is (by number), its
@@ -121,14 +156,16 @@ struct HostBuffer {
 const HUGE_PAGE: usize = 2 << 20;
 
 impl HostBuffer {
-    fn zeroed(bytes: usize) -> HostBuffer {
+    /// `bytes` zeroed bytes, or `None` where the system refuses them.
+    fn zeroed(bytes: u64) -> Option<HostBuffer> {
+        let bytes = usize::try_from(bytes).ok()?;
         let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { 64 };
-        let size = bytes.max(1).next_multiple_of(align);
-        let layout = std::alloc::Layout::from_size_align(size, align).expect("a valid layout");
+        let size = bytes.max(1).checked_next_multiple_of(align)?;
+        let layout = std::alloc::Layout::from_size_align(size, align).ok()?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return None;
         }
         #[cfg(target_os = "linux")]
         if align == HUGE_PAGE {
@@ -137,7 +174,7 @@ impl HostBuffer {
         }
         // SAFETY: `ptr` owns `size` bytes; writing them faults every page in.
         unsafe { std::ptr::write_bytes(ptr, 0, size) };
-        HostBuffer { ptr, layout, bytes }
+        Some(HostBuffer { ptr, layout, bytes })
     }
 
     fn ptr(&mut self) -> *mut u8 {
@@ -147,6 +184,11 @@ impl HostBuffer {
     fn as_bytes(&self) -> &[u8] {
         // SAFETY: the allocation holds at least `bytes` initialised bytes.
         unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_bytes`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
     }
 }
 
@@ -167,15 +209,39 @@ pub(crate) fn tensor_bytes(t: &Tensor) -> Vec<u8> {
     }
 }
 
+/// Writes `t`'s elements into `dst` (which holds exactly their bytes),
+/// little-endian, without a copy on the way.
+fn write_tensor_bytes(t: &Tensor, dst: &mut [u8]) {
+    macro_rules! put {
+        ($v:expr, $n:expr) => {
+            dst.chunks_exact_mut($n).zip($v).for_each(|(d, x)| d.copy_from_slice(&x.to_le_bytes()))
+        };
+    }
+    match &t.data {
+        TensorData::F32(v) => put!(v, 4),
+        TensorData::F16(v) => put!(v, 2),
+        TensorData::BF16(v) => put!(v, 2),
+        TensorData::I8(v) => put!(v, 1),
+        TensorData::I32(v) => put!(v, 4),
+    }
+}
+
 pub(crate) fn tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Tensor {
+    try_tensor_from_bytes(ty, b).expect("memory for a result")
+}
+
+/// The tensor of type `ty` whose little-endian bytes are `b`, allocated
+/// fallibly.
+fn try_tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Result<Tensor, TryReserveError> {
+    let n = b.len() / ty.elem.size_bytes() as usize;
     let data = match ty.elem {
-        ElemType::F32 => TensorData::F32(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
-        ElemType::F16 => TensorData::F16(b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]])).collect()),
-        ElemType::BF16 => TensorData::BF16(b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]])).collect()),
-        ElemType::I8 => TensorData::I8(b.iter().map(|&x| x as i8).collect()),
-        ElemType::I32 => TensorData::I32(b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+        ElemType::F32 => TensorData::F32(try_collect(n, b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
+        ElemType::F16 => TensorData::F16(try_collect(n, b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]])))?),
+        ElemType::BF16 => TensorData::BF16(try_collect(n, b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]])))?),
+        ElemType::I8 => TensorData::I8(try_collect(n, b.iter().map(|&x| x as i8))?),
+        ElemType::I32 => TensorData::I32(try_collect(n, b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
     };
-    Tensor { ty: ty.clone(), data }
+    Ok(Tensor { ty: ty.clone(), data })
 }
 
 impl CpuProgram {
@@ -196,7 +262,17 @@ impl CpuProgram {
             let p = *sym as *const ();
             ks.push((k, p));
         }
-        Ok(CpuProgram { _lib: lib, path: path.to_path_buf(), kernels: ks, plan })
+        Ok(CpuProgram { _lib: lib, path: path.to_path_buf(), kernels: ks, plan, names: HashMap::new() })
+    }
+
+    /// Names the host's buffers after `f`'s values (`%x`), for messages.
+    pub fn with_names_of(mut self, f: &Function) -> CpuProgram {
+        self.names = f.values.iter().filter_map(|(v, data)| data.name.as_ref().map(|n| (v.as_u32(), format!("%{n}")))).collect();
+        self
+    }
+
+    fn name(&self, value: u32) -> String {
+        self.names.get(&value).cloned().unwrap_or_else(|| format!("#{value}"))
     }
 
     pub fn path(&self) -> &Path {
@@ -209,24 +285,57 @@ impl CpuProgram {
     }
 
     /// Runs the function and times its kernels alone: copying the inputs
-    /// in and the results out is not counted.
+    /// in and the results out is not counted. No memory limit but the
+    /// system's: see [`CpuProgram::run_within`].
     pub fn run_timed(&self, inputs: &[Tensor], threads: usize) -> Result<CpuRun, String> {
+        self.run_within(inputs, threads, &Limits::unlimited()).map_err(|e| e.to_string())
+    }
+
+    /// [`CpuProgram::run_timed`] within `limits`. Counted as live for the
+    /// whole run, and checked before anything is allocated: the caller's
+    /// inputs, the host's copies of them, the function's global buffers,
+    /// the kernels' local buffers (on each kernel thread's stack: the
+    /// largest need of any kernel, since they run one after another) and
+    /// the results. Allocations the system refuses are errors too.
+    pub fn run_within(&self, inputs: &[Tensor], threads: usize, limits: &Limits) -> Result<CpuRun, CpuRunError> {
+        let mut budget = MemoryBudget::new(limits);
+        let params: Vec<(&BufferSpec, &Tensor)> = self.plan.checked_inputs(inputs)?.collect();
+        for (p, t) in &params {
+            budget.reserve(t.ty.size_bytes(), || format!("input {} ({})", self.name(p.value), t.ty))?;
+        }
         let mut bufs: HashMap<u32, HostBuffer> = HashMap::new();
-        for (p, t) in self.plan.checked_inputs(inputs)? {
-            let bytes = tensor_bytes(t);
-            let mut b = HostBuffer::zeroed(bytes.len());
-            // SAFETY: `b` holds at least bytes.len() bytes.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.ptr(), bytes.len()) };
+        for (p, t) in &params {
+            let what = || format!("the host's copy of input {} ({})", self.name(p.value), t.ty);
+            let bytes = t.ty.size_bytes();
+            budget.reserve(bytes, what)?;
+            let mut b = HostBuffer::zeroed(bytes.unwrap_or(u64::MAX)).ok_or_else(|| MemoryError::refused(what(), bytes.unwrap_or(u64::MAX)))?;
+            write_tensor_bytes(t, b.as_bytes_mut());
             bufs.insert(p.value, b);
         }
         for b in &self.plan.buffers {
-            bufs.insert(b.value, HostBuffer::zeroed(b.tensor_type()?.size_bytes().unwrap_or(0) as usize));
+            let ty = b.tensor_type()?;
+            let what = || format!("buffer {} ({ty})", self.name(b.value));
+            let bytes = ty.size_bytes();
+            budget.reserve(bytes, what)?;
+            bufs.insert(b.value, HostBuffer::zeroed(bytes.unwrap_or(u64::MAX)).ok_or_else(|| MemoryError::refused(what(), bytes.unwrap_or(u64::MAX)))?);
+        }
+        let parts_of = |k: &KernelAbi| threads.clamp(1, k.parallel_trip.max(1).min(usize::MAX as u64) as usize);
+        if let Some(k) = self.kernels.iter().map(|(k, _)| k).max_by_key(|k| (parts_of(k) as u64).saturating_mul(k.stack_bytes)) {
+            let n = parts_of(k);
+            let stacks = (n as u64).checked_mul(k.stack_bytes);
+            budget.reserve(stacks, || {
+                format!("stack space for the local buffers of kernel `{}` ({} per thread, {n} thread(s))", k.symbol, tilec::interp::memory::format_bytes(k.stack_bytes))
+            })?;
+        }
+        let result_types: Vec<TensorType> = self.plan.results.iter().map(BufferSpec::tensor_type).collect::<Result<_, _>>()?;
+        for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
+            budget.reserve(ty.size_bytes(), || format!("result {i} ({}, {ty})", self.name(r.value)))?;
         }
         let start = std::time::Instant::now();
         for (k, f) in &self.kernels {
             let ptrs: Vec<usize> = k.params.iter().map(|v| bufs.get_mut(v).map(|b| b.ptr() as usize).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
-            let threads = threads.clamp(1, trip as usize);
+            let threads = parts_of(k);
             let chunk = trip.div_ceil(threads as u64);
             // Local buffers live on the kernel's stack: each thread gets
             // them on top of the usual stack. The threads outlive the run
@@ -240,7 +349,12 @@ impl CpuProgram {
             run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))?;
         }
         let kernel_seconds = start.elapsed().as_secs_f64();
-        let results = self.plan.collect_results(|value, ty| bufs.get(&value).map(|b| tensor_from_bytes(ty, b.as_bytes())).ok_or_else(|| "a result the host does not have".to_string()))?;
+        let mut results = Vec::new();
+        for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
+            let b = bufs.get(&r.value).ok_or_else(|| "a result the host does not have".to_string())?;
+            let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), b.as_bytes().len() as u64);
+            results.push(try_tensor_from_bytes(ty, b.as_bytes()).map_err(|_| refused())?);
+        }
         Ok(CpuRun { results, kernel_seconds })
     }
 }

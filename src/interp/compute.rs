@@ -11,6 +11,7 @@
 //! Scalar arithmetic goes through `crate::ir::scalar`, the same functions
 //! constant folding uses, so the interpreter and the folder cannot disagree.
 
+use super::memory::{MemoryError, try_collect, try_filled};
 use super::tensor::Tensor;
 use super::InterpError;
 use crate::ir::ops::round_to;
@@ -195,7 +196,10 @@ fn split_regs<T>(regs: &mut [T], dst: usize, n: usize) -> (&[T], &mut [T]) {
     (lo, &mut hi[..n])
 }
 
-pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>) -> Result<Tensor, InterpError> {
+/// Evaluates compute op `op` (whose result is called `name` in messages)
+/// on `inputs`. Its memory (the result, and 16 bytes of scratch per output
+/// point) is allocated fallibly: the caller has counted it.
+pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>, name: &str) -> Result<Tensor, InterpError> {
     let data = &f.ops[op];
     let c = data.kind.as_compute().ok_or_else(|| InterpError::new("not a compute op"))?;
     let out_ty = f.value_type(data.results[0]).as_tensor().ok_or_else(|| InterpError::new("compute result is not a tensor"))?.clone();
@@ -221,10 +225,13 @@ pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>) -> Result<Tensor,
     };
     let n_points: usize = plan.extents[..n_spatial].iter().product::<i64>() as usize;
     let out_elem = out_ty.elem;
-    let mut out = Tensor::zeros(&out_ty);
+    let refused = |what: String, bytes: u64| InterpError::from(MemoryError::refused(what, bytes));
+    let mut out = Tensor::try_zeros(&out_ty).map_err(|_| refused(format!("tensor {name} ({out_ty})"), out_ty.size_bytes().unwrap_or(u64::MAX)))?;
+    let scratch = || refused(format!("the interpreter's scratch for computing {name}"), 8 * n_points as u64);
+    let offsets = plan.out_offsets(n_points).map_err(|_| scratch())?;
     // Results in flattened spatial order, then scattered by output index.
     if out_elem.is_int() {
-        let mut results = vec![0i64; n_points];
+        let mut results = try_filled(n_points, 0i64).map_err(|_| scratch())?;
         results.par_chunks_mut(LANES).enumerate().for_each(|(b, chunk)| {
             let mut lanes = plan.new_lanes();
             plan.block(&mut lanes, b * LANES, chunk.len());
@@ -234,9 +241,9 @@ pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>) -> Result<Tensor,
             };
             chunk.copy_from_slice(&lanes.i[r * LANES..r * LANES + chunk.len()]);
         });
-        out.scatter_i64(&plan.out_offsets(n_points), &results);
+        out.scatter_i64(&offsets, &results);
     } else {
-        let mut results = vec![0f64; n_points];
+        let mut results = try_filled(n_points, 0f64).map_err(|_| scratch())?;
         results.par_chunks_mut(LANES).enumerate().for_each(|(b, chunk)| {
             let mut lanes = plan.new_lanes();
             plan.block(&mut lanes, b * LANES, chunk.len());
@@ -246,7 +253,7 @@ pub(super) fn eval(f: &Function, op: Op, inputs: Vec<&Tensor>) -> Result<Tensor,
             };
             chunk.copy_from_slice(&lanes.f[r * LANES..r * LANES + chunk.len()]);
         });
-        out.scatter_f64(&plan.out_offsets(n_points), &results);
+        out.scatter_f64(&offsets, &results);
     }
     Ok(out)
 }
@@ -272,14 +279,16 @@ impl ComputePlan<'_> {
     }
 
     /// Output offsets of the spatial points in flattened order.
-    fn out_offsets(&self, n_points: usize) -> Vec<i64> {
-        let mut offs = Vec::with_capacity(n_points);
+    fn out_offsets(&self, n_points: usize) -> Result<Vec<i64>, std::collections::TryReserveError> {
         let mut coords = vec![0i64; self.n_spatial];
-        for _ in 0..n_points {
-            offs.push(coords.iter().zip(&self.out_coef).map(|(x, k)| x * k).sum());
-            increment(&mut coords, &self.extents[..self.n_spatial]);
-        }
-        offs
+        try_collect(
+            n_points,
+            std::iter::repeat_with(|| {
+                let off = coords.iter().zip(&self.out_coef).map(|(x, k)| x * k).sum();
+                increment(&mut coords, &self.extents[..self.n_spatial]);
+                off
+            }),
+        )
     }
 
     /// Evaluates spatial points `[start, start + n)`: after the call the

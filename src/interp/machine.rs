@@ -18,13 +18,20 @@
 //!   error (it would be garbage on hardware).
 //!
 //! This walker is for correctness on small shapes; it is not fast.
+//!
+//! Memory: every tensor and buffer is counted against the run's
+//! [`MemoryBudget`] before it is allocated (see `memory.rs`); buffers
+//! allocated inside a loop body, `if` or kernel are freed when that region
+//! ends, since no value defined in a region is visible outside it.
 
 use super::compute;
+use super::memory::{MemoryBudget, MemoryError, try_filled};
 use super::tensor::Tensor;
 use super::{InterpError, Limits};
 use crate::ir::ops::round_to;
 use crate::ir::scalar;
 use crate::ir::*;
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// A runtime value.
@@ -46,10 +53,15 @@ struct RaceCell {
 
 const READERS: u64 = u32::MAX as u64;
 
-struct Buffer {
-    data: Tensor,
-    init: Vec<bool>,
+struct Buffer<'i> {
+    /// The function's inputs are borrowed, never copied.
+    data: Cow<'i, Tensor>,
+    /// Which elements have been written; `None` when all have (inputs
+    /// and compute results).
+    init: Option<Vec<bool>>,
     name: String,
+    /// Bytes counted against the budget for it, released when it is freed.
+    charged: u64,
     /// Function inputs and compute results: never written after creation,
     /// so never raced on.
     readonly: bool,
@@ -62,6 +74,23 @@ struct Buffer {
     /// Between blocks of a grid / iterations of a parallel loop.
     agent_races: Vec<RaceCell>,
 }
+
+impl Buffer<'_> {
+    fn written(&self, elem: usize) -> bool {
+        self.init.as_ref().is_none_or(|init| init[elem])
+    }
+
+    fn first_unwritten(&self) -> Option<usize> {
+        self.init.as_ref()?.iter().position(|&x| !x)
+    }
+}
+
+/// Bytes of race bookkeeping per element of a shared buffer.
+const RACE_CELL_BYTES: u64 = std::mem::size_of::<RaceCell>() as u64;
+
+/// Bytes of scratch per output point while a compute op runs: its value
+/// (f64 or i64) and its offset in the output.
+const COMPUTE_SCRATCH_BYTES: u64 = 16;
 
 /// Per-thread (or, outside thread regions, the only) value environment.
 #[derive(Clone)]
@@ -79,11 +108,10 @@ impl Env {
     }
 }
 
-pub(super) struct Machine<'f> {
+pub(super) struct Machine<'f, 'i> {
     f: &'f Function,
-    buffers: Vec<Buffer>,
-    allocated: u64,
-    limits: Limits,
+    buffers: Vec<Buffer<'i>>,
+    budget: MemoryBudget,
     /// Ops that contain a barrier (or are one).
     has_barrier: HashSet<Op>,
     /// The thread running now inside a thread region, how many threads the
@@ -96,7 +124,7 @@ pub(super) struct Machine<'f> {
     agent_epoch: u64,
 }
 
-impl<'f> Machine<'f> {
+impl<'f, 'i> Machine<'f, 'i> {
     pub(super) fn new(f: &'f Function, limits: &Limits) -> Self {
         let mut has_barrier = HashSet::new();
         for op in f.walk() {
@@ -105,28 +133,55 @@ impl<'f> Machine<'f> {
                 has_barrier.extend(f.ancestors(op));
             }
         }
-        Machine { f, buffers: Vec::new(), allocated: 0, limits: limits.clone(), has_barrier, thread: None, thread_count: None, phase: 0, agent: None, agent_epoch: 0 }
+        Machine { f, buffers: Vec::new(), budget: MemoryBudget::new(limits), has_barrier, thread: None, thread_count: None, phase: 0, agent: None, agent_epoch: 0 }
     }
 
-    fn new_buffer(&mut self, data: Tensor, init: bool, name: String) -> Result<usize, InterpError> {
-        // Initialised at creation means an input or a compute result.
-        let readonly = init;
-        self.allocated = self.allocated.saturating_add(data.ty.size_bytes().unwrap_or(u64::MAX));
-        if self.allocated > self.limits.max_bytes {
-            return Err(InterpError::new(format!("the run needs more than {} bytes of buffers, the interpreter's limit", self.limits.max_bytes)));
-        }
-        let n = data.len();
+    /// Adds a buffer whose `charged` bytes are already counted. `init`:
+    /// the written-element flags, `None` for a tensor (an input or a
+    /// compute result), which is read-only and written everywhere.
+    fn push_buffer(&mut self, data: Cow<'i, Tensor>, init: Option<Vec<bool>>, name: String, charged: u64) -> usize {
         self.buffers.push(Buffer {
             data,
-            init: vec![init; n],
+            readonly: init.is_none(),
+            init,
             name,
-            readonly,
+            charged,
             owner_thread: self.thread,
             owner_agent: self.agent,
             thread_races: Vec::new(),
             agent_races: Vec::new(),
         });
-        Ok(self.buffers.len() - 1)
+        self.buffers.len() - 1
+    }
+
+    /// An input of the function: borrowed, but counted, since it is live
+    /// for the whole run.
+    fn input_buffer(&mut self, t: &'i Tensor, name: String) -> Result<usize, InterpError> {
+        let bytes = t.ty.size_bytes();
+        self.budget.reserve(bytes, || format!("input {name} ({})", t.ty))?;
+        Ok(self.push_buffer(Cow::Borrowed(t), None, name, bytes.unwrap_or(0)))
+    }
+
+    /// A fresh, unwritten buffer of type `bt`, counted before it is allocated.
+    fn alloc_buffer(&mut self, bt: &BufferType, name: String) -> Result<usize, InterpError> {
+        let ty = bt.as_tensor_type();
+        let what = || format!("buffer {name} ({bt})");
+        let bytes = ty.size_bytes();
+        self.budget.reserve(bytes, what)?;
+        let flags = ty.num_elements();
+        self.budget.reserve(flags, || format!("the interpreter's written-element flags for {name} (1 byte per element)"))?;
+        let data = Tensor::try_zeros(&ty).map_err(|_| MemoryError::refused(what(), bytes.unwrap_or(u64::MAX)))?;
+        let init = try_filled(data.len(), false).map_err(|_| MemoryError::refused(format!("the written-element flags for {name}"), data.len() as u64))?;
+        let charged = bytes.unwrap_or(0) + flags.unwrap_or(0);
+        Ok(self.push_buffer(Cow::Owned(data), Some(init), name, charged))
+    }
+
+    /// Frees the buffers from `mark` on: those allocated in a region that
+    /// has ended (no value defined in it is visible any more).
+    fn free_from(&mut self, mark: usize) {
+        for b in self.buffers.drain(mark..) {
+            self.budget.release(b.charged);
+        }
     }
 
     fn name_of(&self, v: Value) -> String {
@@ -137,31 +192,51 @@ impl<'f> Machine<'f> {
     }
 
     /// Runs the function on `inputs` and returns its results.
-    pub(super) fn run(mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, InterpError> {
+    pub(super) fn run(mut self, inputs: &'i [Tensor]) -> Result<Vec<Tensor>, InterpError> {
         let f = self.f;
         let mut env = Env { vals: vec![None; f.values.len()] };
         for (&p, t) in f.params.iter().zip(inputs) {
-            let b = self.new_buffer(t.clone(), true, self.name_of(p))?;
+            let b = self.input_buffer(t, self.name_of(p))?;
             env.set(p, Val::Buf(b));
         }
         let ops = f.regions[f.body].ops.clone();
         for op in ops {
             if let OpKind::Return = f.ops[op].kind {
-                let mut out = Vec::new();
-                for (i, &v) in f.ops[op].operands.iter().enumerate() {
-                    let Val::Buf(b) = env.get(v)? else { return Err(InterpError::new("`return` of a non-tensor")) };
-                    let buf = &self.buffers[b];
-                    if let Some(e) = buf.init.iter().position(|&x| !x) {
-                        return Err(InterpError::new(format!("result {i} ({}) has element {e} never written", buf.name)));
-                    }
-                    let want = &f.result_types[i];
-                    out.push(Tensor { ty: want.clone(), data: buf.data.data.clone() });
-                }
-                return Ok(out);
+                return self.results(op, &env);
             }
             self.exec(op, &mut env)?;
         }
         Err(InterpError::new(format!("@{} has no `return`", f.name)))
+    }
+
+    /// The returned tensors: moved out of their buffers, copied (and
+    /// counted) only where a buffer is returned twice or is an input.
+    fn results(&mut self, ret: Op, env: &Env) -> Result<Vec<Tensor>, InterpError> {
+        let f = self.f;
+        let mut bufs = Vec::new();
+        for (i, &v) in f.ops[ret].operands.iter().enumerate() {
+            let Val::Buf(b) = env.get(v)? else { return Err(InterpError::new("`return` of a non-tensor")) };
+            if let Some(e) = self.buffers[b].first_unwritten() {
+                return Err(InterpError::new(format!("result {i} ({}) has element {e} never written", self.buffers[b].name)));
+            }
+            bufs.push(b);
+        }
+        let mut out = Vec::new();
+        for (i, &b) in bufs.iter().enumerate() {
+            let returned_again = bufs[i + 1..].contains(&b);
+            let buf = &mut self.buffers[b];
+            let data = match &mut buf.data {
+                Cow::Owned(t) if !returned_again => std::mem::replace(&mut t.data, super::TensorData::F32(Vec::new())),
+                t => {
+                    let bytes = t.ty.size_bytes();
+                    let what = || format!("result {i} ({}, {})", buf.name, t.ty);
+                    self.budget.reserve(bytes, what)?;
+                    t.try_clone().map_err(|_| MemoryError::refused(format!("result {i} ({})", buf.name), bytes.unwrap_or(u64::MAX)))?.data
+                }
+            };
+            out.push(Tensor { ty: f.result_types[i].clone(), data });
+        }
+        Ok(out)
     }
 
     fn buf_of(&self, env: &Env, v: Value) -> Result<usize, InterpError> {
@@ -202,11 +277,16 @@ impl<'f> Machine<'f> {
     /// Records an access for race detection; `Err` on a race.
     fn track(&mut self, b: usize, elem: usize, write: bool) -> Result<(), InterpError> {
         let (thread, phase, agent, epoch) = (self.thread, self.phase, self.agent, self.agent_epoch);
+        let shared_by_threads = thread.is_some() && self.buffers[b].owner_thread.is_none();
+        let shared_by_agents = agent.is_some() && self.buffers[b].owner_agent.is_none();
+        if shared_by_threads && self.buffers[b].thread_races.is_empty() {
+            self.buffers[b].thread_races = self.race_cells(b, "threads")?;
+        }
+        if shared_by_agents && self.buffers[b].agent_races.is_empty() {
+            self.buffers[b].agent_races = self.race_cells(b, "blocks or parallel iterations")?;
+        }
         let buf = &mut self.buffers[b];
-        let check = |cells: &mut Vec<RaceCell>, len: usize, epoch: u64, who: u32| -> Option<&'static str> {
-            if cells.is_empty() {
-                cells.resize(len, RaceCell::default());
-            }
+        let check = |cells: &mut Vec<RaceCell>, epoch: u64, who: u32| -> Option<&'static str> {
             let cell = &mut cells[elem];
             let me = (epoch << 32) | (who as u64 + 1);
             let same_epoch = |x: u64| x >> 32 == epoch && x & 0xffff_ffff != 0;
@@ -226,10 +306,9 @@ impl<'f> Machine<'f> {
             }
             None
         };
-        let len = buf.init.len();
-        if let Some(t) = thread {
-            if buf.owner_thread.is_none() {
-                if let Some(what) = check(&mut buf.thread_races, len, phase, t) {
+        if let (Some(t), true) = (thread, shared_by_threads) {
+            {
+                if let Some(what) = check(&mut buf.thread_races, phase, t) {
                     return Err(InterpError::new(format!(
                         "data race on {} element {elem}: {what} by different threads between two barriers (is a barrier missing?)",
                         buf.name
@@ -237,9 +316,9 @@ impl<'f> Machine<'f> {
                 }
             }
         }
-        if let Some(a) = agent {
-            if buf.owner_agent.is_none() {
-                if let Some(what) = check(&mut buf.agent_races, len, epoch, a) {
+        if let (Some(a), true) = (agent, shared_by_agents) {
+            {
+                if let Some(what) = check(&mut buf.agent_races, epoch, a) {
                     return Err(InterpError::new(format!(
                         "data race on {} element {elem}: {what} by different blocks or parallel iterations",
                         buf.name
@@ -250,8 +329,20 @@ impl<'f> Machine<'f> {
         Ok(())
     }
 
+    /// Race records for every element of buffer `b`, shared between
+    /// `sharers`: counted with the buffer, freed with it.
+    fn race_cells(&mut self, b: usize, sharers: &str) -> Result<Vec<RaceCell>, InterpError> {
+        let n = self.buffers[b].data.len();
+        let bytes = (n as u64).saturating_mul(RACE_CELL_BYTES);
+        let what = || format!("the interpreter's race records for {}, shared by {sharers} ({RACE_CELL_BYTES} bytes per element)", self.buffers[b].name);
+        self.budget.reserve(Some(bytes), what)?;
+        let cells = try_filled(n, RaceCell::default()).map_err(|_| MemoryError::refused(what(), bytes))?;
+        self.buffers[b].charged += bytes;
+        Ok(cells)
+    }
+
     fn read_elem(&mut self, b: usize, elem: usize, what: &str) -> Result<Val, InterpError> {
-        if !self.buffers[b].init[elem] {
+        if !self.buffers[b].written(elem) {
             let hint = if self.thread.is_some() && self.buffers[b].owner_thread.is_none() {
                 " (another thread may write it later: is a barrier missing?)"
             } else {
@@ -272,10 +363,12 @@ impl<'f> Machine<'f> {
         }
         self.track(b, elem, true)?;
         let buf = &mut self.buffers[b];
-        buf.init[elem] = true;
+        if let Some(init) = &mut buf.init {
+            init[elem] = true;
+        }
         match v {
-            Val::F(x) => buf.data.scatter_f64(&[elem as i64], &[x]),
-            Val::I(x) => buf.data.scatter_i64(&[elem as i64], &[x]),
+            Val::F(x) => buf.data.to_mut().scatter_f64(&[elem as i64], &[x]),
+            Val::I(x) => buf.data.to_mut().scatter_i64(&[elem as i64], &[x]),
             other => return Err(InterpError::new(format!("cannot store {other:?}"))),
         }
         Ok(())
@@ -302,28 +395,35 @@ impl<'f> Machine<'f> {
         let data = &f.ops[op];
         let result_elem = || data.results.first().and_then(|&r| f.value_type(r).as_scalar());
         match &data.kind {
-            OpKind::Compute(_) => {
-                let inputs: Vec<Tensor> = data
-                    .operands
-                    .iter()
-                    .map(|&v| {
-                        let b = self.buf_of(env, v)?;
-                        let buf = &self.buffers[b];
-                        if buf.init.iter().any(|&x| !x) {
-                            return Err(InterpError::new(format!("compute reads {}, which is not fully written", buf.name)));
-                        }
-                        Ok(buf.data.clone())
-                    })
-                    .collect::<Result<_, _>>()?;
-                let refs: Vec<&Tensor> = inputs.iter().collect();
-                let out = compute::eval(f, op, refs)?;
-                let b = self.new_buffer(out, true, self.name_of(data.results[0]))?;
-                env.set(data.results[0], Val::Buf(b));
+            OpKind::Compute(c) => {
+                let mut operands = Vec::new();
+                for &v in &data.operands {
+                    let b = self.buf_of(env, v)?;
+                    if self.buffers[b].first_unwritten().is_some() {
+                        return Err(InterpError::new(format!("compute reads {}, which is not fully written", self.buffers[b].name)));
+                    }
+                    operands.push(b);
+                }
+                let r = data.results[0];
+                let name = self.name_of(r);
+                let out_ty = f.value_type(r).as_tensor().ok_or_else(|| InterpError::new("compute result is not a tensor"))?;
+                let out_bytes = out_ty.size_bytes();
+                self.budget.reserve(out_bytes, || format!("tensor {name} ({out_ty})"))?;
+                let points = c.spatial_axes().try_fold(1u64, |n, a| n.checked_mul(c.axis(a).extent));
+                let scratch = points.and_then(|p| p.checked_mul(COMPUTE_SCRATCH_BYTES));
+                self.budget.reserve(scratch, || {
+                    format!("the interpreter's scratch for computing {name} ({COMPUTE_SCRATCH_BYTES} bytes for each of its {} points)", points.map_or("2^64 or more".to_string(), |p| p.to_string()))
+                })?;
+                let inputs: Vec<&Tensor> = operands.iter().map(|&b| &*self.buffers[b].data).collect();
+                let out = compute::eval(f, op, inputs, &name);
+                self.budget.release(scratch.unwrap_or(0));
+                let b = self.push_buffer(Cow::Owned(out?), None, name, out_bytes.unwrap_or(0));
+                env.set(r, Val::Buf(b));
             }
             OpKind::Alloc => {
                 let r = data.results[0];
                 let Some(bt) = f.value_type(r).as_buffer() else { return Err(InterpError::new("alloc of a non-buffer")) };
-                let b = self.new_buffer(Tensor::zeros(&bt.as_tensor_type()), false, self.name_of(r))?;
+                let b = self.alloc_buffer(bt, self.name_of(r))?;
                 env.set(r, Val::Buf(b));
             }
             OpKind::For(l) => self.exec_for(op, l.extent, l.mapping, env)?,
@@ -346,7 +446,7 @@ impl<'f> Machine<'f> {
                 let b = self.buf_of(env, data.operands[0])?;
                 let elem = self.buffers[b].data.ty.elem;
                 let v = Self::literal_val(*lit, elem);
-                for i in 0..self.buffers[b].init.len() {
+                for i in 0..self.buffers[b].data.len() {
                     self.write_elem(b, i, v)?;
                 }
             }
@@ -355,16 +455,10 @@ impl<'f> Machine<'f> {
             OpKind::Barrier => {}
             OpKind::If(g) => {
                 if self.guard_holds(op, g, env)? {
-                    for o in f.regions[data.regions[0]].ops.clone() {
-                        self.exec(o, env)?;
-                    }
+                    self.exec_region(data.regions[0], env)?;
                 }
             }
-            OpKind::Kernel(_) => {
-                for o in f.regions[data.regions[0]].ops.clone() {
-                    self.exec(o, env)?;
-                }
-            }
+            OpKind::Kernel(_) => self.exec_region(data.regions[0], env)?,
             OpKind::IndexValue(e) => {
                 let x = self.eval_index(op, env, e)?;
                 let ty = result_elem().ok_or_else(|| InterpError::new("index value of a non-scalar type"))?;
@@ -394,6 +488,16 @@ impl<'f> Machine<'f> {
                 return Err(InterpError::new(format!("`{}` outside the place it belongs", data.kind.mnemonic())));
             }
         }
+        Ok(())
+    }
+
+    /// Runs the ops of `region`, then frees the buffers allocated in it.
+    fn exec_region(&mut self, region: Region, env: &mut Env) -> Result<(), InterpError> {
+        let mark = self.buffers.len();
+        for o in self.f.regions[region].ops.clone() {
+            self.exec(o, env)?;
+        }
+        self.free_from(mark);
         Ok(())
     }
 
@@ -496,7 +600,7 @@ impl<'f> Machine<'f> {
                         rem /= extents[k];
                     }
                     self.agent = Some(linear as u32);
-                    let result = f.regions[inner].ops.clone().into_iter().try_for_each(|o| self.exec(o, env));
+                    let result = self.exec_region(inner, env);
                     self.agent = None;
                     result?;
                 }
@@ -505,9 +609,7 @@ impl<'f> Machine<'f> {
             _ => {
                 for i in 0..extent as i64 {
                     env.set(iv, Val::Index(i));
-                    for o in f.regions[body].ops.clone() {
-                        self.exec(o, env)?;
-                    }
+                    self.exec_region(body, env)?;
                 }
                 Ok(())
             }
@@ -560,11 +662,14 @@ impl<'f> Machine<'f> {
         let inner = f.ops[*nest.last().expect("non-empty")].regions[0];
         self.phase += 1;
         self.thread_count = Some(total as u32);
+        let mark = self.buffers.len();
         let result = self.exec_collective(&f.regions[inner].ops.clone(), &mut envs);
         self.thread = None;
         self.thread_count = None;
         self.phase += 1;
-        result
+        result?;
+        self.free_from(mark);
+        Ok(())
     }
 
     /// Runs `ops` for all threads: barrier-free ops one at a time for every
@@ -592,7 +697,9 @@ impl<'f> Machine<'f> {
                         for env in envs.iter_mut() {
                             env.set(iv, Val::Index(i));
                         }
+                        let mark = self.buffers.len();
                         self.exec_collective(&body_ops, envs)?;
+                        self.free_from(mark);
                     }
                 }
                 OpKind::If(g) => {
@@ -604,10 +711,16 @@ impl<'f> Machine<'f> {
                         return Err(InterpError::new("a barrier inside a condition that differs between threads (they would not all reach it)"));
                     }
                     if taken.first().copied().unwrap_or(false) {
+                        let mark = self.buffers.len();
                         self.exec_collective(&f.regions[f.ops[op].regions[0]].ops.clone(), envs)?;
+                        self.free_from(mark);
                     }
                 }
-                OpKind::Kernel(_) => self.exec_collective(&f.regions[f.ops[op].regions[0]].ops.clone(), envs)?,
+                OpKind::Kernel(_) => {
+                    let mark = self.buffers.len();
+                    self.exec_collective(&f.regions[f.ops[op].regions[0]].ops.clone(), envs)?;
+                    self.free_from(mark);
+                }
                 other => return Err(InterpError::new(format!("`{}` contains a barrier, which is not supported", other.mnemonic()))),
             }
         }

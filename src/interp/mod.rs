@@ -10,21 +10,35 @@
 pub mod compare;
 mod compute;
 mod machine;
+pub mod memory;
 pub mod npy;
 pub mod tensor;
 
+pub use memory::{Limits, MemoryBudget, MemoryError};
 pub use tensor::{ShapeError, Tensor, TensorData};
 
 use crate::ir::*;
 use std::fmt;
 
-/// Why a function could not be interpreted.
+/// Why a function could not be interpreted: a message, and for memory the
+/// details (what, how much), so that a tool can say which option to change.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InterpError(pub String);
+pub struct InterpError(pub String, Option<Box<MemoryError>>);
 
 impl InterpError {
     pub fn new(msg: impl Into<String>) -> Self {
-        InterpError(msg.into())
+        InterpError(msg.into(), None)
+    }
+
+    /// The memory that could not be had, if that is why the run failed.
+    pub fn memory(&self) -> Option<&MemoryError> {
+        self.1.as_deref()
+    }
+}
+
+impl From<MemoryError> for InterpError {
+    fn from(e: MemoryError) -> Self {
+        InterpError(e.to_string(), Some(Box::new(e)))
     }
 }
 
@@ -36,25 +50,17 @@ impl fmt::Display for InterpError {
 
 impl std::error::Error for InterpError {}
 
-/// Limits that keep a run from exhausting the machine.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// Total bytes of tensors the interpreter may allocate.
-    pub max_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { max_bytes: 16 << 30 }
-    }
-}
-
 /// Runs `f` on `inputs` (one per parameter, matching its type). Returns
 /// the function's results in order.
 pub fn run_function(f: &Function, inputs: &[Tensor]) -> Result<Vec<Tensor>, InterpError> {
     run_function_with(f, inputs, &Limits::default())
 }
 
+/// [`run_function`] within `limits`: the inputs, every tensor and buffer
+/// the run allocates (with the interpreter's bookkeeping for them) and the
+/// results count against `limits.max_bytes` while they are live (see
+/// [`memory`]); a run that would exceed it fails with an error naming the
+/// tensor (`InterpError::memory`), before allocating it.
 pub fn run_function_with(f: &Function, inputs: &[Tensor], limits: &Limits) -> Result<Vec<Tensor>, InterpError> {
     if inputs.len() != f.params.len() {
         return Err(InterpError::new(format!("@{} takes {} inputs, {} given", f.name, f.params.len(), inputs.len())));

@@ -9,7 +9,8 @@ use super::tensor::{Tensor, TensorData};
 use crate::ir::{ElemType, TensorType};
 use half::{bf16, f16};
 use npyz::{DType, TypeChar, WriterBuilder};
-use std::io::BufWriter;
+use super::memory::format_bytes;
+use std::io::{BufReader, BufWriter, Read};
 use std::path::Path;
 
 /// numpy's name for the dtype a tensor of `elem` is stored as.
@@ -39,9 +40,22 @@ fn describe(dtype: &DType) -> String {
 }
 
 /// Reads `path` as a tensor of type `expected`; the error says what differs.
+///
+/// The file is streamed, not read whole, and nothing the size of the data
+/// is allocated before the header has been checked against `expected` and
+/// the file's length against the header: a header claiming a huge shape
+/// is an error, not an allocation. The tensor itself is allocated
+/// fallibly; callers that count memory check `expected`'s size first.
 pub fn read_npy(path: &Path, expected: &TensorType) -> Result<Tensor, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {}", path.display(), crate::input::io_reason(&e)))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| format!("`{}` is not a .npy file: {e}", path.display()))?;
+    let cannot_read = |e: std::io::Error| format!("cannot read `{}`: {}", path.display(), crate::input::io_reason(&e));
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    let metadata = file.metadata().map_err(cannot_read)?;
+    if metadata.is_dir() {
+        return Err(cannot_read(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+    }
+    let mut reader = BufReader::new(file);
+    let (header, data_offset) = read_header(&mut reader, path)?;
+    let npy = npyz::NpyFile::with_header(header, reader);
     if npy.order() != npyz::Order::C {
         return Err(format!("`{}` is in Fortran order; save it with `np.save(path, np.ascontiguousarray(a))`", path.display()));
     }
@@ -54,15 +68,89 @@ pub fn read_npy(path: &Path, expected: &TensorType) -> Result<Tensor, String> {
     if found != want {
         return Err(format!("`{}` holds {found}, but {expected} needs {want}; convert with `a.astype(np.{want})`", path.display()));
     }
+    // The shape is `expected`'s, whose size fits in 64 bits.
+    let n = expected.num_elements().unwrap_or(u64::MAX);
+    let item_bytes = if expected.elem == ElemType::BF16 { 4 } else { expected.elem.size_bytes() };
+    let data_bytes = n.saturating_mul(item_bytes);
+    let held = metadata.len().saturating_sub(data_offset);
+    if held < data_bytes {
+        return Err(format!("`{}` is truncated: its header says {found} of shape {shape:?}, {data_bytes} bytes of data, but the file holds {held} after its header", path.display()));
+    }
+    let refused = || format!("cannot read `{}`: its {} of data need more memory than the system gives", path.display(), format_bytes(data_bytes));
+    let count = usize::try_from(n).map_err(|_| refused())?;
     let bad = |e: std::io::Error| format!("cannot read the data of `{}`: {e}", path.display());
+    macro_rules! read_all {
+        ($ty:ty, $conv:expr) => {{
+            let mut values = Vec::new();
+            values.try_reserve_exact(count).map_err(|_| refused())?;
+            for x in npy.data::<$ty>().map_err(|e| bad(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))? {
+                values.push($conv(x.map_err(bad)?));
+            }
+            values
+        }};
+    }
     let data = match expected.elem {
-        ElemType::F32 => TensorData::F32(npy.into_vec::<f32>().map_err(bad)?),
-        ElemType::BF16 => TensorData::BF16(npy.into_vec::<f32>().map_err(bad)?.into_iter().map(bf16::from_f32).collect()),
-        ElemType::F16 => TensorData::F16(npy.into_vec::<f16>().map_err(bad)?),
-        ElemType::I8 => TensorData::I8(npy.into_vec::<i8>().map_err(bad)?),
-        ElemType::I32 => TensorData::I32(npy.into_vec::<i32>().map_err(bad)?),
+        ElemType::F32 => TensorData::F32(read_all!(f32, |x| x)),
+        ElemType::BF16 => TensorData::BF16(read_all!(f32, bf16::from_f32)),
+        ElemType::F16 => TensorData::F16(read_all!(f16, |x| x)),
+        ElemType::I8 => TensorData::I8(read_all!(i8, |x| x)),
+        ElemType::I32 => TensorData::I32(read_all!(i32, |x| x)),
     };
     Tensor::new(expected.clone(), data).map_err(|e| format!("`{}`: {}", path.display(), e.0))
+}
+
+/// Reads the header of a .npy file (numpy's format, versions 1 to 3: a
+/// magic string, a version, the header's length and a Python dict);
+/// returns it with the offset of the data. A shape whose element count
+/// does not fit in 64 bits is refused here, before `npyz` multiplies it
+/// out (which overflows).
+fn read_header(reader: &mut impl Read, path: &Path) -> Result<(npyz::NpyHeader, u64), String> {
+    let not_npy = |why: &dyn std::fmt::Display| format!("`{}` is not a .npy file: {why}", path.display());
+    let mut prefix = vec![0u8; 10];
+    reader.read_exact(&mut prefix).map_err(|e| not_npy(&e))?;
+    if &prefix[..6] != b"\x93NUMPY" {
+        return Err(not_npy(&"it does not start with numpy's magic string"));
+    }
+    let header_len = match prefix[6] {
+        1 => u16::from_le_bytes([prefix[8], prefix[9]]) as usize,
+        2 | 3 => {
+            let mut rest = [0u8; 2];
+            reader.read_exact(&mut rest).map_err(|e| not_npy(&e))?;
+            prefix.extend_from_slice(&rest);
+            u32::from_le_bytes([prefix[8], prefix[9], rest[0], rest[1]]) as usize
+        }
+        v => return Err(not_npy(&format!("format version {v} is not one numpy writes"))),
+    };
+    let data_offset = (prefix.len() + header_len) as u64;
+    let mut text = Vec::new();
+    reader.take(header_len as u64).read_to_end(&mut text).map_err(|e| not_npy(&e))?;
+    if text.len() < header_len {
+        return Err(not_npy(&"its header is cut short"));
+    }
+    if header_elements(&String::from_utf8_lossy(&text)) == Some(None) {
+        return Err(format!("`{}` has a header whose shape has more elements than fit in 64 bits", path.display()));
+    }
+    prefix.extend_from_slice(&text);
+    let header = npyz::NpyHeader::from_reader(&prefix[..]).map_err(|e| not_npy(&e))?;
+    Ok((header, data_offset))
+}
+
+/// The number of elements of the `'shape': (...)` entry of a header dict:
+/// `Some(None)` when it does not fit in 64 bits, `None` when the entry is
+/// not in the usual form (`npyz` then judges the header).
+fn header_elements(header: &str) -> Option<Option<u64>> {
+    let after = &header[header.find("'shape'")? + "'shape'".len()..];
+    let tuple = after.trim_start().strip_prefix(':')?.trim_start().strip_prefix('(')?;
+    let mut count = Some(1u64);
+    for dim in tuple[..tuple.find(')')?].split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let d = match dim.parse::<u64>() {
+            Ok(d) => Some(d),
+            Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => None,
+            Err(_) => return None,
+        };
+        count = count.zip(d).and_then(|(c, d)| c.checked_mul(d));
+    }
+    Some(count)
 }
 
 /// Writes a tensor to `path` (bf16 as float32).
@@ -107,6 +195,48 @@ mod tests {
         assert!(err.contains("has shape [2, 3], but tensor<3x2xf32> has shape [3, 2]"), "{err}");
         let err = read_npy(&path, &TensorType::new(vec![2, 3], ElemType::I32)).unwrap_err();
         assert!(err.contains("holds float32, but tensor<2x3xi32> needs int32"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A version 1.0 .npy file of float32 with `shape` (Python tuple
+    /// syntax) and `data`, however little of it.
+    fn write_raw(path: &Path, shape: &str, data: &[u8]) {
+        let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+        header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn headers_claiming_more_than_the_file_holds_allocate_nothing() {
+        let dir = std::env::temp_dir().join(format!("tilec-npy-huge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 256 GiB claimed, nothing held: found short before any allocation.
+        let huge = dir.join("huge.npy");
+        write_raw(&huge, "(1, 2147483647, 32)", &[]);
+        let err = read_npy(&huge, &TensorType::new(vec![1, 2147483647, 32], ElemType::F32)).unwrap_err();
+        assert!(err.contains("is truncated: its header says float32 of shape [1, 2147483647, 32], 274877906816 bytes of data, but the file holds 0"), "{err}");
+        // More elements than 64 bits count: refused before `npyz` multiplies them.
+        let overflow = dir.join("overflow.npy");
+        write_raw(&overflow, "(4294967296, 4294967296, 4294967296)", &[]);
+        let err = read_npy(&overflow, &TensorType::new(vec![4], ElemType::F32)).unwrap_err();
+        assert!(err.contains("has a header whose shape has more elements than fit in 64 bits"), "{err}");
+        // Half the data.
+        let short = dir.join("short.npy");
+        write_raw(&short, "(4,)", &[0; 8]);
+        let err = read_npy(&short, &TensorType::new(vec![4], ElemType::F32)).unwrap_err();
+        assert!(err.contains("16 bytes of data, but the file holds 8"), "{err}");
+        // All of it, written by hand: read as written.
+        let whole = dir.join("whole.npy");
+        write_raw(&whole, "(2,)", &[0, 0, 128, 63, 0, 0, 0, 64]);
+        assert_eq!(read_npy(&whole, &TensorType::new(vec![2], ElemType::F32)).unwrap().to_f64_vec(), vec![1.0, 2.0]);
+        // Not a .npy file at all.
+        std::fs::write(dir.join("text.npy"), "hello, world").unwrap();
+        assert!(read_npy(&dir.join("text.npy"), &TensorType::new(vec![2], ElemType::F32)).unwrap_err().contains("is not a .npy file"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -1,9 +1,11 @@
 //! Runtime tensors: a shape, an element type and a dense row-major buffer
 //! of that type (f16/bf16 via `half`).
 
+use super::memory::{try_collect, try_filled};
 use crate::ir::ops::round_to;
 use crate::ir::{ElemType, TensorType};
 use half::{bf16, f16};
+use std::collections::TryReserveError;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum TensorData {
@@ -63,17 +65,36 @@ impl Tensor {
         Ok(Tensor { ty, data })
     }
 
-    /// A tensor of zeros.
+    /// A tensor of zeros. Aborts if the allocator refuses: callers that
+    /// take sizes from user input use [`Tensor::try_zeros`].
     pub fn zeros(ty: &TensorType) -> Tensor {
-        let n = ty.num_elements().expect("verified tensor type") as usize;
+        Tensor::try_zeros(ty).expect("memory for a tensor of zeros")
+    }
+
+    /// A tensor of zeros, or the allocator's refusal.
+    pub fn try_zeros(ty: &TensorType) -> Result<Tensor, TryReserveError> {
+        let n = elements(ty)?;
         let data = match ty.elem {
-            ElemType::F32 => TensorData::F32(vec![0.0; n]),
-            ElemType::F16 => TensorData::F16(vec![f16::ZERO; n]),
-            ElemType::BF16 => TensorData::BF16(vec![bf16::ZERO; n]),
-            ElemType::I8 => TensorData::I8(vec![0; n]),
-            ElemType::I32 => TensorData::I32(vec![0; n]),
+            ElemType::F32 => TensorData::F32(try_filled(n, 0.0)?),
+            ElemType::F16 => TensorData::F16(try_filled(n, f16::ZERO)?),
+            ElemType::BF16 => TensorData::BF16(try_filled(n, bf16::ZERO)?),
+            ElemType::I8 => TensorData::I8(try_filled(n, 0)?),
+            ElemType::I32 => TensorData::I32(try_filled(n, 0)?),
         };
-        Tensor { ty: ty.clone(), data }
+        Ok(Tensor { ty: ty.clone(), data })
+    }
+
+    /// A copy, or the allocator's refusal.
+    pub fn try_clone(&self) -> Result<Tensor, TryReserveError> {
+        let n = self.len();
+        let data = match &self.data {
+            TensorData::F32(v) => TensorData::F32(try_collect(n, v.iter().copied())?),
+            TensorData::F16(v) => TensorData::F16(try_collect(n, v.iter().copied())?),
+            TensorData::BF16(v) => TensorData::BF16(try_collect(n, v.iter().copied())?),
+            TensorData::I8(v) => TensorData::I8(try_collect(n, v.iter().copied())?),
+            TensorData::I32(v) => TensorData::I32(try_collect(n, v.iter().copied())?),
+        };
+        Ok(Tensor { ty: self.ty.clone(), data })
     }
 
     /// Builds a float tensor from f64 values, rounding to the element type.
@@ -229,21 +250,41 @@ impl Tensor {
     /// uniform in [-1, 1) rounded to the type, i8 over its whole range,
     /// i32 in [-1000, 1000].
     pub fn random(ty: &TensorType, seed: u64) -> Tensor {
-        let n = ty.num_elements().expect("verified tensor type") as usize;
+        Tensor::try_random(ty, seed).expect("memory for a random tensor")
+    }
+
+    /// [`Tensor::random`], or the allocator's refusal. The values go
+    /// straight into the tensor's own type (no wider copy on the way).
+    pub fn try_random(ty: &TensorType, seed: u64) -> Result<Tensor, TryReserveError> {
+        let n = elements(ty)?;
         let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
         let mut next = move || {
             state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
             splitmix64(state)
         };
-        match ty.elem {
-            ElemType::I8 => Tensor::from_i64(ty, &(0..n).map(|_| (next() >> 56) as i8 as i64).collect::<Vec<_>>()),
-            ElemType::I32 => Tensor::from_i64(ty, &(0..n).map(|_| (next() % 2001) as i64 - 1000).collect::<Vec<_>>()),
+        let data = match ty.elem {
+            ElemType::I8 => TensorData::I8(try_collect(n, std::iter::repeat_with(|| (next() >> 56) as i8))?),
+            ElemType::I32 => TensorData::I32(try_collect(n, std::iter::repeat_with(|| (next() % 2001) as i32 - 1000))?),
             float => {
-                let values: Vec<f64> = (0..n).map(|_| round_to(float, (next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)).collect();
-                Tensor::from_f64(ty, &values)
+                let mut uniform = move || round_to(float, (next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
+                match float {
+                    ElemType::F16 => TensorData::F16(try_collect(n, std::iter::repeat_with(|| f16::from_f64(uniform())))?),
+                    ElemType::BF16 => TensorData::BF16(try_collect(n, std::iter::repeat_with(|| bf16::from_f64(uniform())))?),
+                    _ => TensorData::F32(try_collect(n, std::iter::repeat_with(|| uniform() as f32))?),
+                }
             }
-        }
-        .expect("generated data matches its type")
+        };
+        Ok(Tensor { ty: ty.clone(), data })
+    }
+}
+
+/// The number of elements of `ty` as a `usize`; a count that does not fit
+/// is reported as a refused allocation, which it would be.
+fn elements(ty: &TensorType) -> Result<usize, TryReserveError> {
+    match ty.num_elements().and_then(|n| usize::try_from(n).ok()) {
+        Some(n) => Ok(n),
+        // `try_reserve` of more than `isize::MAX` bytes builds the error.
+        None => Err(Vec::<u64>::new().try_reserve_exact(usize::MAX).expect_err("usize::MAX elements of 8 bytes overflow")),
     }
 }
 

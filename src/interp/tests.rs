@@ -409,3 +409,102 @@ fn workloads_parse_verify_and_small_copies_run() {
     }
     assert_eq!(small * 2, files.len());
 }
+
+// ---------------------------------------------------------------------------
+// Memory limits: sizes are checked before anything is allocated.
+
+const HUGE_LOCAL: &str = r#"
+func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = alloc : buffer<4xf32, global>
+  kernel "k" schedule "host" {} {
+    for %i = 0 to 4 {
+      %acc = alloc : buffer<4000000x8000000xf32, local>
+      %v = load %x[%i] : f32
+      store %v, %y[%i]
+    }
+  }
+  return %y
+}
+"#;
+
+#[test]
+fn a_buffer_over_the_limit_is_an_error_naming_it() {
+    let m = parse(HUGE_LOCAL);
+    let err = run_function(&m.funcs[0], &[t32(&[4], &[1., 2., 3., 4.])]).unwrap_err();
+    let mem = err.memory().expect("a memory error");
+    assert_eq!((mem.bytes, mem.limit, mem.refused), (Some(128_000_000_000_000), 16 << 30, false));
+    // The input (16 bytes), %y and its written-element flags (16 + 4).
+    assert_eq!(mem.in_use, 36);
+    assert!(err.0.starts_with("buffer %acc (buffer<4000000x8000000xf32, local>) needs 116.4 TiB"), "{err}");
+}
+
+#[test]
+fn a_compute_result_over_the_limit_is_an_error_naming_it() {
+    let m = parse(
+        "func @f(%x: tensor<100000xf32>) -> tensor<100000x100000xf32> {
+  %y = compute (i: 100000, j: 100000) reads(%a = %x[i]) -> tensor<100000x100000xf32>[i, j] {
+    yield %a : f32
+  }
+  return %y
+}",
+    );
+    let x = Tensor::zeros(&TensorType::new(vec![100000], ElemType::F32));
+    let err = run_function(&m.funcs[0], &[x]).unwrap_err();
+    assert_eq!(err.memory().and_then(|m| m.bytes), Some(40_000_000_000), "{err}");
+    assert!(err.0.starts_with("tensor %y (tensor<100000x100000xf32>)"), "{err}");
+}
+
+const COPY_1M: &str = "func @f(%x: tensor<262144xf32>) -> tensor<262144xf32> {
+  %y = compute (i: 262144) reads(%a = %x[i]) -> tensor<262144xf32>[i] {
+    yield %a : f32
+  }
+  return %y
+}";
+
+#[test]
+fn the_limit_is_on_what_is_live_at_once() {
+    // The input (1 MiB), the result (1 MiB) and 16 bytes of scratch per
+    // point (4 MiB) while the op runs: 6 MiB at the peak.
+    let m = parse(COPY_1M);
+    let x = Tensor::random(&TensorType::new(vec![262144], ElemType::F32), 1);
+    let inputs = std::slice::from_ref(&x);
+    let fits = run_function_with(&m.funcs[0], inputs, &Limits::at_most(6 << 20)).unwrap();
+    assert_eq!(fits[0], x);
+    let err = run_function_with(&m.funcs[0], inputs, &Limits::at_most((6 << 20) - 1)).unwrap_err();
+    assert!(err.0.starts_with("the interpreter's scratch for computing %y"), "{err}");
+    // What the caller holds counts too.
+    let held = Limits { max_bytes: 6 << 20, held_bytes: 1 };
+    assert_eq!(run_function_with(&m.funcs[0], inputs, &held).unwrap_err().memory().map(|m| m.in_use), Some((2 << 20) + 1));
+}
+
+#[test]
+fn buffers_of_a_loop_body_are_freed_after_each_iteration() {
+    // A thousand 4 KiB buffers (and their 1 KiB of flags), one at a time.
+    let m = parse(
+        r#"func @f(%x: tensor<1000xf32>) -> tensor<1000xf32> {
+  %y = alloc : buffer<1000xf32, global>
+  kernel "k" schedule "host" {} {
+    for %i = 0 to 1000 {
+      %tmp = alloc : buffer<1024xf32, local>
+      %v = load %x[%i] : f32
+      store %v, %tmp[0]
+      %w = load %tmp[0] : f32
+      store %w, %y[%i]
+    }
+  }
+  return %y
+}"#,
+    );
+    let x = Tensor::random(&TensorType::new(vec![1000], ElemType::F32), 2);
+    let out = run_function_with(&m.funcs[0], std::slice::from_ref(&x), &Limits::at_most(16 << 10)).unwrap();
+    assert_eq!(out[0], x);
+}
+
+#[test]
+fn a_returned_input_is_copied_and_counted() {
+    let m = parse("func @f(%x: tensor<262144xf32>) -> tensor<262144xf32> {\n  return %x\n}");
+    let x = Tensor::random(&TensorType::new(vec![262144], ElemType::F32), 3);
+    let err = run_function_with(&m.funcs[0], std::slice::from_ref(&x), &Limits::at_most(3 << 19)).unwrap_err();
+    assert!(err.0.starts_with("result 0 (%x, tensor<262144xf32>) needs 1 MiB"), "{err}");
+    assert_eq!(run_function_with(&m.funcs[0], std::slice::from_ref(&x), &Limits::at_most(2 << 20)).unwrap()[0], x);
+}

@@ -3,7 +3,8 @@
 //! Inputs come from `.npy` files or from a seeded generator; outputs go to
 //! `.npy` files and a summary (text or `--json`). `--check` compares the
 //! result with the interpreter on the program as written, before any pass.
-//! Every user error is a diagnostic and exit status 1.
+//! Every user error is a diagnostic and exit status 1: a tensor too large
+//! for `--max-memory` included, which is refused before it is allocated.
 
 use clap::{Parser, ValueEnum};
 use serde_json::json;
@@ -15,13 +16,15 @@ use std::time::{Duration, Instant};
 use termcolor::{ColorChoice, StandardStream};
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::compare::{Comparison, compare};
+use tilec::interp::memory::{format_bytes, parse_bytes};
 use tilec::interp::npy::{read_npy, write_npy};
-use tilec::interp::{Tensor, run_function};
+use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, run_function_with};
 use tilec::ir::{Function, Module, Type};
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::{Target, TargetKind, TargetSet};
 use std::sync::Arc;
 use tilec::verify::verify_module;
+use tilec_runtime::program::CpuRunError;
 
 #[derive(Parser, Debug)]
 #[command(name = "tilec-run", version, about = "Run a function of a tile file on .npy or seeded random inputs")]
@@ -98,6 +101,15 @@ struct Cli {
     /// Print the result values (up to 64 per tensor).
     #[arg(long)]
     print: bool,
+
+    /// Most memory the run's tensors may take at once: inputs, the
+    /// interpreter's intermediate tensors and buffers (or the compiled
+    /// code's buffers and kernel stacks) and results. Bytes, or a number
+    /// with K, M, G or T (binary: 16G is 16 GiB). Default: 3/4 of this
+    /// machine's memory (MemTotal in /proc/meminfo, or the cgroup's
+    /// memory limit if lower), 8 GiB where neither can be read.
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_bytes)]
+    max_memory: Option<u64>,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
@@ -136,15 +148,22 @@ enum Executable<'f> {
 impl Executable<'_> {
     /// The results and the time taken: by the kernels alone for compiled
     /// code (no copies in or out), the whole call for the interpreter.
-    fn run(&self, inputs: &[Tensor]) -> Result<(Vec<Tensor>, Duration), Diagnostic> {
+    /// `limits` bound the memory of the run, inputs and results included.
+    fn run(&self, inputs: &[Tensor], limits: &Limits, memory: &MemoryLimit) -> Result<(Vec<Tensor>, Duration), Diagnostic> {
         match self {
             Executable::Interp(f) => {
                 let start = Instant::now();
-                let results = run_function(f, inputs).map_err(|e| Diagnostic::error(format!("interpreter: {e}")))?;
+                let results = run_function_with(f, inputs, limits).map_err(|e| match e.memory() {
+                    Some(m) => memory.diagnostic("interpreter: ", m),
+                    None => Diagnostic::error(format!("interpreter: {e}")),
+                })?;
                 Ok((results, start.elapsed()))
             }
             Executable::Cpu { program, threads } => {
-                let run = program.run_timed(inputs, *threads).map_err(|e| Diagnostic::error(format!("compiled code: {e}")))?;
+                let run = program.run_within(inputs, *threads, limits).map_err(|e| match e {
+                    CpuRunError::Memory(m) => memory.diagnostic("compiled code: ", &m),
+                    CpuRunError::Failed(why) => Diagnostic::error(format!("compiled code: {why}")),
+                })?;
                 Ok((run.results, Duration::from_secs_f64(run.kernel_seconds)))
             }
             Executable::Cuda(program) => {
@@ -153,6 +172,107 @@ impl Executable<'_> {
             }
         }
     }
+}
+
+/// The memory limit of the run and where it comes from (for messages).
+struct MemoryLimit {
+    bytes: u64,
+    origin: String,
+}
+
+impl MemoryLimit {
+    fn of(cli: &Cli) -> MemoryLimit {
+        match cli.max_memory {
+            Some(bytes) => MemoryLimit { bytes, origin: "set with --max-memory".into() },
+            None => default_memory_limit(),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits::at_most(self.bytes)
+    }
+
+    /// The error for memory that could not be had; `prefix` says who
+    /// asked (`interpreter: `).
+    fn diagnostic(&self, prefix: &str, e: &MemoryError) -> Diagnostic {
+        let d = Diagnostic::error(format!("{prefix}{e}"));
+        if e.refused {
+            return d.with_help(format!(
+                "the system has less memory free than the limit ({}, {}) allows: lower --max-memory, free memory, or make the shape smaller",
+                format_bytes(self.bytes),
+                self.origin
+            ));
+        }
+        let wanted = e.bytes.and_then(|b| b.checked_add(e.in_use));
+        let raise = match wanted {
+            Some(w) => format!("raise the limit (at least `--max-memory {}`) if this machine has the memory, or make the shape smaller", size_argument(w)),
+            None => "make the shape smaller: no limit can allow this".to_string(),
+        };
+        d.with_note(format!("the limit is {} ({})", format_bytes(self.bytes), self.origin)).with_help(raise)
+    }
+}
+
+/// `bytes` rounded up to a `--max-memory` argument in whole MiB, GiB or TiB.
+fn size_argument(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    const TIB: u64 = 1 << 40;
+    match bytes {
+        b if b <= GIB => format!("{}M", b.div_ceil(MIB).max(1)),
+        b if b <= TIB => format!("{}G", b.div_ceil(GIB)),
+        b => format!("{}T", b.div_ceil(TIB)),
+    }
+}
+
+/// What `--max-memory` is when not given: 3/4 of the memory this process
+/// can have (the rest is for the program, the OS and other processes), or
+/// 8 GiB where that cannot be read.
+fn default_memory_limit() -> MemoryLimit {
+    let physical = meminfo_total();
+    let cgroup = cgroup_memory_limit();
+    let (bytes, source) = match (physical, cgroup) {
+        (Some(p), Some(c)) if c < p => (c, format!("this process's cgroup memory limit, {}", format_bytes(c))),
+        (Some(p), _) => (p, format!("this machine's memory, {}", format_bytes(p))),
+        (None, Some(c)) => (c, format!("this process's cgroup memory limit, {}", format_bytes(c))),
+        (None, None) => return MemoryLimit { bytes: 8 << 30, origin: "the default where this machine's memory cannot be read; set it with --max-memory".into() },
+    };
+    MemoryLimit { bytes: bytes / 4 * 3, origin: format!("3/4 of {source}; set it with --max-memory") }
+}
+
+/// `MemTotal` of /proc/meminfo, in bytes.
+fn meminfo_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.trim_start_matches("MemTotal:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The tightest memory limit of this process's cgroup and its ancestors
+/// (cgroup v2 `memory.max`, or v1 `memory.limit_in_bytes`), if any.
+fn cgroup_memory_limit() -> Option<u64> {
+    let read = |path: &Path| std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut limit: Option<u64> = None;
+    for line in own.lines() {
+        // `0::/path` (v2) or `N:memory:/path` (v1).
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let (root, file) = match controllers {
+            "" => (PathBuf::from("/sys/fs/cgroup"), "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => (PathBuf::from("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"),
+            _ => continue,
+        };
+        let mut dir = root.join(path.trim_start_matches('/'));
+        loop {
+            if let Some(l) = read(&dir.join(file)) {
+                limit = Some(limit.map_or(l, |x| x.min(l)));
+            }
+            if dir == root || !dir.pop() {
+                break;
+            }
+        }
+    }
+    limit
 }
 
 fn main() -> ExitCode {
@@ -235,8 +355,9 @@ fn pick_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Funct
     }
 }
 
-/// The inputs, from files or generated, in parameter order.
-fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Diagnostics> {
+/// The inputs, from files or generated, in parameter order. Each is
+/// counted against the memory limit before it is read or generated.
+fn gather_inputs(cli: &Cli, f: &Function, memory: &MemoryLimit) -> Result<(Vec<Tensor>, Vec<bool>), Diagnostics> {
     let params: Vec<String> = f.params.iter().enumerate().map(|(i, &p)| display_name(f, p, format!("arg{i}"))).collect();
     let mut given: Vec<Option<PathBuf>> = vec![None; params.len()];
     let mut diags = Diagnostics::new();
@@ -265,15 +386,28 @@ fn gather_inputs(cli: &Cli, f: &Function) -> Result<(Vec<Tensor>, Vec<bool>), Di
     let generate_missing = cli.inputs.is_empty() || cli.fill_random;
     let mut tensors = Vec::new();
     let mut generated = Vec::new();
+    let mut budget = MemoryBudget::new(&memory.limits());
     for (i, &p) in f.params.iter().enumerate() {
         let Type::Tensor(ty) = f.value_type(p) else { continue };
+        let what = || format!("input `{}` ({ty})", params[i]);
+        let wanted = given[i].is_some() || generate_missing;
+        if wanted {
+            if let Err(e) = budget.reserve(ty.size_bytes(), what) {
+                diags.push(memory.diagnostic("", &e));
+                // Later inputs are still checked, against what fits.
+                continue;
+            }
+        }
         match &given[i] {
             Some(path) => match read_npy(path, ty) {
                 Ok(t) => tensors.push(t),
                 Err(msg) => diags.push(Diagnostic::error(format!("input `{}`: {msg}", params[i]))),
             },
             None if generate_missing => {
-                tensors.push(Tensor::random(ty, Tensor::input_seed(cli.seed, i)));
+                match Tensor::try_random(ty, Tensor::input_seed(cli.seed, i)) {
+                    Ok(t) => tensors.push(t),
+                    Err(_) => diags.push(memory.diagnostic("", &MemoryError::refused(what(), ty.size_bytes().unwrap_or(u64::MAX)))),
+                }
                 generated.push(true);
                 continue;
             }
@@ -323,15 +457,23 @@ fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module, kind: Tar
     Ok(target)
 }
 
-/// Compiles `f` (after the pipeline) for `target`, links and loads it.
-fn build_cpu(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_codegen::CpuProgram, Diagnostic> {
+/// Compiles `f` (after `pipeline`) for `target`, links and loads it.
+fn build_cpu(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) -> Result<tilec_codegen::CpuProgram, Diagnostics> {
     let llvm = tilec_codegen::driver::llvm_target_of(target);
     if let Err(missing) = tilec_codegen::driver::host_can_run(&llvm) {
         return Err(Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name))
-            .with_help("pass --target=host to compile for this machine, or use `tilec --emit=obj` to only compile"));
+            .with_help("pass --target=host to compile for this machine, or use `tilec --emit=obj` to only compile")
+            .into());
     }
+    // A compute op left untiled by the pipeline is the user's to fix (a
+    // pipeline without `tile`); anything else failing to compile a
+    // verified, tiled function is ours.
+    untiled_compute_ops(f, pipeline)?;
     let compiled = tilec_codegen::compile_function_cpu(f, &llvm).map_err(|e| {
-        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)).with_help("every compute op must be tiled: give it a schedule, or leave the default pipeline")
+        let pipeline_flag = pipeline.map(|p| format!(" --pass-pipeline='{p}'")).unwrap_or_default();
+        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0))
+            .with_note("this is a bug in tilec: the function verified and its compute ops are tiled, so it should compile")
+            .with_help(format!("please report it, with the tile file and the output of `tilec --emit=mlir --target={}{pipeline_flag} {}`", target.name, cli.input))
     })?;
     let scratch;
     let dir = match &cli.keep_dir {
@@ -343,26 +485,48 @@ fn build_cpu(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_codegen::
     };
     let so = tilec_codegen::link_shared(&compiled.artifacts.object, &dir, &f.name).map_err(|e| Diagnostic::error(e.0))?;
     // The library stays mapped after its file (in a temporary folder) is removed.
-    tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(Diagnostic::error)
+    let program = tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(Diagnostic::error)?;
+    Ok(program.with_names_of(f))
+}
+
+/// Errors for the compute ops of `f` that have no loop nest (code is
+/// generated from loops), pointing at each.
+fn untiled_compute_ops(f: &Function, pipeline: Option<&str>) -> Result<(), Diagnostics> {
+    let mut diags = Diagnostics::new();
+    for &op in &f.regions[f.body].ops {
+        if let tilec::ir::OpKind::Compute(c) = &f.ops[op].kind {
+            let label = c.label.as_deref().map(|l| format!(" \"{l}\"")).unwrap_or_default();
+            let help = match pipeline {
+                Some(p) if p != DEFAULT_COMPILED_PIPELINE => "every compute op must be tiled before it is compiled: give it a schedule and run `tile` in --pass-pipeline, or leave --pass-pipeline out for the default pipeline (which schedules and tiles every op)",
+                _ => "every compute op must be tiled before it is compiled: give it a schedule",
+            };
+            diags.push(Diagnostic::error(format!("cannot compile @{}: compute op{label} has no loop nest", f.name)).at(f.op_spans[op], "not tiled").with_help(help));
+        }
+    }
+    diags.into_result()
 }
 
 /// Compiles `f` (after the pipeline) to PTX for `target` and loads it on
 /// GPU 0; the driver is looked for first.
-fn build_cuda(cli: &Cli, f: &Function, target: &Target) -> Result<tilec_runtime::CudaProgram, Diagnostic> {
+fn build_cuda(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) -> Result<tilec_runtime::CudaProgram, Diagnostics> {
     tilec_runtime::cuda::driver_status().map_err(|why| {
         Diagnostic::error(format!("`--backend=cuda` cannot run here: {why}"))
             .with_help("run on a machine with an NVIDIA GPU and its driver, or compile only with `tilec --emit=ptx`")
     })?;
     let (chip, features) = (target.isa.cpu.as_str(), target.isa.features.as_str());
+    untiled_compute_ops(f, pipeline)?;
     let compiled = tilec_codegen::compile_function_gpu(f, chip, features).map_err(|e| {
-        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)).with_help("every compute op needs a schedule for the GPU target")
+        let pipeline_flag = pipeline.map(|p| format!(" --pass-pipeline='{p}'")).unwrap_or_default();
+        Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0))
+            .with_note("this is a bug in tilec: the function verified and its compute ops are tiled, so it should compile")
+            .with_help(format!("please report it, with the tile file and the output of `tilec --emit=ptx --target={}{pipeline_flag} {}`", target.name, cli.input))
     })?;
     if let Some(dir) = &cli.keep_dir {
         std::fs::create_dir_all(dir).map_err(|e| Diagnostic::error(format!("cannot create `{}`: {e}", dir.display())))?;
         let ptx = dir.join(format!("{}.ptx", f.name));
         std::fs::write(&ptx, &compiled.ptx).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {e}", ptx.display())))?;
     }
-    tilec_runtime::CudaProgram::load(&compiled.ptx, compiled.kernels, tilec_runtime::HostPlan::of(f)).map_err(Diagnostic::error)
+    Ok(tilec_runtime::CudaProgram::load(&compiled.ptx, compiled.kernels, tilec_runtime::HostPlan::of(f)).map_err(Diagnostic::error)?)
 }
 
 /// The target's peak for `f`'s element type, in GFLOP/s, for the cores a
@@ -380,9 +544,14 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     if cli.repeat == 0 {
         return Err(Diagnostic::error("--repeat must be at least 1").into());
     }
+    // Where results go is checked before any work, not after it.
+    check_output_paths(cli)?;
+    let memory = MemoryLimit::of(cli);
     let module = load(cli, sources)?;
     let original = pick_function(&module, cli.func.as_deref())?;
     let func_name = original.name.clone();
+    let names = result_names(original);
+    check_output_names(cli, original, &names)?;
 
     if cli.backend == Backend::Interp && (cli.target.is_some() || cli.threads != 0 || cli.keep_dir.is_some()) {
         return Err(Diagnostic::error("--target, --threads and --keep-dir are options of `--backend=cpu` and `--backend=cuda`").into());
@@ -395,6 +564,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         Backend::Cuda => Some(resolve_target(cli, sources, &module, TargetKind::Cuda)?),
         Backend::Interp => None,
     };
+    let (inputs, generated) = gather_inputs(cli, original, &memory)?;
 
     // The program to execute: after the pipeline, if any.
     let mut transformed = module.clone();
@@ -415,20 +585,22 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     }
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
 
-    let (inputs, generated) = gather_inputs(cli, original)?;
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let executable = match (&target, cli.backend) {
-        (Some(t), Backend::Cuda) => Executable::Cuda(build_cuda(cli, f, t)?),
-        (Some(t), _) => Executable::Cpu { program: build_cpu(cli, f, t)?, threads },
+        (Some(t), Backend::Cuda) => Executable::Cuda(build_cuda(cli, f, t, pipeline_text.as_deref())?),
+        (Some(t), _) => Executable::Cpu { program: build_cpu(cli, f, t, pipeline_text.as_deref())?, threads },
         (None, _) => Executable::Interp(f),
     };
+    let limits = memory.limits();
     for _ in 0..cli.warmup {
-        executable.run(&inputs)?;
+        executable.run(&inputs, &limits, &memory)?;
     }
     let mut times = Vec::new();
     let mut results = Vec::new();
     for _ in 0..cli.repeat {
-        let (r, time) = executable.run(&inputs)?;
+        // The last run's results are dropped first: a run's memory is its own.
+        results.clear();
+        let (r, time) = executable.run(&inputs, &limits, &memory)?;
         results = r;
         times.push(time);
     }
@@ -437,10 +609,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
     let peak = target.as_ref().and_then(|t| peak_gflops(t, original, if cli.backend == Backend::Cpu { threads } else { 1 }));
 
-    let names = result_names(original);
-
     let checks: Vec<Option<Comparison>> = if cli.check {
-        let (reference, _) = Executable::Interp(original).run(&inputs)?;
+        // The results are kept for the comparison: they count against the limit.
+        let held = results.iter().map(|t| t.ty.size_bytes().unwrap_or(0)).fold(0u64, u64::saturating_add);
+        let reference_limits = Limits { held_bytes: held, ..memory.limits() };
+        let (reference, _) = Executable::Interp(original).run(&inputs, &reference_limits, &memory)?;
         results.iter().zip(&reference).map(|(got, want)| Some(compare(got, want))).collect()
     } else {
         vec![None; results.len()]
@@ -548,12 +721,10 @@ fn write_outputs(cli: &Cli, f: &Function, names: &[String], results: &[Tensor], 
         }
     };
     for spec in &cli.outputs {
+        // Checked by `check_output_names` before the run.
         let (name, path) = split_assignment(spec, "--output")?;
-        match names.iter().position(|n| *n == name) {
-            Some(i) => write(&path, &results[i]),
-            None => {
-                return Err(Diagnostic::error(format!("@{} has no result `{name}`", f.name)).with_note(format!("its results are: {}", names.join(", "))).into());
-            }
+        if let Some(i) = names.iter().position(|n| *n == name) {
+            write(&path, &results[i]);
         }
     }
     if let Some(dir) = &cli.output_dir {
@@ -571,6 +742,67 @@ fn write_outputs(cli: &Cli, f: &Function, names: &[String], results: &[Tensor], 
                     write(&inputs_dir.join(format!("{}.npy", display_name(f, p, format!("arg{i}")))), t);
                 }
             }
+        }
+    }
+    diags.into_result()
+}
+
+/// Checks, before any work, that every `--output` file can be created
+/// where it is asked for (its folder exists and it is not a folder itself)
+/// and that `--output-dir` and `--keep-dir` can be created.
+fn check_output_paths(cli: &Cli) -> Result<(), Diagnostics> {
+    let mut diags = Diagnostics::new();
+    for spec in &cli.outputs {
+        let (name, path) = match split_assignment(spec, "--output") {
+            Ok(x) => x,
+            Err(d) => {
+                diags.push(d);
+                continue;
+            }
+        };
+        let cannot = |why: String| Diagnostic::error(format!("cannot write `{}`: {why}", path.display()));
+        if path.is_dir() {
+            diags.push(cannot("it is a folder".into()).with_help(format!("give a file name, e.g. `--output {name}={}`, or use --output-dir", path.join(format!("{name}.npy")).display())));
+            continue;
+        }
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        match std::fs::metadata(&folder) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => diags.push(cannot(format!("`{}` is not a folder", folder.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                diags.push(cannot(format!("no such folder `{}`", folder.display())).with_help("create the folder first, or use --output-dir, which creates its folder"))
+            }
+            Err(e) => diags.push(cannot(tilec::input::io_reason(&e))),
+        }
+    }
+    for (flag, dir) in [("--output-dir", &cli.output_dir), ("--keep-dir", &cli.keep_dir)] {
+        let Some(dir) = dir else { continue };
+        // The nearest part of the path that exists must be a folder:
+        // `create_dir_all` makes the rest.
+        if let Some(existing) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists()) {
+            if !existing.is_dir() {
+                let why = if existing == dir.as_path() { "it exists and is not a folder".to_string() } else { format!("`{}` is not a folder", existing.display()) };
+                diags.push(Diagnostic::error(format!("cannot create `{}`: {why}", dir.display())).with_note(format!("it is the folder of {flag}")));
+            }
+        }
+    }
+    diags.into_result()
+}
+
+/// Checks that every `--output NAME=...` names a result of `f`.
+fn check_output_names(cli: &Cli, f: &Function, names: &[String]) -> Result<(), Diagnostics> {
+    let mut diags = Diagnostics::new();
+    for spec in &cli.outputs {
+        let (name, _) = split_assignment(spec, "--output")?;
+        if !names.contains(&name) {
+            let mut d = Diagnostic::error(format!("@{} has no result `{name}`", f.name)).with_note(format!("its results are: {}", names.join(", ")));
+            if let Some(best) = tilec::diag::closest(&name, names.iter().map(String::as_str)) {
+                d = d.with_help(format!("did you mean `{best}`?"));
+            }
+            diags.push(d);
         }
     }
     diags.into_result()
