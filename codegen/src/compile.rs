@@ -28,7 +28,21 @@ impl std::fmt::Display for CompileError {
 
 /// The MLIR conversion pipeline for CPU kernels (func + scf + memref +
 /// arith + math + vector → LLVM dialect, memrefs as bare pointers).
-pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-math-to-libm,convert-math-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
+///
+/// Nothing becomes a library call, so vector code stays vector code:
+/// - `tilec-math-approximation` (`cpp/mlir_passes.cpp`) rewrites `exp`,
+///   `log`, `tanh` and `erf` into MLIR's polynomial approximations, on
+///   vectors as on scalars; `convert-math-to-llvm` makes the other math ops
+///   LLVM intrinsics (`sqrt`, `fabs`, `abs`, `fma`, `floor`). MLIR's
+///   `convert-math-to-libm` is not used: it turns all of them, `sqrt` and
+///   `absf` included, into a call per lane, spelled with `vector.extract`s
+///   that it leaves behind `convert-vector-to-llvm`, and it refuses
+///   `math.absi`.
+/// - bf16 arithmetic is done in f32 (`arith-emulate-unsupported-floats`,
+///   one rounding per op, as `tilec::ir::scalar` says), and the
+///   conversions become integer operations (`tilec-expand-bf16`), not
+///   LLVM's `__truncsfbf2` calls.
+pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,tilec-math-approximation,convert-math-to-llvm,arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},tilec-expand-bf16,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
 
 /// The MLIR conversion pipeline for GPU kernels, up to NVVM; `{chip}` and
 /// `{features}` are filled in from the target.
@@ -66,6 +80,12 @@ fn pass_manager(ctx: &Context) -> PassManager<'_> {
     pm
 }
 
+unsafe extern "C" {
+    /// `cpp/mlir_passes.cpp`: registers `tilec-math-approximation` and
+    /// `tilec-expand-bf16`.
+    fn tilecRegisterMlirPasses();
+}
+
 /// A fresh MLIR context with every dialect, pass and LLVM translation,
 /// and a handler that collects MLIR's error messages.
 fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
@@ -76,6 +96,9 @@ fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
     ctx.load_all_available_dialects();
     register_all_llvm_translations(&ctx);
     register_all_passes();
+    // SAFETY: registers passes in MLIR's global registry (once per process,
+    // guarded on the C++ side); no arguments, no result.
+    unsafe { tilecRegisterMlirPasses() };
     let messages = Arc::new(Mutex::new(Vec::new()));
     let sink = messages.clone();
     ctx.attach_diagnostic_handler(move |d| {
