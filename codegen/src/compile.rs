@@ -14,6 +14,7 @@ use melior::ir::operation::OperationLike;
 use melior::pass::PassManager;
 use melior::utility::{parse_pass_pipeline, register_all_dialects, register_all_llvm_translations, register_all_passes};
 use melior::Context;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Why compilation failed, with MLIR's or LLVM's own messages.
@@ -28,14 +29,65 @@ impl std::fmt::Display for CompileError {
 
 /// The MLIR conversion pipeline for CPU kernels (func + scf + memref +
 /// arith + math + vector → LLVM dialect, memrefs as bare pointers).
-pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-math-to-libm,convert-math-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
+///
+/// Nothing becomes a library call, so vector code stays vector code:
+/// - `tilec-math-approximation` (`cpp/mlir_passes.cpp`) rewrites `exp`,
+///   `log`, `tanh` and `erf` into MLIR's polynomial approximations, on
+///   vectors as on scalars; `convert-math-to-llvm` makes the other math ops
+///   LLVM intrinsics (`sqrt`, `fabs`, `abs`, `fma`, `floor`). MLIR's
+///   `convert-math-to-libm` is not used: it turns all of them, `sqrt` and
+///   `absf` included, into a call per lane, spelled with `vector.extract`s
+///   that it leaves behind `convert-vector-to-llvm`, and it refuses
+///   `math.absi`.
+/// - bf16 arithmetic is done in f32 (`arith-emulate-unsupported-floats`,
+///   one rounding per op, as `tilec::ir::scalar` says), and the
+///   conversions become integer operations (`tilec-expand-bf16`), not
+///   LLVM's `__truncsfbf2` calls.
+pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,tilec-math-approximation,convert-math-to-llvm,arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},tilec-expand-bf16,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
 
 /// The MLIR conversion pipeline for GPU kernels, up to NVVM; `{chip}` and
-/// `{features}` are filled in from the target.
-pub fn gpu_pipeline(chip: &str, features: &str) -> String {
+/// `{features}` are filled in from the target. Math functions become calls
+/// of libdevice's (`__nv_expf`, ...), which `gpu-module-to-binary` links
+/// from `toolkit` (see [`cuda_toolkit`]).
+pub fn gpu_pipeline(chip: &str, features: &str, toolkit: Option<&Path>) -> String {
+    // A path is quoted (spaces are fine); `cuda_toolkit` takes none with a quote.
+    let toolkit = toolkit.map(|t| format!(" toolkit=\"{}\"", t.display())).unwrap_or_default();
     format!(
-        "builtin.module(nvvm-attach-target{{chip={chip} features={features} O=3}},gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}},reconcile-unrealized-casts),gpu-module-to-binary{{format=isa}})"
+        "builtin.module(nvvm-attach-target{{chip={chip} features={features} O=3}},gpu.module(canonicalize,cse,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-vector-to-llvm,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=1}},reconcile-unrealized-casts),gpu-module-to-binary{{format=isa{toolkit}}})"
     )
+}
+
+/// Where a CUDA toolkit keeps libdevice, the bitcode library of the GPU's
+/// math functions.
+const LIBDEVICE: &str = "nvvm/libdevice/libdevice.10.bc";
+
+/// The CUDA toolkit whose libdevice GPU kernels are linked with: the first
+/// of `$CUDA_ROOT`, `$CUDA_HOME` and `$CUDA_PATH` that is set (MLIR itself
+/// reads `$CUDA_ROOT`), or, when none is, the toolkit of a `ptxas` on `PATH`
+/// (`<toolkit>/bin/ptxas`, as in NVIDIA's pip package) or
+/// `/usr/local/cuda`. The error says where it looked.
+pub fn cuda_toolkit() -> Result<PathBuf, String> {
+    let has_libdevice = |dir: &Path| dir.join(LIBDEVICE).is_file() && !dir.to_string_lossy().contains('"');
+    for var in ["CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"] {
+        if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            let dir = PathBuf::from(dir);
+            return if has_libdevice(&dir) { Ok(dir) } else { Err(format!("${var} is `{}`, which has no {LIBDEVICE}", dir.display())) };
+        }
+    }
+    let beside_ptxas = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .filter(|dir| dir.join("ptxas").is_file())
+        .filter_map(|bin| bin.parent().map(Path::to_path_buf));
+    beside_ptxas
+        .chain([PathBuf::from("/usr/local/cuda")])
+        .find(|dir| has_libdevice(dir))
+        .ok_or_else(|| "none of $CUDA_ROOT, $CUDA_HOME and $CUDA_PATH is set, and there is none beside a `ptxas` on PATH or in /usr/local/cuda".to_string())
+}
+
+/// The first libdevice function that `ptx` declares but does not define.
+fn unresolved_libdevice_call(ptx: &str) -> Option<&str> {
+    ptx.lines().filter(|l| l.trim_start().starts_with(".extern .func")).find_map(|l| l.split_whitespace().find(|w| w.starts_with("__nv_")))
 }
 
 /// Whether MLIR's pass manager prints the IR after each of its passes
@@ -66,6 +118,12 @@ fn pass_manager(ctx: &Context) -> PassManager<'_> {
     pm
 }
 
+unsafe extern "C" {
+    /// `cpp/mlir_passes.cpp`: registers `tilec-math-approximation` and
+    /// `tilec-expand-bf16`.
+    fn tilecRegisterMlirPasses();
+}
+
 /// A fresh MLIR context with every dialect, pass and LLVM translation,
 /// and a handler that collects MLIR's error messages.
 fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
@@ -76,6 +134,9 @@ fn context() -> (Context, Arc<Mutex<Vec<String>>>) {
     ctx.load_all_available_dialects();
     register_all_llvm_translations(&ctx);
     register_all_passes();
+    // SAFETY: registers passes in MLIR's global registry (once per process,
+    // guarded on the C++ side); no arguments, no result.
+    unsafe { tilecRegisterMlirPasses() };
     let messages = Arc::new(Mutex::new(Vec::new()));
     let sink = messages.clone();
     ctx.attach_diagnostic_handler(move |d| {
@@ -176,16 +237,30 @@ fn llvm_codegen(module: &Module, target: &LlvmTarget, messages: &Arc<Mutex<Vec<S
     Ok((llvm_ir, String::from_utf8_lossy(asm.as_slice()).into_owned(), obj.as_slice().to_vec()))
 }
 
-/// Lowers GPU kernels (a `gpu.container_module`) to PTX for `chip`.
+/// Lowers GPU kernels (a `gpu.container_module`) to PTX for `chip`, with
+/// libdevice from [`cuda_toolkit`] where the kernels use math functions.
 /// Returns the NVVM-level MLIR and the PTX text.
 pub fn compile_gpu(mlir: &str, chip: &str, features: &str) -> Result<(String, String), CompileError> {
+    let toolkit = cuda_toolkit();
+    let (lowered, ptx) = compile_gpu_with(mlir, chip, features, toolkit.as_deref().ok())?;
+    if let (Some(function), Err(why)) = (unresolved_libdevice_call(&ptx), &toolkit) {
+        return Err(CompileError(format!(
+            "the kernels call `{function}`: math functions on GPUs come from CUDA's libdevice, which needs a CUDA toolkit, but {why}; set CUDA_ROOT to a toolkit with {LIBDEVICE} (NVIDIA's pip package nvidia-cuda-nvcc-cu12 has one in nvidia/cuda_nvcc)"
+        )));
+    }
+    Ok((lowered, ptx))
+}
+
+/// [`compile_gpu`] with libdevice from `toolkit` (none: math functions stay
+/// calls that the PTX declares but does not define).
+fn compile_gpu_with(mlir: &str, chip: &str, features: &str, toolkit: Option<&Path>) -> Result<(String, String), CompileError> {
     let (ctx, messages) = context();
     let mut module = Module::parse(&ctx, mlir).ok_or_else(|| CompileError(format!("MLIR did not parse:\n{}", drain(&messages))))?;
     if !module.as_operation().verify() {
         return Err(CompileError(format!("generated MLIR does not verify (a tilec bug):\n{}", drain(&messages))));
     }
     let pm = pass_manager(&ctx);
-    parse_pass_pipeline(pm.as_operation_pass_manager(), &gpu_pipeline(chip, features)).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
+    parse_pass_pipeline(pm.as_operation_pass_manager(), &gpu_pipeline(chip, features, toolkit)).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
     pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering to PTX failed:\n{}", drain(&messages))))?;
     let lowered = module.as_operation().to_string();
     let mut ptx = String::new();

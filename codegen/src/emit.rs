@@ -21,8 +21,10 @@
 //! barriers `gpu.barrier`, cooperative copies loops strided by the block's
 //! thread count.
 //!
-//! Arithmetic follows `tilec::ir::scalar`: f16/bf16 ops are computed by
-//! LLVM in f32 and rounded per op; `max`/`min` propagate NaN
+//! Arithmetic follows `tilec::ir::scalar`: f16/bf16 ops are computed in
+//! f32 and rounded per op (by LLVM for f16, by MLIR's
+//! `arith-emulate-unsupported-floats` for bf16, see `compile::CPU_PIPELINE`),
+//! math functions too (widened, computed, rounded once); `max`/`min` propagate NaN
 //! (`arith.maximumf`); float→int casts saturate and map NaN to 0. Products
 //! feeding sums may be contracted into FMAs (`fastmath<contract>`), which
 //! rounds once instead of twice: results match the interpreter within the
@@ -1275,7 +1277,21 @@ impl<'f> Emitter<'f> {
                 let z = self.zero_like(ty, vector)?;
                 self.line(&format!("{n} = arith.subi {z}, {xn} : {t}"));
             }
-            (UnaryOp::Abs, true) => self.line(&format!("{n} = math.absf {xn} : {t}")),
+            (UnaryOp::Abs, true) if ty == ElemType::F32 => self.line(&format!("{n} = math.absf {xn} : {t}")),
+            (UnaryOp::Abs, true) => {
+                // f16/bf16: clear the sign bit. LLVM lowers `fabs` of a bf16
+                // vector lane by lane on x86 (scalar `and`s and 16-bit moves).
+                let it = match self.lanes.filter(|_| vector) {
+                    Some(l) => format!("vector<{}xi16>", l.width),
+                    None => "i16".to_string(),
+                };
+                let (bits, mask, cleared) = (self.fresh("b"), self.fresh("b"), self.fresh("b"));
+                self.line(&format!("{bits} = arith.bitcast {xn} : {t} to {it}"));
+                let magnitude = if vector { "dense<32767>" } else { "32767" };
+                self.line(&format!("{mask} = arith.constant {magnitude} : {it}"));
+                self.line(&format!("{cleared} = arith.andi {bits}, {mask} : {it}"));
+                self.line(&format!("{n} = arith.bitcast {cleared} : {it} to {t}"));
+            }
             (UnaryOp::Abs, false) => self.line(&format!("{n} = math.absi {xn} : {t}")),
             (UnaryOp::Relu, float) => {
                 let z = self.zero_like(ty, vector)?;
@@ -1310,7 +1326,29 @@ impl<'f> Emitter<'f> {
         let r = self.fresh("m");
         let math = match op {
             UnaryOp::Exp => "math.exp",
-            UnaryOp::Log => "math.log",
+            UnaryOp::Log => {
+                // MLIR's approximation (`tilec-math-approximation`) takes
+                // subnormal arguments for the smallest normal number, so
+                // those are scaled by 2^24 first: log(x) = log(x·2^24) - 24·ln 2.
+                let width = self.lanes.map(|l| l.width).unwrap_or(1);
+                let constant = |this: &mut Self, x: f64| -> Result<String, EmitError> {
+                    let c = this.scalar_constant(Literal::Float(x), ElemType::F32);
+                    if vector { this.as_vector(Ev::Scalar(c, ElemType::F32), width) } else { Ok(c) }
+                };
+                let smallest_normal = constant(self, f32::MIN_POSITIVE as f64)?;
+                let scale = constant(self, 16777216.0)?;
+                let shift = constant(self, 24.0 * std::f64::consts::LN_2)?;
+                let zero = constant(self, 0.0)?;
+                let bool_t = if vector { mask_type(width) } else { "i1".into() };
+                let (small, scaled, x, log, offset) = (self.fresh("l"), self.fresh("l"), self.fresh("l"), self.fresh("l"), self.fresh("l"));
+                self.line(&format!("{small} = arith.cmpf olt, {arg}, {smallest_normal} : {wt}"));
+                self.line(&format!("{scaled} = arith.mulf {arg}, {scale} : {wt}"));
+                self.line(&format!("{x} = arith.select {small}, {scaled}, {arg} : {bool_t}, {wt}"));
+                self.line(&format!("{log} = math.log {x} : {wt}"));
+                self.line(&format!("{offset} = arith.select {small}, {shift}, {zero} : {bool_t}, {wt}"));
+                self.line(&format!("{r} = arith.subf {log}, {offset} : {wt}"));
+                return Ok(r);
+            }
             UnaryOp::Sqrt => "math.sqrt",
             UnaryOp::Rsqrt => "math.rsqrt",
             UnaryOp::Tanh => "math.tanh",

@@ -190,6 +190,143 @@ fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
     assert_eq!(k.shared_bytes, (64 * 16 + 16 * 64) * 4);
 }
 
+/// An elementwise op `y = <op> x` on a `rows`x64 tensor of `elem`, with
+/// the vector axis `j` in 8 lanes (or `vector = {}` left out when
+/// `vectorised` is false).
+fn elementwise_src(op: &str, elem: &str, rows: u64, vectorised: bool) -> String {
+    let vector = if vectorised { ", vector = {j = 8}" } else { "" };
+    format!(
+        "func @{op}_{elem}(%x: tensor<{rows}x64x{elem}>) -> tensor<{rows}x64x{elem}> {{
+  %y = compute \"{op}_{elem}\" (i: {rows}, j: 64) reads(%v = %x[i, j]) -> tensor<{rows}x64x{elem}>[i, j]
+      schedule \"x86-avx2\" {{ tile = {{i = [{rows}, 4, 1], j = [64, 64, 16]}}{vector} }} {{
+    %0 = {op} %v : {elem}
+    yield %0 : {elem}
+  }}
+  return %y
+}}"
+    )
+}
+
+/// Compiles a one-op function for x86-avx2 and runs it on `input`; returns
+/// the result, the interpreter's, and the assembly.
+fn run_one_op(name: &str, src: &str, input: Tensor, dir: &std::path::Path) -> (Tensor, Tensor, String) {
+    let target = tilec::target::builtin("x86-avx2").expect("built-in target");
+    let original = parse(src);
+    let mut m = original.clone();
+    schedule(&mut m, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)", &target);
+    let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(&target)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let so = link_shared(&compiled.artifacts.object, dir, name).expect("links");
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
+    let inputs = vec![input];
+    let got = program.run(&inputs, 1).unwrap_or_else(|e| panic!("{name}: {e}")).remove(0);
+    let want = run_function(&original.funcs[0], &inputs).expect("interpreter").remove(0);
+    (got, want, compiled.artifacts.asm)
+}
+
+/// Inputs across a float function's whole domain: the special values
+/// (zeros, infinities, NaN, f32's subnormals and extremes), every binade of
+/// f32 on both signs, and a fine grid over [-20, 20]; `rows` x 64 of them.
+fn math_inputs(rows: u64) -> Vec<f64> {
+    let mut v = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-45, -1e-45, 1e-40, -3e-39];
+    v.extend([f32::MIN_POSITIVE as f64, f32::MAX as f64, -(f32::MAX as f64), 1.0, -1.0, 0.5, 88.7, 88.8, -87.4, -104.0]);
+    for e in -126..=127 {
+        let x = 1.37 * 2f64.powi(e);
+        v.extend([x, -x]);
+    }
+    let n = (rows * 64) as usize;
+    assert!(v.len() < n / 2, "room for the grid");
+    let left = n - v.len();
+    v.extend((0..left).map(|k| -20.0 + 40.0 * k as f64 / left as f64));
+    v
+}
+
+/// Whether `got` is `want` within the element type's tolerance with the
+/// element as its own scale (`compare` on that element alone, far
+/// stricter than on a whole tensor), NaN matching NaN. Results below f32's
+/// smallest normal number may be flushed to zero: MLIR's `exp` does so.
+fn close_alone(got: f64, want: f64, elem: tilec::ir::ElemType) -> bool {
+    let rtol = tilec::interp::compare::tolerance(elem);
+    let flushed = want.abs() < f32::MIN_POSITIVE as f64 && got.abs() <= f32::MIN_POSITIVE as f64;
+    (got.is_nan() && want.is_nan()) || got == want || (got - want).abs() <= rtol * 2.0 * want.abs() || flushed
+}
+
+/// Error of `got` in units in the last place of f32 at `want`.
+fn f32_ulps(got: f64, want: f64) -> f64 {
+    if got == want || (got.is_nan() && want.is_nan()) {
+        return 0.0;
+    }
+    let ulp = (want.abs() as f32).max(f32::MIN_POSITIVE);
+    let ulp = f32::from_bits(ulp.to_bits() + 1) as f64 - ulp as f64;
+    (got - want).abs() / ulp
+}
+
+/// Every math function, in f32, f16 and bf16, in a vectorised kernel:
+/// vector code with no library call (the functions MLIR approximates by
+/// polynomials, the others as LLVM's vector instructions), matching the
+/// interpreter on every element of the inputs of `math_inputs`.
+#[test]
+fn vectorised_math_functions_are_vector_code_and_match_the_interpreter() {
+    use tilec::ir::{ElemType, TensorType};
+    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
+        eprintln!("this machine cannot run x86-avx2 code: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let rows = 48;
+    let mut failures = Vec::new();
+    for (elem, name) in [(ElemType::F32, "f32"), (ElemType::F16, "f16"), (ElemType::BF16, "bf16")] {
+        let input = Tensor::from_f64(&TensorType::new(vec![rows, 64], elem), &math_inputs(rows)).unwrap();
+        for op in ["exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs"] {
+            let what = format!("{op} on {name}");
+            let (got, want, asm) = run_one_op(&format!("{op}_{name}"), &elementwise_src(op, name, rows, true), input.clone(), dir.path());
+            assert!(!asm.contains("call"), "{what}: a call in the kernel:\n{asm}");
+            // A 16-bit abs is one `vpand`/`vandps` on 8 lanes, an xmm register.
+            let vector_register = if op == "abs" && elem != ElemType::F32 { "xmm" } else { "ymm" };
+            assert!(asm.contains(vector_register), "{what}: no {vector_register} register:\n{asm}");
+            let mut worst_ulps = 0.0f64;
+            for i in 0..want.len() {
+                let (g, w, x) = (got.get_f64(i), want.get_f64(i), input.get_f64(i));
+                if !close_alone(g, w, elem) {
+                    failures.push(format!("{what}({x:e}) = {g:e}, interpreter {w:e}"));
+                }
+                if elem == ElemType::F32 && w.is_finite() && w.abs() >= f32::MIN_POSITIVE as f64 {
+                    worst_ulps = worst_ulps.max(f32_ulps(g, w));
+                }
+            }
+            if elem == ElemType::F32 {
+                eprintln!("{what}: at most {worst_ulps:.1} ulp from the interpreter (normal results)");
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} elements differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// `abs` of i32 and i8, vectorised and not: LLVM's `abs` intrinsic
+/// (`vpabsd`/`vpabsb` in vector code), wrapping at the minimum as the
+/// dialect says (`abs(-128) == -128` in i8).
+#[test]
+fn integer_abs_compiles_and_wraps_at_the_minimum() {
+    use tilec::ir::{ElemType, TensorType};
+    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
+        eprintln!("this machine cannot run x86-avx2 code: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temporary folder");
+    for (elem, name, min, instruction) in [(ElemType::I32, "i32", i32::MIN as i64, "vpabsd"), (ElemType::I8, "i8", i8::MIN as i64, "vpabsb")] {
+        let values: Vec<i64> = (0..4 * 64).map(|k| if k % 7 == 0 { min } else { (k * 37 % 255) - 127 }).collect();
+        let input = Tensor::from_i64(&TensorType::new(vec![4, 64], elem), &values).unwrap();
+        for vectorised in [true, false] {
+            let what = format!("abs on {name} (vectorised: {vectorised})");
+            let (got, want, asm) = run_one_op(&format!("abs_{name}_{vectorised}"), &elementwise_src("abs", name, 4, vectorised), input.clone(), dir.path());
+            assert_eq!(got.to_f64_vec(), want.to_f64_vec(), "{what}");
+            assert_eq!(want.get_i64(0), min, "{what}: abs of the minimum wraps");
+            if vectorised {
+                assert!(asm.contains(instruction), "{what}: no {instruction}:\n{asm}");
+            }
+        }
+    }
+}
+
 /// How many random schedules per op kind and target the differential tests
 /// draw (`TILEC_DIFF_CASES`, default 3; CI runs the default).
 fn diff_cases() -> u64 {
