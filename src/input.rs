@@ -1,8 +1,11 @@
 //! Reading source files for the tools: a path or `-` for stdin, checked to
 //! be UTF-8, registered in a [`SourceMap`] so diagnostics can point into it.
+//! And checking, before any work, that the files a tool will write can be
+//! written.
 
 use crate::diag::{Diagnostic, FileId, SourceMap, Span};
 use std::io::Read;
+use std::path::Path;
 
 /// Reads `path` (or standard input for `-`) into `sources`.
 pub fn read_source(sources: &mut SourceMap, path: &str) -> Result<FileId, Diagnostic> {
@@ -57,7 +60,51 @@ pub fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::IsADirectory => "it is a directory".into(),
         std::io::ErrorKind::NotADirectory => "a part of the path is not a directory".into(),
         std::io::ErrorKind::AlreadyExists => "it exists and is not a directory".into(),
+        std::io::ErrorKind::StorageFull => "no space left on the device".into(),
         _ => e.to_string(),
+    }
+}
+
+/// Checks that a file can be written at `path`, without writing it, so
+/// that a tool reports a bad output path before it works rather than after.
+/// An existing regular file is opened for writing (not truncated); for a
+/// new file, its folder must exist and take a new file
+/// ([`check_folder_writable`]). Devices and pipes are left to the write.
+/// `Err` is the reason, for "cannot write `PATH`: REASON".
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err("it is a directory".into()),
+        Ok(m) if m.is_file() => std::fs::OpenOptions::new().write(true).open(path).map(drop).map_err(|e| io_reason(&e)),
+        Ok(_) => Ok(()),
+        Err(e) if !matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => Err(io_reason(&e)),
+        // Nothing there (or a file where a folder should be): the folder says which.
+        Err(_) => {
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            check_folder_writable(folder)
+        }
+    }
+}
+
+/// Checks that `folder` exists and new files can be made in it: one is
+/// created and removed at once (permissions alone do not tell, e.g. on a
+/// read-only file system). `Err` is the reason.
+pub fn check_folder_writable(folder: &Path) -> Result<(), String> {
+    match std::fs::metadata(folder) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(format!("the folder `{}` does not exist", folder.display())),
+        Err(e) => return Err(io_reason(&e)),
+        Ok(m) if !m.is_dir() => return Err(format!("`{}` is not a folder", folder.display())),
+        Ok(_) => {}
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let probe = folder.join(format!(".tilec-write-check-{}-{nanos}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        // Someone made that very name: files can be made there.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("no file can be created in the folder `{}` ({})", folder.display(), io_reason(&e))),
     }
 }
 
@@ -76,4 +123,26 @@ pub fn split_input_file(text: &str) -> Vec<std::ops::Range<usize>> {
     }
     chunks.push(start..text.len());
     chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_paths_are_checked_without_leaving_files() {
+        let dir = std::env::temp_dir().join(format!("tilec-input-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(check_writable(&dir.join("new.tile")), Ok(()));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the probe file is removed");
+        assert_eq!(check_writable(&dir), Err("it is a directory".to_string()));
+        let missing = dir.join("missing");
+        assert_eq!(check_writable(&missing.join("out.tile")), Err(format!("the folder `{}` does not exist", missing.display())));
+        let file = dir.join("file");
+        std::fs::write(&file, "kept").unwrap();
+        assert_eq!(check_writable(&file), Ok(()));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept", "an existing file is not truncated");
+        assert_eq!(check_writable(&file.join("out.tile")), Err(format!("`{}` is not a folder", file.display())));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

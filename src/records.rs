@@ -8,13 +8,25 @@
 //! decision in a fixed order), the strategy that proposed it, the latency
 //! statistics or the failure, and the tilec version.
 //!
-//! Reading never fails as a whole: [`parse_records`] returns the records of
-//! the good lines and, for each bad line (not JSON, truncated, missing
-//! fields), its line number and why. The driver reads the file (passes do
-//! no I/O) and reports bad lines as warnings.
+//! Writing is durable: a search hands each record to a [`RecordSink`] as
+//! soon as it is measured, and a [`RecordsFile`] appends it as one line in
+//! one `write` and syncs it before the search goes on, so a search killed
+//! at any point keeps every measurement it finished. A line cut short (a
+//! crash inside a write, a full disk) is repaired before the next append:
+//! it stays one bad line instead of swallowing the next record.
+//!
+//! Reading never fails as a whole: [`parse_records`] takes the file's bytes,
+//! splits them at newlines and decodes each line on its own, and returns
+//! the records of the good lines and, for each bad line (not UTF-8, not
+//! JSON, truncated, missing fields), its line number and why. The driver
+//! reads the file (passes do no I/O) and reports bad lines as warnings.
 
 use crate::ir::{AffineExpr, AxisId, CacheDirective, Compute, Function, Op, Schedule};
 use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The name under which the driver hands the search the records already in
 /// the `--records` file, so that a search resumes: a candidate measured
@@ -97,22 +109,140 @@ impl Record {
     }
 }
 
-/// Parses a records file: the records of the good lines (with their line
-/// numbers, from 1), and (line, reason) for every line that is not a
-/// record. Blank lines are skipped silently.
-pub fn parse_records(text: &str) -> (Vec<(usize, Record)>, Vec<(usize, String)>) {
+/// Parses a records file's bytes: the records of the good lines (with
+/// their line numbers, from 1), and (line, reason) for every line that is
+/// not a record. Lines are split at `\n` and decoded one by one, so a line
+/// that is not UTF-8 costs that line only. Blank lines are skipped
+/// silently.
+pub fn parse_records(bytes: &[u8]) -> (Vec<(usize, Record)>, Vec<(usize, String)>) {
     let mut good = Vec::new();
     let mut bad = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    let unterminated = !bytes.is_empty() && !bytes.ends_with(b"\n");
+    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let last = lines.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        let number = i + 1;
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Record>(line) {
-            Ok(r) => good.push((i + 1, r)),
-            Err(e) => bad.push((i + 1, e.to_string())),
+        let parsed = match std::str::from_utf8(line) {
+            Err(e) => Err(format!("not UTF-8: invalid byte at column {}", e.valid_up_to() + 1)),
+            Ok(text) => serde_json::from_str::<Record>(text).map_err(|e| e.to_string()),
+        };
+        match parsed {
+            Ok(r) => good.push((number, r)),
+            Err(why) if unterminated && number == last => bad.push((number, format!("{why}; the file ends inside this line, whose write was cut short"))),
+            Err(why) => bad.push((number, why)),
         }
     }
     (good, bad)
+}
+
+/// Where a search's measurements go, as they are made. The driver installs
+/// one on the pass context (`tilec --records FILE`: a [`RecordsFile`]);
+/// a tuner serving several machines would install its own. Every strategy
+/// measures through the search's one measuring path, which calls `append`
+/// right after each measurement completes.
+pub trait RecordSink {
+    /// Stores one record, durably, before returning: a process killed
+    /// after this call keeps it. `Err` is a sentence for a diagnostic
+    /// (what could not be stored and why); the search stops measuring
+    /// after it, since what it measured next would be lost.
+    fn append(&mut self, record: &Record) -> Result<(), String>;
+}
+
+/// A records file open for appending: one line per record, written with
+/// one `write` call (the file is opened with `O_APPEND`, so lines from
+/// processes sharing the file do not interleave) and synced to the disk
+/// (`sync_data`) before [`RecordsFile::append_line`] returns. Each append
+/// first looks at the file's last byte: a file that ends without a newline
+/// (a line cut short) gets one in the same write, so the cut line stays one
+/// bad line and the record starts a line of its own.
+///
+/// Clones share the open file (`--split-input-file` runs one pipeline per
+/// chunk, each given a clone).
+#[derive(Clone, Debug)]
+pub struct RecordsFile {
+    file: Arc<File>,
+    path: PathBuf,
+    /// A regular file, which can be read back and repaired; a device or a
+    /// pipe (`/dev/null`) is only written to.
+    regular: bool,
+}
+
+impl RecordsFile {
+    /// Opens `path` for reading and appending, creating it if it does not
+    /// exist (its folder must). Opening is the check that the file can be
+    /// written, done before a search spends time measuring.
+    pub fn open(path: &Path) -> std::io::Result<RecordsFile> {
+        let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        let regular = file.metadata()?.is_file();
+        Ok(RecordsFile { file: Arc::new(file), path: path.to_path_buf(), regular })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The bytes the file holds now (for [`parse_records`]); nothing for a
+    /// file that is not a regular file.
+    pub fn read_all(&self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        if self.regular {
+            let mut file = &*self.file;
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut bytes)?;
+        }
+        Ok(bytes)
+    }
+
+    /// Does the file end inside a line (its last byte is not a newline)?
+    fn ends_inside_a_line(&self) -> std::io::Result<bool> {
+        if !self.regular {
+            return Ok(false);
+        }
+        let mut file = &*self.file;
+        let len = file.seek(SeekFrom::End(0))?;
+        if len == 0 {
+            return Ok(false);
+        }
+        file.seek(SeekFrom::Start(len - 1))?;
+        let mut last = [0u8];
+        file.read_exact(&mut last)?;
+        Ok(last[0] != b'\n')
+    }
+
+    /// Appends `line` (which must hold no newline) and a newline, repairing
+    /// a cut last line first, in one `write`; then syncs the data.
+    pub fn append_line(&self, line: &str) -> std::io::Result<()> {
+        debug_assert!(!line.contains('\n'), "a record is one line");
+        let mut bytes = Vec::with_capacity(line.len() + 2);
+        if self.ends_inside_a_line()? {
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        let mut file = &*self.file;
+        // One write puts the whole line in the file at once. A regular
+        // file takes all of it unless the disk is full; what a short
+        // write left is then written after it (and most likely fails,
+        // leaving a cut line that the next append repairs).
+        let written = loop {
+            match file.write(&bytes) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
+        file.write_all(&bytes[written..])?;
+        file.flush()?;
+        if self.regular { self.file.sync_data() } else { Ok(()) }
+    }
+}
+
+impl RecordSink for RecordsFile {
+    fn append(&mut self, record: &Record) -> Result<(), String> {
+        self.append_line(&record.to_json_line()).map_err(|e| format!("cannot append a record to `{}`: {}", self.path.display(), crate::input::io_reason(&e)))
+    }
 }
 
 /// The best (lowest median latency) measured record for `workload` on
@@ -207,10 +337,100 @@ mod tests {
     fn records_round_trip_and_bad_lines_are_skipped() {
         let r = record();
         let text = format!("{}\n{{\"workload\": 1}}\n\n{}\n{}", r.to_json_line(), r.to_json_line(), &r.to_json_line()[..20]);
-        let (good, bad) = parse_records(&text);
+        let (good, bad) = parse_records(text.as_bytes());
         assert_eq!(good.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![1, 4]);
         assert_eq!(good[0].1, r);
         assert_eq!(bad.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2, 5]);
+        // The last line has no newline: the reason says it was cut short.
+        assert!(bad[1].1.ends_with("the file ends inside this line, whose write was cut short"), "{}", bad[1].1);
+        assert!(!bad[0].1.contains("cut short"), "{}", bad[0].1);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_skipped_with_its_number() {
+        let r = record();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(r.to_json_line().as_bytes());
+        bytes.extend_from_slice(b"\n{\"workload\":\"\xff\xfe\"}\n");
+        bytes.extend_from_slice(r.to_json_line().as_bytes());
+        bytes.push(b'\n');
+        let (good, bad) = parse_records(&bytes);
+        assert_eq!(good.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(bad, vec![(2, "not UTF-8: invalid byte at column 14".to_string())]);
+    }
+
+    /// A fresh path in the temporary folder, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let path = std::env::temp_dir().join(format!("tilec-records-test-{}-{name}.jsonl", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn each_append_is_one_whole_line() {
+        let scratch = Scratch::new("append");
+        let mut file = RecordsFile::open(&scratch.0).expect("open");
+        // A second handle on the same file, as a second process would have.
+        let mut other = RecordsFile::open(&scratch.0).expect("open");
+        let mut records = Vec::new();
+        for i in 0..4 {
+            let mut r = record();
+            r.sentence = format!("candidate {i}");
+            let appended = if i % 2 == 0 { file.append(&r) } else { other.append(&r) };
+            appended.expect("append");
+            records.push(r);
+        }
+        let bytes = std::fs::read(&scratch.0).expect("read");
+        let expected: String = records.iter().map(|r| r.to_json_line() + "\n").collect();
+        assert_eq!(String::from_utf8(bytes.clone()).unwrap(), expected);
+        assert_eq!(file.read_all().expect("read back"), bytes);
+        let (good, bad) = parse_records(&bytes);
+        assert!(bad.is_empty());
+        assert_eq!(good.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), records);
+    }
+
+    #[test]
+    fn a_cut_last_line_is_repaired_before_the_next_append() {
+        let scratch = Scratch::new("repair");
+        let r = record();
+        let whole = r.to_json_line();
+        std::fs::write(&scratch.0, format!("{whole}\n{}", &whole[..30])).expect("write");
+        let mut file = RecordsFile::open(&scratch.0).expect("open");
+        file.append(&r).expect("append");
+        file.append(&r).expect("append");
+        let bytes = std::fs::read(&scratch.0).expect("read");
+        assert_eq!(String::from_utf8(bytes.clone()).unwrap(), format!("{whole}\n{}\n{whole}\n{whole}\n", &whole[..30]));
+        // The cut line is the only bad one; the record after it survives.
+        let (good, bad) = parse_records(&bytes);
+        assert_eq!(good.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![1, 3, 4]);
+        assert_eq!(bad.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![2]);
+        // A file that ends with its newline gets no extra one, nor does an empty file.
+        let empty = Scratch::new("empty");
+        RecordsFile::open(&empty.0).expect("open").append(&r).expect("append");
+        assert_eq!(std::fs::read(&empty.0).expect("read"), format!("{whole}\n").into_bytes());
+    }
+
+    #[test]
+    fn a_device_is_written_but_not_read_back() {
+        let mut null = RecordsFile::open(Path::new("/dev/null")).expect("open /dev/null");
+        null.append(&record()).expect("append");
+        assert!(null.read_all().expect("read").is_empty());
+        // A full disk is an error that names the file.
+        if Path::new("/dev/full").exists() {
+            let mut full = RecordsFile::open(Path::new("/dev/full")).expect("open /dev/full");
+            let why = full.append(&record()).unwrap_err();
+            assert!(why.starts_with("cannot append a record to `/dev/full`: "), "{why}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub struct PassManager {
     evaluator: Option<Box<dyn crate::measure::Evaluator>>,
     no_evaluator_reason: Option<String>,
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
+    record_sink: Option<Box<dyn crate::records::RecordSink>>,
 }
 
 /// What a run measured: wall time per pass (and for verification) and the
@@ -28,13 +29,14 @@ pub struct RunReport {
     pub statistics: Vec<(String, Vec<(&'static str, u64)>)>,
     /// What the search pass reported (`--search-report`), in order.
     pub search_reports: Vec<String>,
-    /// Measurements made during the run, for the records file.
+    /// Measurements made during the run (each was stored in the record
+    /// sink, if one was installed, as it was made).
     pub records: Vec<crate::records::Record>,
 }
 
 impl PassManager {
     pub fn new(pipeline: Pipeline) -> Self {
-        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new() }
+        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new(), record_sink: None }
     }
 
     /// The target passes compile for (`--target`).
@@ -58,6 +60,12 @@ impl PassManager {
         self.records.push((file.into(), records));
     }
 
+    /// Where measurements are stored as they are made (`--records`); it
+    /// is handed to the passes through [`PassContext`] and kept across runs.
+    pub fn set_record_sink(&mut self, sink: Box<dyn crate::records::RecordSink>) {
+        self.record_sink = Some(sink);
+    }
+
     pub fn add_instrumentation(&mut self, i: Box<dyn Instrumentation>) {
         self.instrumentations.push(i);
     }
@@ -79,6 +87,7 @@ impl PassManager {
         let mut cx = PassContext::with_target(self.target.clone());
         cx.set_evaluator(self.evaluator.take());
         cx.set_no_evaluator_reason(self.no_evaluator_reason.clone());
+        cx.set_record_sink(self.record_sink.take());
         for (file, r) in &self.records {
             cx.add_records(file.clone(), r.clone());
         }
@@ -130,6 +139,7 @@ impl PassManager {
             }
         }
         self.evaluator = cx.take_evaluator();
+        self.record_sink = cx.take_record_sink();
         report.search_reports = cx.take_reports();
         report.records = cx.take_records();
         if self.verify_each && !self.pipeline.passes.is_empty() {

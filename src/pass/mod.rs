@@ -29,11 +29,15 @@ pub trait Pass {
 
 /// What a pass may use besides the module: the target it compiles for,
 /// statistics, and for the search pass an optional [`Evaluator`] (how fast
-/// is a candidate?), records handed in by the driver (`apply-records`), and
-/// what the search reports and measures, which the driver prints and writes.
-/// Passes do no I/O: everything they read or produce goes through here.
+/// is a candidate?), records handed in by the driver (`apply-records`, and
+/// the `--records` file a search resumes from), the [`Recorder`] its
+/// measurements go to (and through it the driver's [`RecordSink`], which
+/// stores each one as it is made), and the search's reports, which the
+/// driver prints. Passes do no I/O: everything they read or produce goes
+/// through here.
 ///
 /// [`Evaluator`]: crate::measure::Evaluator
+/// [`RecordSink`]: crate::records::RecordSink
 #[derive(Default)]
 pub struct PassContext {
     statistics: IndexMap<&'static str, u64>,
@@ -43,8 +47,43 @@ pub struct PassContext {
     no_evaluator_reason: Option<String>,
     /// Records read by the driver, by the file name a pass option gives.
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
-    new_records: Vec<crate::records::Record>,
+    recorder: Recorder,
     reports: Vec<String>,
+}
+
+/// The measurements of a run. Each is kept (for [`RunReport::records`])
+/// and, when the driver
+/// installed a [`RecordSink`](crate::records::RecordSink), stored there
+/// at once, so that a run that dies keeps what it measured.
+#[derive(Default)]
+pub struct Recorder {
+    records: Vec<crate::records::Record>,
+    sink: Option<Box<dyn crate::records::RecordSink>>,
+    /// The sink's first failure; nothing is stored after it.
+    failure: Option<String>,
+}
+
+impl Recorder {
+    /// Adds a measurement and stores it in the sink, if one is installed.
+    /// `Err` says why the sink could not store it, now or at an earlier
+    /// call (it is not tried again).
+    pub fn push(&mut self, r: crate::records::Record) -> Result<(), String> {
+        let stored = match (&self.failure, &mut self.sink) {
+            (Some(why), _) => Err(why.clone()),
+            (None, Some(sink)) => sink.append(&r),
+            (None, None) => Ok(()),
+        };
+        self.records.push(r);
+        if let Err(why) = &stored {
+            self.failure.get_or_insert_with(|| why.clone());
+        }
+        stored
+    }
+
+    /// Why the sink failed, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
 }
 
 impl PassContext {
@@ -75,6 +114,12 @@ impl PassContext {
         self.evaluator.as_deref_mut()
     }
 
+    /// The evaluator and the recorder together, for a search that records
+    /// each measurement as it makes it.
+    pub fn evaluator_and_recorder(&mut self) -> (Option<&mut (dyn crate::measure::Evaluator + 'static)>, &mut Recorder) {
+        (self.evaluator.as_deref_mut(), &mut self.recorder)
+    }
+
     /// Says why no evaluator is installed (e.g. the target does not run on
     /// this machine); reports quote it.
     pub fn set_no_evaluator_reason(&mut self, why: Option<String>) {
@@ -95,13 +140,26 @@ impl PassContext {
         self.records.iter().find(|(f, _)| f == file).map(|(_, r)| r.as_slice())
     }
 
-    /// Adds a measurement to the records the driver writes (`--records`).
-    pub fn push_record(&mut self, r: crate::records::Record) {
-        self.new_records.push(r);
+    /// Installs where measurements are stored as they are made
+    /// (`tilec --records`: the records file).
+    pub fn set_record_sink(&mut self, sink: Option<Box<dyn crate::records::RecordSink>>) {
+        self.recorder.sink = sink;
     }
 
+    /// Takes the sink back (the pass manager returns it to its owner).
+    pub fn take_record_sink(&mut self) -> Option<Box<dyn crate::records::RecordSink>> {
+        self.recorder.sink.take()
+    }
+
+    /// Adds a measurement to the run's records and stores it in the sink
+    /// ([`Recorder::push`]).
+    pub fn push_record(&mut self, r: crate::records::Record) -> Result<(), String> {
+        self.recorder.push(r)
+    }
+
+    /// The measurements made since the last call.
     pub fn take_records(&mut self) -> Vec<crate::records::Record> {
-        std::mem::take(&mut self.new_records)
+        std::mem::take(&mut self.recorder.records)
     }
 
     /// Adds a paragraph to the search report (`tilec --search-report`).

@@ -7,9 +7,13 @@
 //! `Evaluator`), and returns its candidates best first. The pass then
 //! measures the first `measure-top-k` of them when an evaluator is
 //! installed, takes the best measured (else the first), writes it into the
-//! op, reports what happened (`tilec --search-report`) and hands every
-//! measurement to the records (`tilec --records`). Strategies: `markov`
-//! (Gensor), `roller`, `random`, `exhaustive` (`docs/search.md`).
+//! op and reports what happened (`tilec --search-report`). Every
+//! measurement, whoever asks for it (a strategy, the top-k, the final
+//! rounds), goes through [`SearchCx`]'s one measuring path, which hands
+//! its record to the pass context's recorder the moment it completes (and
+//! through it to the driver's sink: `tilec --records` appends and syncs
+//! it then). Strategies: `markov` (Gensor), `roller`, `random`,
+//! `exhaustive` (`docs/search.md`).
 
 mod baseline;
 mod markov;
@@ -25,7 +29,7 @@ use std::time::Instant;
 use tilec::diag::{Diagnostic, Diagnostics};
 use tilec::ir::*;
 use tilec::measure::{Evaluator, Measurement};
-use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions, Recorder};
 use tilec::records::{Latency, Record, RecordSchedule};
 use tilec::target::{Target, TargetKind};
 
@@ -136,6 +140,10 @@ pub struct SearchCx<'a> {
     final_measured: Vec<(Config, Measurement)>,
     /// Successful records of this workload on this target from earlier runs.
     known: Vec<Record>,
+    /// The op's workload key, for its records.
+    workload: String,
+    /// Where each measurement's record goes as soon as it is made.
+    recorder: &'a mut Recorder,
     notes: Vec<String>,
     strategy: &'static str,
 }
@@ -236,16 +244,41 @@ impl SearchCx<'_> {
         finalists
     }
 
-    /// Compiles, runs and times `cfg` now. `None` without an evaluator.
+    /// Compiles, runs and times `cfg` now, and hands the record of the
+    /// measurement to the recorder before anything else happens: this is
+    /// the one place where the search measures. `None` without an
+    /// evaluator, or once the recorder could not store a record (what is
+    /// measured then would be lost; the pass reports the failure).
     fn time(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
+        if self.recorder.failure().is_some() {
+            return None;
+        }
         let ev = self.evaluator.as_deref_mut()?;
+        let schedule = p.schedule(cfg);
         let mut m = self.base.clone();
         let f = &mut m.funcs[0];
-        f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(p.schedule(cfg));
-        Some(match lower_for_measurement(&mut m, &p.target) {
+        f.ops[p.op].kind.as_compute_mut().expect("compute op").schedule = Some(schedule.clone());
+        let result = match lower_for_measurement(&mut m, &p.target) {
             Ok(()) => ev.evaluate(&m, &p.func),
             Err(e) => Err(tilec::measure::Failure::Compile(e)),
-        })
+        };
+        let (latency, gflops, error) = match &result {
+            Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
+            Err(e) => (None, None, Some(e.to_string())),
+        };
+        // A failure to store is kept by the recorder; the next call stops.
+        let _ = self.recorder.push(Record {
+            workload: self.workload.clone(),
+            target: p.target.name.clone(),
+            schedule: RecordSchedule::of(&schedule),
+            sentence: p.sentence(&schedule),
+            strategy: self.strategy.to_string(),
+            latency,
+            gflops,
+            error,
+            version: tilec::VERSION.to_string(),
+        });
+        Some(result)
     }
 }
 
@@ -311,7 +344,8 @@ impl Search {
             .records(tilec::records::RESUME)
             .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
             .unwrap_or_default();
-        let evaluator = if self.measure_k > 0 { cx.evaluator() } else { None };
+        let (evaluator, recorder) = cx.evaluator_and_recorder();
+        let evaluator = if self.measure_k > 0 { evaluator } else { None };
         let mut checked: Result<(), String> = Ok(());
         let evaluator = match evaluator {
             Some(e) => {
@@ -322,7 +356,21 @@ impl Search {
             }
             None => None,
         };
-        let mut scx = SearchCx { seed: self.seed, budget: self.budget, visited: 0, measure_k: self.measure_k, evaluator, base, measured: Vec::new(), final_measured: Vec::new(), known, notes: Vec::new(), strategy: strategy.name() };
+        let mut scx = SearchCx {
+            seed: self.seed,
+            budget: self.budget,
+            visited: 0,
+            measure_k: self.measure_k,
+            evaluator,
+            base,
+            measured: Vec::new(),
+            final_measured: Vec::new(),
+            known,
+            workload: key,
+            recorder,
+            notes: Vec::new(),
+            strategy: strategy.name(),
+        };
         let ranked = strategy.run(&p, &mut scx).map_err(|m| {
             at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(if self.strategy == "exhaustive" {
                 "use strategy=markov or roller for large spaces, or raise max-space".to_string()
@@ -342,7 +390,10 @@ impl Search {
             }
         }
         let finals = if scx.will_measure() { scx.final_rounds(&p, self.final_rounds, self.final_margin) } else { Vec::new() };
-        let SearchCx { visited, measured, final_measured, notes, evaluator, strategy: strategy_name, .. } = scx;
+        if let Some(why) = scx.recorder.failure() {
+            return Err(at(Diagnostic::error(why.to_string())).with_note("the search stops measuring when a measurement cannot be recorded: what it measured next would be lost"));
+        }
+        let SearchCx { visited, measured, final_measured, notes, evaluator, .. } = scx;
         let had_evaluator = evaluator.is_some();
         drop(evaluator);
         let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
@@ -354,26 +405,6 @@ impl Search {
         let schedule = p.schedule(&chosen);
         let elapsed = start.elapsed();
 
-        // Records of every new measurement.
-        let new_measurements = measured.iter().filter(|(_, _, resumed)| !resumed).map(|(c, m, _)| (c, m)).chain(final_measured.iter().map(|(c, m)| (c, m)));
-        for (c, m) in new_measurements {
-            let s = p.schedule(c);
-            let (latency, gflops, error) = match m {
-                Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
-                Err(e) => (None, None, Some(e.to_string())),
-            };
-            cx.push_record(Record {
-                workload: key.clone(),
-                target: target.name.clone(),
-                schedule: RecordSchedule::of(&s),
-                sentence: p.sentence(&s),
-                strategy: strategy_name.to_string(),
-                latency,
-                gflops,
-                error,
-                version: tilec::VERSION.to_string(),
-            });
-        }
         let failures = measured.iter().filter(|(_, m, _)| m.is_err()).count();
         let resumed = measured.iter().filter(|(_, _, r)| *r).count();
         cx.bump("ops", 1);

@@ -249,6 +249,74 @@ fn measurement_goes_through_the_evaluator_and_into_records() {
     assert!(crate::apply_records::ApplyRecords { file: "other.jsonl".into() }.run(&mut parse(GEMM), &mut cx3).is_err());
 }
 
+/// The order of evaluations and stored records, shared by [`Logged`] and
+/// [`LoggedSink`].
+type Log = std::rc::Rc<std::cell::RefCell<Vec<String>>>;
+
+struct Logged(Log);
+
+impl Evaluator for Logged {
+    fn evaluate(&mut self, _: &Module, _: &str) -> Measurement {
+        self.0.borrow_mut().push("evaluate".into());
+        Ok(Timing { median_s: 1e-3, min_s: 1e-3, max_s: 1e-3, runs: 1 })
+    }
+}
+
+/// A sink that stores the first `capacity` records and fails after.
+struct LoggedSink {
+    log: Log,
+    capacity: usize,
+}
+
+impl tilec::records::RecordSink for LoggedSink {
+    fn append(&mut self, r: &Record) -> Result<(), String> {
+        if self.capacity == 0 {
+            return Err("cannot append a record to `sink`: no space left on the device".into());
+        }
+        self.capacity -= 1;
+        self.log.borrow_mut().push(format!("append {}", r.sentence));
+        Ok(())
+    }
+}
+
+#[test]
+fn each_measurement_reaches_the_sink_before_the_next_one_starts() {
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let log = Log::default();
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::with_target(Some(t.clone()));
+    cx.set_evaluator(Some(Box::new(Logged(log.clone()))));
+    cx.set_record_sink(Some(Box::new(LoggedSink { log: log.clone(), capacity: usize::MAX })));
+    // Three candidates, then two final rounds of the three (all tie).
+    search("roller", &[("measure-top-k", "3"), ("final-rounds", "2"), ("final-margin", "100")]).run(&mut m, &mut cx).expect("search");
+    let log = log.borrow();
+    assert_eq!(log.len(), 2 * 9, "{log:?}");
+    for pair in log.chunks(2) {
+        assert_eq!(pair[0], "evaluate", "{log:?}");
+        assert!(pair[1].starts_with("append op gemm"), "{log:?}");
+    }
+    // The run's records are the ones the sink got, in order.
+    let kept: Vec<String> = cx.take_records().iter().map(|r| format!("append {}", r.sentence)).collect();
+    assert_eq!(kept, log.iter().skip(1).step_by(2).cloned().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_sink_that_fails_stops_the_search_with_its_reason() {
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let log = Log::default();
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::with_target(Some(t.clone()));
+    cx.set_evaluator(Some(Box::new(Logged(log.clone()))));
+    cx.set_record_sink(Some(Box::new(LoggedSink { log: log.clone(), capacity: 1 })));
+    let err = search("roller", &[("measure-top-k", "4")]).run(&mut m, &mut cx).unwrap_err();
+    let messages: Vec<&str> = err.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(messages, vec!["cannot append a record to `sink`: no space left on the device"]);
+    // The first record was stored; the second could not be, and nothing
+    // was measured after it.
+    assert_eq!(log.borrow().iter().filter(|l| *l == "evaluate").count(), 2, "{:?}", log.borrow());
+    assert_eq!(log.borrow().iter().filter(|l| l.starts_with("append")).count(), 1);
+}
+
 #[test]
 fn construction_takes_well_under_seconds_on_paper_workloads() {
     // A ResNet-sized convolution and a BERT GEMM on both kinds of target.
@@ -290,7 +358,7 @@ fn show_candidates() {
     for strategy in ["markov", "roller", "random"] {
         let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
         let mut st = s.strategy();
-        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
         for c in ranked.iter().take(5) {
@@ -311,7 +379,7 @@ fn markov_polish_descends_from_the_walks_best_states() {
     let p = workload_problem("gemm_bert_m1", "x86-avx2");
     let best = |polish: &str| {
         let mut st = search("markov", &[("polish", polish)]).strategy();
-        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         (ranked, cx.notes)
     };

@@ -390,6 +390,11 @@ fn report_from(cli: &Cli) -> Result<bool, Diagnostics> {
 }
 
 fn run(cli: &Cli) -> Result<bool, Diagnostics> {
+    // The chart is drawn at the end: a path it cannot be written to is
+    // reported before the runs, not after them.
+    if let Some(svg) = &cli.plot {
+        tilec::input::check_writable(svg).map_err(|why| Diagnostic::error(format!("cannot write `{}`: {why}", svg.display())))?;
+    }
     if !cli.from.is_empty() {
         return report_from(cli);
     }

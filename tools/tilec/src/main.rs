@@ -122,8 +122,9 @@ struct Cli {
     search_report: bool,
 
     /// Append every measurement `search` makes to this records file (JSON
-    /// lines; docs/search.md). Candidates the file already has a time for
-    /// (same workload, target and schedule) are not measured again.
+    /// lines; docs/search.md), each as soon as it is made. Candidates the
+    /// file already has a time for (same workload, target and schedule)
+    /// are not measured again, so a search that was stopped resumes.
     #[arg(long = "records", value_name = "FILE")]
     records: Option<PathBuf>,
 
@@ -172,7 +173,7 @@ fn main() -> ExitCode {
         Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
         Color::Auto => ColorChoice::Never,
     };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, host: None };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, host: None, records_file: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
@@ -191,6 +192,9 @@ struct Driver {
     /// This machine, the target of code generation when neither --target
     /// nor a schedule names one.
     host: Option<Arc<Target>>,
+    /// The `--records` file, open for appending from the start; every
+    /// pass manager gets it as its record sink.
+    records_file: Option<tilec::records::RecordsFile>,
 }
 
 impl Driver {
@@ -254,10 +258,7 @@ impl Driver {
                 .collect();
             eprintln!("Pass Manager with {} passes:\nbuiltin.module({})", pipeline.passes.len(), full.join(","));
         }
-        if let Some(dir) = &cli.dump_ir_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Diagnostic::error(format!("cannot create --dump-ir-dir `{}`: {}", dir.display(), tilec::input::io_reason(&e))))?;
-        }
+        self.check_outputs(cli)?;
 
         let start = Instant::now();
         let file = self.read_input(&cli.input)?;
@@ -273,7 +274,7 @@ impl Driver {
         };
         let split = chunks.len() > 1;
         timings.push(("read input".into(), start.elapsed()));
-        let records = self.read_records(cli, &pipeline)?;
+        let records = self.read_records(&pipeline)?;
         // Bad lines of records files are reported before anything runs.
         if !records.warnings.is_empty() {
             self.emit(&Diagnostics(records.warnings.clone()));
@@ -401,6 +402,30 @@ impl Driver {
         diags.into_result()
     }
 
+    /// Before any work: the files the run will write can be written. The
+    /// --dump-ir-dir folder is made, and the --records file opened for
+    /// appending (made if new); `-o` is only checked, since an output file
+    /// is written only when everything worked.
+    fn check_outputs(&mut self, cli: &Cli) -> Result<(), Diagnostics> {
+        if let Some(path) = &cli.output {
+            tilec::input::check_writable(path).map_err(|why| Diagnostic::error(format!("cannot write `{}`: {why}", path.display())))?;
+        }
+        if let Some(dir) = &cli.dump_ir_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Diagnostic::error(format!("cannot create --dump-ir-dir `{}`: {}", dir.display(), tilec::input::io_reason(&e))))?;
+            tilec::input::check_folder_writable(dir).map_err(|why| Diagnostic::error(format!("cannot write into --dump-ir-dir `{}`: {why}", dir.display())))?;
+        }
+        if let Some(path) = &cli.records {
+            let file = tilec::records::RecordsFile::open(path).map_err(|e| {
+                // The check says which part of the path is wrong.
+                let why = tilec::input::check_writable(path).err().unwrap_or_else(|| tilec::input::io_reason(&e));
+                Diagnostic::error(format!("cannot open the records file `{}`: {why}", path.display())).with_note("--records appends every measurement to this file as it is made")
+            })?;
+            self.records_file = Some(file);
+        }
+        Ok(())
+    }
+
     fn check_pass_names(&self, names: &[String]) -> Result<(), Diagnostics> {
         let mut diags = Diagnostics::new();
         for n in names {
@@ -471,6 +496,9 @@ impl Driver {
         for (name, r) in &records.files {
             pm.add_records(name.clone(), r.clone());
         }
+        if let Some(file) = &self.records_file {
+            pm.set_record_sink(Box::new(file.clone()));
+        }
         match tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()) {
             Ok(Some(e)) => pm.set_evaluator(e),
             Ok(None) => {}
@@ -496,18 +524,6 @@ impl Driver {
                 if cli.search_report {
                     for r in &report.search_reports {
                         eprint!("{r}");
-                    }
-                }
-                if let (Some(path), false) = (&cli.records, report.records.is_empty()) {
-                    let mut text = String::new();
-                    for r in &report.records {
-                        text.push_str(&r.to_json_line());
-                        text.push('\n');
-                    }
-                    let written = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(text.as_bytes()));
-                    if let Err(e) = written {
-                        all.push(Diagnostic::error(format!("cannot write records to `{}`: {}", path.display(), tilec::input::io_reason(&e))));
-                        return (Err(()), all);
                     }
                 }
             }
@@ -589,10 +605,12 @@ struct LoadedRecords {
 }
 
 impl Driver {
-    /// The records of a file's text; each bad line is a warning at it.
-    fn parse_records_file(&mut self, name: &str, text: String, warnings: &mut Vec<Diagnostic>) -> Arc<Vec<tilec::records::Record>> {
-        let (good, bad) = tilec::records::parse_records(&text);
-        let file = self.sources.add(name.to_string(), text);
+    /// The records of a file's bytes; each bad line is a warning at it.
+    fn parse_records_file(&mut self, name: &str, bytes: &[u8], warnings: &mut Vec<Diagnostic>) -> Arc<Vec<tilec::records::Record>> {
+        let (good, bad) = tilec::records::parse_records(bytes);
+        // Lines that are not UTF-8 are shown with U+FFFD for their bad
+        // bytes; the line structure, which the warnings need, is the same.
+        let file = self.sources.add(name.to_string(), String::from_utf8_lossy(bytes).into_owned());
         let source = self.sources.source(file);
         let mut starts = vec![0usize];
         starts.extend(source.match_indices('\n').map(|(i, _)| i + 1));
@@ -609,7 +627,7 @@ impl Driver {
         Arc::new(good.into_iter().map(|(_, r)| r).collect())
     }
 
-    fn read_records(&mut self, cli: &Cli, pipeline: &Pipeline) -> Result<LoadedRecords, Diagnostics> {
+    fn read_records(&mut self, pipeline: &Pipeline) -> Result<LoadedRecords, Diagnostics> {
         let mut loaded = LoadedRecords::default();
         for spec in &pipeline.passes {
             if spec.decl.name != "apply-records" {
@@ -619,19 +637,19 @@ impl Driver {
             if name.is_empty() || loaded.files.iter().any(|(f, _)| *f == name) {
                 continue;
             }
-            let text = std::fs::read_to_string(&name).map_err(|e| {
+            let bytes = std::fs::read(&name).map_err(|e| {
                 Diagnostic::error(format!("cannot read records file `{name}`: {}", tilec::input::io_reason(&e))).at(spec.span, "named here")
             })?;
-            let records = self.parse_records_file(&name, text, &mut loaded.warnings);
+            let records = self.parse_records_file(&name, &bytes, &mut loaded.warnings);
             loaded.files.push((name, records));
         }
         // The records already in the --records file: a measured search
         // resumes from them.
-        if let Some(path) = &cli.records {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                let records = self.parse_records_file(&path.display().to_string(), text, &mut loaded.warnings);
-                loaded.files.push((tilec::records::RESUME.to_string(), records));
-            }
+        if let Some(file) = self.records_file.clone() {
+            let name = file.path().display().to_string();
+            let bytes = file.read_all().map_err(|e| Diagnostic::error(format!("cannot read the records file `{name}`: {}", tilec::input::io_reason(&e))))?;
+            let records = self.parse_records_file(&name, &bytes, &mut loaded.warnings);
+            loaded.files.push((tilec::records::RESUME.to_string(), records));
         }
         Ok(loaded)
     }
