@@ -32,7 +32,6 @@ pub struct Options {
 #[derive(Debug)]
 pub struct Found {
     pub signature: String,
-    pub kind: Kind,
     pub message: String,
     pub count: u64,
     /// Listed in the corpus' `open.md` already.
@@ -53,6 +52,8 @@ pub struct Stats {
     pub first_rejected: BTreeMap<String, u64>,
     pub findings: Vec<Found>,
     pub elapsed: Duration,
+    /// Time spent running inputs (without minimisation): the rate's base.
+    pub fuzzing: Duration,
     pub workers: usize,
     pub seed_files: usize,
 }
@@ -95,7 +96,7 @@ fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &
     let mut sup = Supervisor::new(WorkerCommand::this_executable(), opts.timeout);
     sup.recycle_after = recycle_after(target);
     let start = Instant::now();
-    let mut stats = Stats { target, iterations: 0, passed: 0, rejected: BTreeMap::new(), first_rejected: BTreeMap::new(), findings: Vec::new(), elapsed: Duration::ZERO, workers: 0, seed_files: inputs.seed_files() };
+    let mut stats = Stats { target, iterations: 0, passed: 0, rejected: BTreeMap::new(), first_rejected: BTreeMap::new(), findings: Vec::new(), elapsed: Duration::ZERO, fuzzing: Duration::ZERO, workers: 0, seed_files: inputs.seed_files() };
     let mut fuzzing_time = Duration::ZERO;
     let mut index = 0u64;
     loop {
@@ -125,7 +126,7 @@ fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &
                     f.count += 1;
                 } else {
                     let is_known = known.contains(&sig);
-                    let mut found = Found { signature: sig.clone(), kind, message: message.clone(), count: 1, known: is_known, first_iteration: index, saved: None, input_len: input.len(), minimized_len: input.len() };
+                    let mut found = Found { signature: sig.clone(), message: message.clone(), count: 1, known: is_known, first_iteration: index, saved: None, input_len: input.len(), minimized_len: input.len() };
                     eprintln!("tilec-fuzz: [{}] {} at iteration {index}{}: {}", target.name(), kind.name(), if is_known { " (known)" } else { "" }, message.lines().next().unwrap_or(""));
                     if !is_known {
                         let mut small = input.clone();
@@ -153,6 +154,7 @@ fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &
     sup.stop();
     stats.workers = sup.workers_started();
     stats.elapsed = start.elapsed();
+    stats.fuzzing = fuzzing_time;
     stats
 }
 
@@ -167,7 +169,7 @@ pub fn report(opts: &Options, all: &[Stats]) -> String {
     s.push_str(&format!("tilec-fuzz: seed {}, {span}\n", opts.seed));
     s.push_str(&format!("{:<9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}\n", "target", "iterations", "per s", "passed", "rejected", "findings", "new", "workers"));
     for st in all {
-        let secs = st.elapsed.as_secs_f64().max(1e-9);
+        let secs = st.fuzzing.as_secs_f64().max(1e-9);
         let rejected: u64 = st.rejected.values().sum();
         let findings: u64 = st.findings.iter().map(|f| f.count).sum();
         s.push_str(&format!(
@@ -181,6 +183,10 @@ pub fn report(opts: &Options, all: &[Stats]) -> String {
             st.new_findings(),
             st.workers
         ));
+    }
+    let seeds: Vec<String> = all.iter().filter(|st| st.seed_files > 0).map(|st| format!("{} {}", st.seed_files, st.target.name())).collect();
+    if !seeds.is_empty() {
+        s.push_str(&format!("seed files for mutation: {}\n", seeds.join(", ")));
     }
     for st in all {
         let mut reasons: Vec<(&String, &u64)> = st.rejected.iter().collect();

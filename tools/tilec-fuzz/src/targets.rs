@@ -394,14 +394,16 @@ fn compare_within(got: &Tensor, want: &Tensor, rtol: f64) -> Comparison {
 }
 
 /// Parses and verifies; the module, or why not.
-fn load(input: &[u8]) -> Result<Module, Outcome> {
+/// The source map holds the input, so that later diagnostics (of passes)
+/// render against it.
+fn load(input: &[u8]) -> Result<(Module, SourceMap), Outcome> {
     let Ok(text) = std::str::from_utf8(input) else { return Err(reject("not UTF-8")) };
     match tilec::syntax::parse_str("<input>", text) {
-        Ok((m, _)) => {
+        Ok((m, sm)) => {
             if tilec::verify::verify_module(&m).has_errors() {
                 return Err(reject("verifier error"));
             }
-            Ok(m)
+            Ok((m, sm))
         }
         Err(_) => Err(reject("syntax or resolution error")),
     }
@@ -441,7 +443,7 @@ fn small_enough(m: &Module, max_elems: u64, max_points: u64) -> Result<(), Outco
 const SCHEDULING_PIPELINE: &str = "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards,canonicalize)";
 
 fn interp(input: &[u8]) -> Outcome {
-    let module = match load(input) {
+    let (module, mut sources) = match load(input) {
         Ok(m) => m,
         Err(o) => return o,
     };
@@ -460,7 +462,6 @@ fn interp(input: &[u8]) -> Outcome {
         _ => return reject("schedules for several targets"),
     };
     let Some(target) = builtin(target) else { return reject("unknown target") };
-    let mut sources = SourceMap::new();
     let file = sources.add("<pipeline>", text);
     let pipeline = parse_pipeline(text, file, registry()).expect("the interp target's pipeline parses");
     let mut after = module.clone();
@@ -482,7 +483,7 @@ fn interp(input: &[u8]) -> Outcome {
 pub const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
 
 fn compile(input: &[u8], scratch: &Path) -> Outcome {
-    let module = match load(input) {
+    let (module, mut sources) = match load(input) {
         Ok(m) => m,
         Err(o) => return o,
     };
@@ -508,7 +509,6 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
     if want.iter().all(|r| r.is_err()) {
         return reject("the interpreter refused the input");
     }
-    let mut sources = SourceMap::new();
     let file = sources.add("<default pipeline>", DEFAULT_COMPILED_PIPELINE);
     let pipeline = parse_pipeline(DEFAULT_COMPILED_PIPELINE, file, registry()).expect("the default pipeline parses");
     let mut lowered = module.clone();

@@ -78,16 +78,14 @@ impl Compute {
 
 /// A function being generated: its parameters and the tensors defined so far.
 pub struct Func {
-    pub name: String,
     pub params: Vec<TensorVal>,
     pub values: Vec<TensorVal>,
-    pub body: Vec<String>,
     next: usize,
 }
 
 impl Func {
-    pub fn new(name: &str) -> Func {
-        Func { name: name.to_string(), params: Vec::new(), values: Vec::new(), body: Vec::new(), next: 0 }
+    pub fn new() -> Func {
+        Func { params: Vec::new(), values: Vec::new(), next: 0 }
     }
 
     pub fn param(&mut self, base: &str, dims: Vec<u64>, elem: Elem) -> String {
@@ -762,7 +760,7 @@ pub fn render(g: &mut G, cfg: &Config, c: &Compute) -> String {
 /// A function of one to `cfg.max_ops` compute ops; returns its text and
 /// the compute ops (for schedules and level 2).
 pub fn function(g: &mut G, cfg: &Config, name: &str) -> (String, Vec<Compute>) {
-    let mut f = Func::new(name);
+    let mut f = Func::new();
     let n = g.int(1, cfg.max_ops);
     let mut ops = Vec::new();
     let mut body = String::new();

@@ -15,7 +15,6 @@ pub struct TargetInfo {
     pub levels: usize,
     pub vector: bool,
     pub stageable: Vec<String>,
-    pub cpu: bool,
 }
 
 /// The built-in targets, read once from their descriptions.
@@ -35,7 +34,6 @@ pub fn targets() -> &'static [TargetInfo] {
                     .filter(|m| m.scope.is_some() && (m.managed || t.tile_levels.iter().any(|l| l.memory == m.name)))
                     .map(|m| m.name.clone())
                     .collect(),
-                cpu: t.kind == tilec::target::TargetKind::Cpu,
             })
             .collect()
     })
