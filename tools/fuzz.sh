@@ -39,7 +39,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
   # Columns of the summary table: target, iterations, ...
   while read -r target iterations _; do
     total[$target]=$(( ${total[$target]:-0} + iterations ))
-  done < <(awk '/^target /{on=1; next} on && NF==8 {print $1, $2} on && NF!=8 {on=0}' "$out")
+  done < <(awk '$1 ~ /^(parse|pipeline|interp|compile)$/ && $2 ~ /^[0-9]+$/ && NF == 8 {print $1, $2}' "$out")
   rm -f "$out"
   rounds=$((rounds + 1))
   seed=$((seed + 1))

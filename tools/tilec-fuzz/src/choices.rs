@@ -65,7 +65,9 @@ pub struct G<'a> {
 
 impl<'a> G<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
-        G { u: Unstructured::new(bytes) }
+        G {
+            u: Unstructured::new(bytes),
+        }
     }
 
     /// An integer in `lo..=hi`.
@@ -77,7 +79,11 @@ impl<'a> G<'a> {
     }
 
     pub fn index(&mut self, n: usize) -> usize {
-        if n <= 1 { 0 } else { self.int(0, n as u64 - 1) as usize }
+        if n <= 1 {
+            0
+        } else {
+            self.int(0, n as u64 - 1) as usize
+        }
     }
 
     pub fn pick<T: Clone>(&mut self, xs: &[T]) -> T {

@@ -43,7 +43,15 @@ pub fn signature(target: Target, kind: Kind, message: &str) -> String {
             // "panicked at FILE:LINE:COL: MESSAGE"
             let rest = message.strip_prefix("panicked at ").unwrap_or(message);
             let (file, msg) = match rest.split_once(':') {
-                Some((file, after)) => (file.to_string(), after.splitn(3, ':').nth(2).unwrap_or(after).trim().to_string()),
+                Some((file, after)) => (
+                    file.to_string(),
+                    after
+                        .splitn(3, ':')
+                        .nth(2)
+                        .unwrap_or(after)
+                        .trim()
+                        .to_string(),
+                ),
                 None => (String::new(), rest.to_string()),
             };
             format!("{file}: {}", normalise(msg.lines().next().unwrap_or("")))
@@ -58,7 +66,15 @@ pub fn signature(target: Target, kind: Kind, message: &str) -> String {
 /// The line of a crash report that says most: Rust's fatal errors and
 /// allocation failures, a panic that could not unwind, else the signal.
 fn crash_line(report: &str) -> &str {
-    for key in ["overflowed its stack", "memory allocation of", "fatal runtime error", "panicked at", "Assertion", "LLVM ERROR", "error:"] {
+    for key in [
+        "overflowed its stack",
+        "memory allocation of",
+        "fatal runtime error",
+        "panicked at",
+        "Assertion",
+        "LLVM ERROR",
+        "error:",
+    ] {
         if let Some(l) = report.lines().find(|l| l.contains(key)) {
             return l;
         }
@@ -77,13 +93,22 @@ pub const OPEN_LIST: &str = "open.md";
 
 /// The entries of `open.md`: lines `- \`PATH\` sig: \`SIGNATURE\` ...`.
 pub fn open_entries(dir: &Path) -> Vec<OpenEntry> {
-    let Ok(text) = std::fs::read_to_string(dir.join(OPEN_LIST)) else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(dir.join(OPEN_LIST)) else {
+        return Vec::new();
+    };
     text.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("- `")?;
             let (path, rest) = rest.split_once('`')?;
-            let sig = rest.split_once("sig: `").and_then(|(_, s)| s.split_once('`')).map(|(s, _)| s.to_string()).unwrap_or_default();
-            Some(OpenEntry { path: path.to_string(), signature: sig })
+            let sig = rest
+                .split_once("sig: `")
+                .and_then(|(_, s)| s.split_once('`'))
+                .map(|(s, _)| s.to_string())
+                .unwrap_or_default();
+            Some(OpenEntry {
+                path: path.to_string(),
+                signature: sig,
+            })
         })
         .collect()
 }
@@ -91,7 +116,12 @@ pub fn open_entries(dir: &Path) -> Vec<OpenEntry> {
 /// Inputs of a folder, sorted by name (so runs are deterministic).
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tile" || x == "txt")).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tile" || x == "txt"))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -99,9 +129,28 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// Saves a finding's input: into `<dir>/<target>/open/` with an entry in
 /// `open.md` (`to_corpus`), or into a plain findings folder.
-pub fn save_finding(dir: &Path, to_corpus: bool, target: Target, kind: Kind, input: &[u8], sig: &str, message: &str, origin: &str) -> std::io::Result<PathBuf> {
-    let name = format!("{}-{:016x}.{}", kind.name(), fnv1a(input), target.extension());
-    let folder = if to_corpus { dir.join(target.name()).join("open") } else { dir.join(target.name()) };
+#[allow(clippy::too_many_arguments)]
+pub fn save_finding(
+    dir: &Path,
+    to_corpus: bool,
+    target: Target,
+    kind: Kind,
+    input: &[u8],
+    sig: &str,
+    message: &str,
+    origin: &str,
+) -> std::io::Result<PathBuf> {
+    let name = format!(
+        "{}-{:016x}.{}",
+        kind.name(),
+        fnv1a(input),
+        target.extension()
+    );
+    let folder = if to_corpus {
+        dir.join(target.name()).join("open")
+    } else {
+        dir.join(target.name())
+    };
     std::fs::create_dir_all(&folder)?;
     let path = folder.join(&name);
     std::fs::write(&path, input)?;
@@ -120,7 +169,10 @@ pub fn save_finding(dir: &Path, to_corpus: bool, target: Target, kind: Kind, inp
             std::fs::write(&list, text)?;
         }
     } else {
-        std::fs::write(path.with_extension(format!("{}.msg", target.extension())), format!("{sig}\n{origin}\n\n{message}\n"))?;
+        std::fs::write(
+            path.with_extension(format!("{}.msg", target.extension())),
+            format!("{sig}\n{origin}\n\n{message}\n"),
+        )?;
     }
     Ok(path)
 }
@@ -132,11 +184,23 @@ pub const OPEN_HEADER: &str = "# Open findings\n\nInputs under `<target>/open/` 
 pub fn tile_seeds() -> Vec<Vec<u8>> {
     let root = repo_root();
     let mut paths = Vec::new();
-    for sub in ["ir-spec", "examples", "lit-tests", "benchmarks/workloads", "tools/tilec-fuzz/corpus/parse", "tools/tilec-fuzz/corpus/interp", "tools/tilec-fuzz/corpus/compile"] {
+    for sub in [
+        "ir-spec",
+        "examples",
+        "lit-tests",
+        "benchmarks/workloads",
+        "tools/tilec-fuzz/corpus/parse",
+        "tools/tilec-fuzz/corpus/interp",
+        "tools/tilec-fuzz/corpus/compile",
+    ] {
         collect(&root.join(sub), "tile", &mut paths);
     }
     paths.sort();
-    paths.iter().filter_map(|p| std::fs::read(p).ok()).filter(|b| b.len() <= 64 * 1024).collect()
+    paths
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .filter(|b| b.len() <= 64 * 1024)
+        .collect()
 }
 
 /// Pass pipelines written in the lit tests (`--pass-pipeline=...`) and the
@@ -146,14 +210,22 @@ pub fn pipeline_seeds() -> Vec<Vec<u8>> {
     let mut paths = Vec::new();
     collect(&root.join("lit-tests"), "tile", &mut paths);
     paths.sort();
-    let mut out: Vec<Vec<u8>> = vec![crate::targets::DEFAULT_COMPILED_PIPELINE.as_bytes().to_vec()];
+    let mut out: Vec<Vec<u8>> = vec![
+        crate::targets::DEFAULT_COMPILED_PIPELINE
+            .as_bytes()
+            .to_vec(),
+    ];
     for p in paths {
-        let Ok(text) = std::fs::read_to_string(&p) else { continue };
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
         for (i, _) in text.match_indices("--pass-pipeline=") {
             let rest = &text[i + "--pass-pipeline=".len()..];
-            let Some(q) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else { continue };
+            let Some(q) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else {
+                continue;
+            };
             if let Some(end) = rest[1..].find(q) {
-                let s = rest[1..1 + end].as_bytes().to_vec();
+                let s = rest.as_bytes()[1..1 + end].to_vec();
                 if !out.contains(&s) {
                     out.push(s);
                 }
@@ -169,7 +241,9 @@ pub fn pipeline_seeds() -> Vec<Vec<u8>> {
 }
 
 fn collect(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -188,13 +262,32 @@ mod tests {
 
     #[test]
     fn signatures_ignore_line_numbers_and_values() {
-        let a = signature(Target::Parse, Kind::Panic, "panicked at src/verify.rs:120:9: index out of bounds: the len is 3 but the index is 7");
-        let b = signature(Target::Parse, Kind::Panic, "panicked at src/verify.rs:131:13: index out of bounds: the len is 2 but the index is 2");
+        let a = signature(
+            Target::Parse,
+            Kind::Panic,
+            "panicked at src/verify.rs:120:9: index out of bounds: the len is 3 but the index is 7",
+        );
+        let b = signature(
+            Target::Parse,
+            Kind::Panic,
+            "panicked at src/verify.rs:131:13: index out of bounds: the len is 2 but the index is 2",
+        );
         assert_eq!(a, b);
-        assert_eq!(a, "parse|panic|src/verify.rs: index out of bounds: the len is # but the index is #");
-        let c = signature(Target::Parse, Kind::Panic, "panicked at src/syntax/resolve.rs:1:1: attempt to add with overflow");
+        assert_eq!(
+            a,
+            "parse|panic|src/verify.rs: index out of bounds: the len is # but the index is #"
+        );
+        let c = signature(
+            Target::Parse,
+            Kind::Panic,
+            "panicked at src/syntax/resolve.rs:1:1: attempt to add with overflow",
+        );
         assert_ne!(a, c);
-        let crash = signature(Target::Interp, Kind::Crash, "the worker was killed by signal 6 (SIGABRT)\nmemory allocation of 123 bytes failed");
+        let crash = signature(
+            Target::Interp,
+            Kind::Crash,
+            "the worker was killed by signal 6 (SIGABRT)\nmemory allocation of 123 bytes failed",
+        );
         assert_eq!(crash, "interp|crash|memory allocation of # bytes failed");
     }
 }

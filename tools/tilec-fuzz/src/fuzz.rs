@@ -16,10 +16,11 @@ pub struct Options {
     pub seed: u64,
     /// Total time over all targets (shared by weight), or
     pub seconds: Option<f64>,
-    /// a number of iterations per target.
-    pub iterations: Option<u64>,
+    /// a number of iterations per target (a target not listed runs none).
+    pub iterations: Option<BTreeMap<Target, u64>>,
     pub targets: Vec<Target>,
-    pub timeout: Duration,
+    /// The deadline of an input (else each target's default).
+    pub timeout: Option<Duration>,
     /// Time to spend shrinking each new finding (0: none).
     pub minimize_seconds: u64,
     /// Where findings go: a plain folder, or the corpus (`to_corpus`).
@@ -81,32 +82,66 @@ fn recycle_after(t: Target) -> usize {
 }
 
 pub fn run(opts: &Options) -> Vec<Stats> {
-    let known: HashSet<String> = corpus::open_entries(&opts.corpus).into_iter().map(|e| e.signature).collect();
+    crate::worker::install_quiet_panic_hook();
+    let known: HashSet<String> = corpus::open_entries(&opts.corpus)
+        .into_iter()
+        .map(|e| e.signature)
+        .collect();
     let total_weight: f64 = opts.targets.iter().map(|&t| weight(t)).sum();
     let mut all = Vec::new();
     for &target in &opts.targets {
-        let budget = opts.seconds.map(|s| Duration::from_secs_f64(s * weight(target) / total_weight));
+        let budget = opts
+            .seconds
+            .map(|s| Duration::from_secs_f64(s * weight(target) / total_weight));
         all.push(run_target(opts, target, budget, &known));
     }
     all
 }
 
-fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &HashSet<String>) -> Stats {
+fn run_target(
+    opts: &Options,
+    target: Target,
+    budget: Option<Duration>,
+    known: &HashSet<String>,
+) -> Stats {
     let inputs = Inputs::new(target, opts.seed);
-    let mut sup = Supervisor::new(WorkerCommand::this_executable(), opts.timeout);
+    let mut sup = Supervisor::new(
+        WorkerCommand::this_executable(),
+        opts.timeout.unwrap_or_else(|| target.default_timeout()),
+    );
     sup.recycle_after = recycle_after(target);
     let start = Instant::now();
-    let mut stats = Stats { target, iterations: 0, passed: 0, rejected: BTreeMap::new(), first_rejected: BTreeMap::new(), findings: Vec::new(), elapsed: Duration::ZERO, fuzzing: Duration::ZERO, workers: 0, seed_files: inputs.seed_files() };
+    let mut stats = Stats {
+        target,
+        iterations: 0,
+        passed: 0,
+        rejected: BTreeMap::new(),
+        first_rejected: BTreeMap::new(),
+        findings: Vec::new(),
+        elapsed: Duration::ZERO,
+        fuzzing: Duration::ZERO,
+        workers: 0,
+        seed_files: inputs.seed_files(),
+    };
     let mut fuzzing_time = Duration::ZERO;
     let mut index = 0u64;
     loop {
-        if opts.iterations.is_some_and(|n| index >= n) || budget.is_some_and(|b| fuzzing_time >= b) {
+        if opts
+            .iterations
+            .as_ref()
+            .is_some_and(|m| index >= m.get(&target).copied().unwrap_or(0))
+            || budget.is_some_and(|b| fuzzing_time >= b)
+        {
             break;
         }
         let t0 = Instant::now();
         // A bug of the generator's costs its input, not the run.
         let Ok(input) = std::panic::catch_unwind(|| inputs.input(index)) else {
-            *stats.rejected.entry("tilec-fuzz's generator panicked (a bug of tilec-fuzz)".into()).or_insert(0) += 1;
+            let why = format!(
+                "tilec-fuzz's generator panicked (its own bug): {}",
+                crate::worker::take_panic_message()
+            );
+            *stats.rejected.entry(why).or_insert(0) += 1;
             stats.iterations += 1;
             index += 1;
             continue;
@@ -126,18 +161,52 @@ fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &
                     f.count += 1;
                 } else {
                     let is_known = known.contains(&sig);
-                    let mut found = Found { signature: sig.clone(), message: message.clone(), count: 1, known: is_known, first_iteration: index, saved: None, input_len: input.len(), minimized_len: input.len() };
-                    eprintln!("tilec-fuzz: [{}] {} at iteration {index}{}: {}", target.name(), kind.name(), if is_known { " (known)" } else { "" }, message.lines().next().unwrap_or(""));
+                    let mut found = Found {
+                        signature: sig.clone(),
+                        message: message.clone(),
+                        count: 1,
+                        known: is_known,
+                        first_iteration: index,
+                        saved: None,
+                        input_len: input.len(),
+                        minimized_len: input.len(),
+                    };
+                    eprintln!(
+                        "tilec-fuzz: [{}] {} at iteration {index}{}: {}",
+                        target.name(),
+                        kind.name(),
+                        if is_known { " (known)" } else { "" },
+                        message.lines().next().unwrap_or("")
+                    );
                     if !is_known {
                         let mut small = input.clone();
                         if opts.minimize_seconds > 0 && kind != Kind::Hang {
-                            let (m, tries) = minimize(&mut sup, target, &input, &sig, Instant::now() + Duration::from_secs(opts.minimize_seconds));
-                            eprintln!("tilec-fuzz:   minimised from {} to {} bytes in {tries} tries", input.len(), m.len());
+                            let (m, tries) = minimize(
+                                &mut sup,
+                                target,
+                                &input,
+                                &sig,
+                                Instant::now() + Duration::from_secs(opts.minimize_seconds),
+                            );
+                            eprintln!(
+                                "tilec-fuzz:   minimised from {} to {} bytes in {tries} tries",
+                                input.len(),
+                                m.len()
+                            );
                             small = m;
                         }
                         found.minimized_len = small.len();
                         let origin = format!("seed {}, iteration {index}", opts.seed);
-                        match corpus::save_finding(&opts.save_dir, opts.to_corpus, target, kind, &small, &sig, &message, &origin) {
+                        match corpus::save_finding(
+                            &opts.save_dir,
+                            opts.to_corpus,
+                            target,
+                            kind,
+                            &small,
+                            &sig,
+                            &message,
+                            &origin,
+                        ) {
                             Ok(p) => {
                                 eprintln!("tilec-fuzz:   saved as {}", p.display());
                                 found.saved = Some(p);
@@ -161,13 +230,22 @@ fn run_target(opts: &Options, target: Target, budget: Option<Duration>, known: &
 /// The summary printed at the end of a run.
 pub fn report(opts: &Options, all: &[Stats]) -> String {
     let mut s = String::new();
-    let span = match (opts.seconds, opts.iterations) {
+    let span = match (opts.seconds, &opts.iterations) {
         (Some(secs), _) => format!("{secs} s"),
-        (_, Some(n)) => format!("{n} iterations per target"),
+        (_, Some(m)) => format!(
+            "iterations {}",
+            m.iter()
+                .map(|(t, n)| format!("{}={n}", t.name()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         _ => String::new(),
     };
     s.push_str(&format!("tilec-fuzz: seed {}, {span}\n", opts.seed));
-    s.push_str(&format!("{:<9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}\n", "target", "iterations", "per s", "passed", "rejected", "findings", "new", "workers"));
+    s.push_str(&format!(
+        "{:<9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}\n",
+        "target", "iterations", "per s", "passed", "rejected", "findings", "new", "workers"
+    ));
     for st in all {
         let secs = st.fuzzing.as_secs_f64().max(1e-9);
         let rejected: u64 = st.rejected.values().sum();
@@ -184,7 +262,11 @@ pub fn report(opts: &Options, all: &[Stats]) -> String {
             st.workers
         ));
     }
-    let seeds: Vec<String> = all.iter().filter(|st| st.seed_files > 0).map(|st| format!("{} {}", st.seed_files, st.target.name())).collect();
+    let seeds: Vec<String> = all
+        .iter()
+        .filter(|st| st.seed_files > 0)
+        .map(|st| format!("{} {}", st.seed_files, st.target.name()))
+        .collect();
     if !seeds.is_empty() {
         s.push_str(&format!("seed files for mutation: {}\n", seeds.join(", ")));
     }
@@ -192,9 +274,16 @@ pub fn report(opts: &Options, all: &[Stats]) -> String {
         let mut reasons: Vec<(&String, &u64)> = st.rejected.iter().collect();
         reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         if !reasons.is_empty() {
-            s.push_str(&format!("rejected by {} (most common):\n", st.target.name()));
+            s.push_str(&format!(
+                "rejected by {} (most common):\n",
+                st.target.name()
+            ));
             for (why, n) in reasons.iter().take(6) {
-                let first = st.first_rejected.get(*why).map(|i| format!(" (first: iteration {i})")).unwrap_or_default();
+                let first = st
+                    .first_rejected
+                    .get(*why)
+                    .map(|i| format!(" (first: iteration {i})"))
+                    .unwrap_or_default();
                 let why: String = why.chars().take(100).collect();
                 s.push_str(&format!("  {n:>8}  {why}{first}\n"));
             }
@@ -206,12 +295,23 @@ pub fn report(opts: &Options, all: &[Stats]) -> String {
     } else {
         s.push_str("findings:\n");
         for f in findings {
-            s.push_str(&format!("  {}{} x{} (first at iteration {})\n", if f.known { "known: " } else { "NEW: " }, f.signature, f.count, f.first_iteration));
+            s.push_str(&format!(
+                "  {}{} x{} (first at iteration {})\n",
+                if f.known { "known: " } else { "NEW: " },
+                f.signature,
+                f.count,
+                f.first_iteration
+            ));
             for l in f.message.lines().take(4) {
                 s.push_str(&format!("      {l}\n"));
             }
             if let Some(p) = &f.saved {
-                s.push_str(&format!("      input: {} ({} bytes, from {})\n", p.display(), f.minimized_len, f.input_len));
+                s.push_str(&format!(
+                    "      input: {} ({} bytes, from {})\n",
+                    p.display(),
+                    f.minimized_len,
+                    f.input_len
+                ));
             }
         }
     }

@@ -26,7 +26,12 @@ impl Inputs {
             Target::Pipeline => (Vec::new(), crate::corpus::pipeline_seeds()),
             _ => (Vec::new(), Vec::new()),
         };
-        Inputs { target, seed, tile_seeds, pipeline_seeds }
+        Inputs {
+            target,
+            seed,
+            tile_seeds,
+            pipeline_seeds,
+        }
     }
 
     /// How many repository files mutation starts from.
@@ -47,10 +52,17 @@ impl Inputs {
     }
 
     fn parse_input(&self, rng: &mut SplitMix, mut choices: Vec<u8>) -> Vec<u8> {
-        let source = weighted(rng, &[3, 1, 3, if self.tile_seeds.is_empty() { 0 } else { 4 }, 1]);
+        let source = weighted(
+            rng,
+            &[3, 1, 3, if self.tile_seeds.is_empty() { 0 } else { 4 }, 1],
+        );
         let generate = |choices: &[u8]| {
             let mut g = G::new(choices);
-            if g.chance(1, 5) { loops::function(&mut g, &Config::parse()).into_bytes() } else { level0::module(&mut g, &Config::parse()).into_bytes() }
+            if g.chance(1, 5) {
+                loops::function(&mut g, &Config::parse()).into_bytes()
+            } else {
+                level0::module(&mut g, &Config::parse()).into_bytes()
+            }
         };
         let others: Vec<&[u8]> = self.tile_seeds.iter().map(Vec::as_slice).collect();
         match source {
@@ -58,8 +70,16 @@ impl Inputs {
             1 => {
                 // Valid programs too: what the verifier accepts must print back.
                 let mut g = G::new(&choices);
-                let cfg = Config { invalid: 0, schedule: 40, ..Config::parse() };
-                if g.chance(1, 3) { loops::function(&mut g, &cfg).into_bytes() } else { level0::module(&mut g, &cfg).into_bytes() }
+                let cfg = Config {
+                    invalid: 0,
+                    schedule: 40,
+                    ..Config::parse()
+                };
+                if g.chance(1, 3) {
+                    loops::function(&mut g, &cfg).into_bytes()
+                } else {
+                    level0::module(&mut g, &cfg).into_bytes()
+                }
             }
             2 => {
                 let mut data = generate(&choices);
@@ -81,7 +101,10 @@ impl Inputs {
 
     fn pipeline_input(&self, rng: &mut SplitMix, choices: Vec<u8>) -> Vec<u8> {
         let registry = crate::targets::registry();
-        let source = weighted(rng, &[5, 3, if self.pipeline_seeds.is_empty() { 0 } else { 2 }]);
+        let source = weighted(
+            rng,
+            &[5, 3, if self.pipeline_seeds.is_empty() { 0 } else { 2 }],
+        );
         let mut g = G::new(&choices);
         let others: Vec<&[u8]> = self.pipeline_seeds.iter().map(Vec::as_slice).collect();
         match source {
@@ -119,7 +142,12 @@ fn interp_input(rng: &mut SplitMix, choices: Vec<u8>) -> Vec<u8> {
         1 => {
             // Level 1: every op scheduled for one target, then lowered by the passes.
             let target = g.pick(&["x86-avx2", "sm90", "x86-avx512", "sm80"]);
-            let cfg = Config { schedule: 100, schedule_target: Some(target), max_ops: 1, ..Config::interp() };
+            let cfg = Config {
+                schedule: 100,
+                schedule_target: Some(target),
+                max_ops: 1,
+                ..Config::interp()
+            };
             level0::function(&mut g, &cfg, "f").0.into_bytes()
         }
         2 => loops::function(&mut g, &Config::interp()).into_bytes(),
@@ -135,10 +163,17 @@ fn interp_input(rng: &mut SplitMix, choices: Vec<u8>) -> Vec<u8> {
 fn compile_input(rng: &mut SplitMix, choices: Vec<u8>) -> Vec<u8> {
     let mut g = G::new(&choices);
     if weighted(rng, &[3, 1]) == 0 {
-        level0::function(&mut g, &Config::compile(), "f").0.into_bytes()
+        level0::function(&mut g, &Config::compile(), "f")
+            .0
+            .into_bytes()
     } else {
         // Scheduled for x86-avx2 (which this machine may run) instead of searched.
-        let cfg = Config { schedule: 100, schedule_target: Some("x86-avx2"), max_ops: 1, ..Config::compile() };
+        let cfg = Config {
+            schedule: 100,
+            schedule_target: Some("x86-avx2"),
+            max_ops: 1,
+            ..Config::compile()
+        };
         level0::function(&mut g, &cfg, "f").0.into_bytes()
     }
 }

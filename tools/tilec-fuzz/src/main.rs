@@ -25,7 +25,11 @@ use std::time::Duration;
 use targets::{Outcome, Target};
 
 #[derive(Parser, Debug)]
-#[command(name = "tilec-fuzz", version, about = "Fuzz tilec: parser, verifier, pass pipelines, interpreter, and compiled code against the interpreter")]
+#[command(
+    name = "tilec-fuzz",
+    version,
+    about = "Fuzz tilec: parser, verifier, pass pipelines, interpreter, and compiled code against the interpreter"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -38,17 +42,20 @@ struct Cli {
     #[arg(long)]
     seconds: Option<f64>,
 
-    /// Inputs per target (instead of a time).
+    /// Inputs per target instead of a time: N for every target of
+    /// --target, or a list `parse=N,pipeline=N,interp=N,compile=N`.
     #[arg(long, conflicts_with = "seconds")]
-    iterations: Option<u64>,
+    iterations: Option<String>,
 
     /// parse, pipeline, interp, compile, or all.
     #[arg(long, default_value = "all", global = true)]
     target: String,
 
-    /// Seconds an input may take before it counts as a hang.
-    #[arg(long, default_value_t = 10.0, global = true)]
-    timeout: f64,
+    /// Seconds an input may take before it counts as a hang (default: 10,
+    /// and 30 for compile, whose debug-build search and LLVM take seconds
+    /// on a loaded machine).
+    #[arg(long, global = true)]
+    timeout: Option<f64>,
 
     /// Seconds to spend shrinking each new finding (0: none).
     #[arg(long, default_value_t = 20)]
@@ -101,7 +108,35 @@ fn parse_targets(s: &str) -> Result<Vec<Target>, String> {
         return Ok(Target::ALL.to_vec());
     }
     s.split(',')
-        .map(|t| Target::from_name(t.trim()).ok_or_else(|| format!("unknown target `{t}`: expected parse, pipeline, interp, compile or all")))
+        .map(|t| {
+            Target::from_name(t.trim()).ok_or_else(|| {
+                format!("unknown target `{t}`: expected parse, pipeline, interp, compile or all")
+            })
+        })
+        .collect()
+}
+
+/// `N` (for each of `targets`) or `target=N,...`.
+fn parse_iterations(
+    s: &str,
+    targets: &[Target],
+) -> Result<std::collections::BTreeMap<Target, u64>, String> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(targets.iter().map(|&t| (t, n)).collect());
+    }
+    s.split(',')
+        .map(|part| {
+            let (t, n) = part.split_once('=').ok_or_else(|| {
+                format!("--iterations: expected N or target=N,..., found `{part}`")
+            })?;
+            let t = Target::from_name(t.trim())
+                .ok_or_else(|| format!("--iterations: unknown target `{t}`"))?;
+            let n = n
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("--iterations: `{n}` is not a count"))?;
+            Ok((t, n))
+        })
         .collect()
 }
 
@@ -110,7 +145,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     if matches!(cli.command, Some(Command::Worker)) {
@@ -124,11 +163,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if !(cli.timeout > 0.0) {
-        eprintln!("tilec-fuzz: --timeout must be positive");
-        return ExitCode::FAILURE;
-    }
-    let timeout = Duration::from_secs_f64(cli.timeout);
+    let timeout = match cli.timeout {
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(_) => {
+            eprintln!("tilec-fuzz: --timeout must be a positive number of seconds");
+            return ExitCode::FAILURE;
+        }
+        None => None,
+    };
     let corpus_dir = cli.corpus.clone().unwrap_or_else(corpus::default_dir);
     match &cli.command {
         Some(Command::Worker) => unreachable!("handled above"),
@@ -141,10 +183,22 @@ fn main() -> ExitCode {
             for f in &r.failures {
                 println!("FAILED    {f}");
             }
-            println!("corpus: {} passed or open as listed, {} failed", r.lines.len(), r.failures.len());
-            if r.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            println!(
+                "corpus: {} passed or open as listed, {} failed",
+                r.lines.len(),
+                r.failures.len()
+            );
+            if r.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
-        Some(Command::Minimize { file, output, seconds }) => {
+        Some(Command::Minimize {
+            file,
+            output,
+            seconds,
+        }) => {
             let [target] = targets.as_slice() else {
                 eprintln!("tilec-fuzz: minimize needs one --target");
                 return ExitCode::FAILURE;
@@ -153,19 +207,39 @@ fn main() -> ExitCode {
                 eprintln!("tilec-fuzz: cannot read `{}`", file.display());
                 return ExitCode::FAILURE;
             };
-            let mut sup = worker::Supervisor::new(worker::WorkerCommand::this_executable(), timeout);
+            let mut sup = worker::Supervisor::new(
+                worker::WorkerCommand::this_executable(),
+                timeout.unwrap_or_else(|| target.default_timeout()),
+            );
             let Outcome::Finding(kind, msg) = sup.run(*target, &input) else {
-                eprintln!("tilec-fuzz: `{}` does not fail on {}", file.display(), target.name());
+                eprintln!(
+                    "tilec-fuzz: `{}` does not fail on {}",
+                    file.display(),
+                    target.name()
+                );
                 return ExitCode::FAILURE;
             };
             let sig = corpus::signature(*target, kind, &msg);
-            let (small, tries) = minimize::minimize(&mut sup, *target, &input, &sig, std::time::Instant::now() + Duration::from_secs(*seconds));
-            let out = output.clone().unwrap_or_else(|| file.with_extension(format!("{}.min", target.extension())));
+            let (small, tries) = minimize::minimize(
+                &mut sup,
+                *target,
+                &input,
+                &sig,
+                std::time::Instant::now() + Duration::from_secs(*seconds),
+            );
+            let out = output
+                .clone()
+                .unwrap_or_else(|| file.with_extension(format!("{}.min", target.extension())));
             if let Err(e) = std::fs::write(&out, &small) {
                 eprintln!("tilec-fuzz: cannot write `{}`: {e}", out.display());
                 return ExitCode::FAILURE;
             }
-            println!("{sig}\n{} -> {} bytes in {tries} tries: {}", input.len(), small.len(), out.display());
+            println!(
+                "{sig}\n{} -> {} bytes in {tries} tries: {}",
+                input.len(),
+                small.len(),
+                out.display()
+            );
             ExitCode::SUCCESS
         }
         Some(Command::Print { index, count }) => {
@@ -179,21 +253,51 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         None => {
-            let seconds = if cli.iterations.is_none() { Some(cli.seconds.unwrap_or(60.0)) } else { None };
+            let seconds = if cli.iterations.is_none() {
+                Some(cli.seconds.unwrap_or(60.0))
+            } else {
+                None
+            };
+            let iterations = match cli
+                .iterations
+                .as_deref()
+                .map(|s| parse_iterations(s, &targets))
+                .transpose()
+            {
+                Ok(i) => i,
+                Err(e) => {
+                    eprintln!("tilec-fuzz: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let targets = match &iterations {
+                Some(m) => targets.into_iter().filter(|t| m.contains_key(t)).collect(),
+                None => targets,
+            };
             let opts = fuzz::Options {
                 seed: cli.seed,
                 seconds,
-                iterations: cli.iterations,
+                iterations,
                 targets,
                 timeout,
                 minimize_seconds: cli.minimize_seconds,
-                save_dir: if cli.save_to_corpus { corpus_dir.clone() } else { cli.save_dir.clone().unwrap_or_else(|| corpus::repo_root().join("target/tilec-fuzz/findings")) },
+                save_dir: if cli.save_to_corpus {
+                    corpus_dir.clone()
+                } else {
+                    cli.save_dir
+                        .clone()
+                        .unwrap_or_else(|| corpus::repo_root().join("target/tilec-fuzz/findings"))
+                },
                 to_corpus: cli.save_to_corpus,
                 corpus: corpus_dir,
             };
             let stats = fuzz::run(&opts);
             print!("{}", fuzz::report(&opts, &stats));
-            if stats.iter().any(|s| s.new_findings() > 0) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+            if stats.iter().any(|s| s.new_findings() > 0) {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
         }
     }
 }
@@ -216,7 +320,10 @@ fn replay_files(targets: &[Target], files: &[PathBuf]) -> ExitCode {
             continue;
         };
         let dir = scratch.clone();
-        let run = std::thread::Builder::new().stack_size(worker::STACK_BYTES).spawn(move || targets::run(target, &input, &dir)).expect("a thread");
+        let run = std::thread::Builder::new()
+            .stack_size(worker::STACK_BYTES)
+            .spawn(move || targets::run(target, &input, &dir))
+            .expect("a thread");
         match run.join() {
             Ok(Outcome::Pass) => println!("{}: pass", file.display()),
             Ok(Outcome::Reject(why)) => println!("{}: rejected ({why})", file.display()),
@@ -231,7 +338,11 @@ fn replay_files(targets: &[Target], files: &[PathBuf]) -> ExitCode {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 #[cfg(test)]

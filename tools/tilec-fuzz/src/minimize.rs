@@ -39,7 +39,13 @@ enum Unit {
 
 /// The smallest input found, before `deadline`, that still fails with
 /// signature `sig`; and how many candidates were tried.
-pub fn minimize(sup: &mut Supervisor, target: Target, input: &[u8], sig: &str, deadline: Instant) -> (Vec<u8>, usize) {
+pub fn minimize(
+    sup: &mut Supervisor,
+    target: Target,
+    input: &[u8],
+    sig: &str,
+    deadline: Instant,
+) -> (Vec<u8>, usize) {
     let mut tries = 0;
     let mut still_fails = |sup: &mut Supervisor, candidate: &[u8]| -> bool {
         tries += 1;
@@ -62,7 +68,12 @@ pub fn minimize(sup: &mut Supervisor, target: Target, input: &[u8], sig: &str, d
                     return (best, tries);
                 }
                 let end = (i + chunk).min(parts.len());
-                let candidate: Vec<u8> = parts[..i].iter().chain(&parts[end..]).flatten().copied().collect();
+                let candidate: Vec<u8> = parts[..i]
+                    .iter()
+                    .chain(&parts[end..])
+                    .flatten()
+                    .copied()
+                    .collect();
                 if !candidate.is_empty() && still_fails(sup, &candidate) {
                     parts.drain(i..end);
                     best = candidate;

@@ -6,24 +6,198 @@ use crate::choices::SplitMix;
 
 /// Words of the tile dialect worth inserting.
 pub const TILE_WORDS: &[&str] = &[
-    "func", "@f", "%x", "%", "compute", "reduce", "sum", "max", "min", "reads", "epilogue", "pad(", "pad(-inf)", "pad(0.0)", "div", "tensor<", "tensor<4x4xf32>", "tensor<f32>",
-    "buffer<", "buffer<4xf32, shared>", "x", "f32", "f16", "bf16", "i8", "i32", "const", "index", "cast", "->", "yield", "return", "schedule", "\"x86-avx2\"", "\"sm90\"", "tile",
-    "order", "vthread", "cache", "unroll", "vector", "for", "to", "map(", "map(thread.x)", "map(block.x)", "map(parallel)", "map(vector)", "axis(i.point)", "reduce(k.point)",
-    "if", "load", "store", "copy", "box", "stride", "permute", "cooperative", "fill", "barrier", "kernel", "alloc", "read(a)", "global", "shared", "local", "(", ")", "[", "]",
-    "{", "}", "<", ">", ",", ":", "=", "+", "-", "*", "0", "1", "-1", "inf", "-inf", "nan", "1e39", "0x10", "\"", "\\", "//", "\n", "// -----\n", "// expected-error@+1 {{", "}}",
-    "é", "→", "\u{200b}", "\t", "exp", "log", "sqrt", "rsqrt", "erf", "sigmoid", "tanh", "relu", "neg", "abs", "add", "sub", "mul",
+    "func",
+    "@f",
+    "%x",
+    "%",
+    "compute",
+    "reduce",
+    "sum",
+    "max",
+    "min",
+    "reads",
+    "epilogue",
+    "pad(",
+    "pad(-inf)",
+    "pad(0.0)",
+    "div",
+    "tensor<",
+    "tensor<4x4xf32>",
+    "tensor<f32>",
+    "buffer<",
+    "buffer<4xf32, shared>",
+    "x",
+    "f32",
+    "f16",
+    "bf16",
+    "i8",
+    "i32",
+    "const",
+    "index",
+    "cast",
+    "->",
+    "yield",
+    "return",
+    "schedule",
+    "\"x86-avx2\"",
+    "\"sm90\"",
+    "tile",
+    "order",
+    "vthread",
+    "cache",
+    "unroll",
+    "vector",
+    "for",
+    "to",
+    "map(",
+    "map(thread.x)",
+    "map(block.x)",
+    "map(parallel)",
+    "map(vector)",
+    "axis(i.point)",
+    "reduce(k.point)",
+    "if",
+    "load",
+    "store",
+    "copy",
+    "box",
+    "stride",
+    "permute",
+    "cooperative",
+    "fill",
+    "barrier",
+    "kernel",
+    "alloc",
+    "read(a)",
+    "global",
+    "shared",
+    "local",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    ",",
+    ":",
+    "=",
+    "+",
+    "-",
+    "*",
+    "0",
+    "1",
+    "-1",
+    "inf",
+    "-inf",
+    "nan",
+    "1e39",
+    "0x10",
+    "\"",
+    "\\",
+    "//",
+    "\n",
+    "// -----\n",
+    "// expected-error@+1 {{",
+    "}}",
+    "é",
+    "→",
+    "\u{200b}",
+    "\t",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "erf",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "neg",
+    "abs",
+    "add",
+    "sub",
+    "mul",
 ];
 
 /// Words of pass pipelines worth inserting.
 pub const PIPELINE_WORDS: &[&str] = &[
-    "builtin.module(", "module(", "(", ")", "{", "}", "=", ",", " ", "\"", "[", "]", "canonicalize", "search", "tile", "cache", "vthread", "bind", "unroll", "vectorize", "hoist-guards",
-    "lower-to-mlir", "apply-records", "strategy=", "roller", "random", "exhaustive", "markov", "seed=", "budget=", "op=", "unscheduled=serial", "read=", "level=", "axis=", "count=",
-    "width=", "max-steps=", "gpu=", "true", "false", "-1", "0", "18446744073709551615", "1e-30", "é",
+    "builtin.module(",
+    "module(",
+    "(",
+    ")",
+    "{",
+    "}",
+    "=",
+    ",",
+    " ",
+    "\"",
+    "[",
+    "]",
+    "canonicalize",
+    "search",
+    "tile",
+    "cache",
+    "vthread",
+    "bind",
+    "unroll",
+    "vectorize",
+    "hoist-guards",
+    "lower-to-mlir",
+    "apply-records",
+    "strategy=",
+    "roller",
+    "random",
+    "exhaustive",
+    "markov",
+    "seed=",
+    "budget=",
+    "op=",
+    "unscheduled=serial",
+    "read=",
+    "level=",
+    "axis=",
+    "count=",
+    "width=",
+    "max-steps=",
+    "gpu=",
+    "true",
+    "false",
+    "-1",
+    "0",
+    "18446744073709551615",
+    "1e-30",
+    "é",
 ];
 
 const NUMBERS: &[&str] = &[
-    "0", "1", "-1", "2", "3", "7", "8", "16", "255", "256", "65535", "65536", "2147483647", "2147483648", "-2147483649", "4294967296", "9223372036854775807", "9223372036854775808",
-    "18446744073709551615", "18446744073709551616", "99999999999999999999999", "281474976710656", "1e308", "1e-320", "0.0", "-0.0", "3.4028236e38",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "7",
+    "8",
+    "16",
+    "255",
+    "256",
+    "65535",
+    "65536",
+    "2147483647",
+    "2147483648",
+    "-2147483649",
+    "4294967296",
+    "9223372036854775807",
+    "9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999999",
+    "281474976710656",
+    "1e308",
+    "1e-320",
+    "0.0",
+    "-0.0",
+    "3.4028236e38",
 ];
 
 const MAX_LEN: usize = 64 * 1024;
@@ -36,7 +210,12 @@ fn range(rng: &mut SplitMix, len: usize, max: usize) -> (usize, usize) {
 
 fn line_starts(data: &[u8]) -> Vec<usize> {
     let mut v = vec![0];
-    v.extend(data.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1));
+    v.extend(
+        data.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
     v
 }
 
@@ -64,7 +243,11 @@ fn mutate_once(rng: &mut SplitMix, data: &mut Vec<u8>, words: &[&str], others: &
         }
         1 if len > 0 => {
             let i = rng.below(len);
-            data[i] = if rng.below(4) == 0 { rng.next_u64() as u8 } else { b' ' + rng.below(95) as u8 };
+            data[i] = if rng.below(4) == 0 {
+                rng.next_u64() as u8
+            } else {
+                b' ' + rng.below(95) as u8
+            };
         }
         2 => {
             let (s, e) = range(rng, len, 16);
@@ -89,13 +272,19 @@ fn mutate_once(rng: &mut SplitMix, data: &mut Vec<u8>, words: &[&str], others: &
                 data.splice(at..at, w);
             } else {
                 // Replace the word-ish run at `at`.
-                let e = (at..len).find(|&i| !data[i].is_ascii_alphanumeric() && data[i] != b'_' && data[i] != b'.').unwrap_or(len);
+                let e = (at..len)
+                    .find(|&i| {
+                        !data[i].is_ascii_alphanumeric() && data[i] != b'_' && data[i] != b'.'
+                    })
+                    .unwrap_or(len);
                 data.splice(at..e.max(at), w);
             }
         }
         7 | 8 => {
             // An interesting number in place of a number.
-            let digits: Vec<usize> = (0..len).filter(|&i| data[i].is_ascii_digit() && (i == 0 || !data[i - 1].is_ascii_digit())).collect();
+            let digits: Vec<usize> = (0..len)
+                .filter(|&i| data[i].is_ascii_digit() && (i == 0 || !data[i - 1].is_ascii_digit()))
+                .collect();
             if digits.is_empty() {
                 return;
             }
@@ -159,7 +348,9 @@ fn mutate_once(rng: &mut SplitMix, data: &mut Vec<u8>, words: &[&str], others: &
         }
         _ => {
             let at = rng.below(len + 1);
-            let w = ["é", "→", "\u{200b}", "𝔸", "\r", "\t", "\u{feff}"][rng.below(7)].as_bytes().to_vec();
+            let w = ["é", "→", "\u{200b}", "𝔸", "\r", "\t", "\u{feff}"][rng.below(7)]
+                .as_bytes()
+                .to_vec();
             data.splice(at..at, w);
         }
     }

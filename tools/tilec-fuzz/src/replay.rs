@@ -16,26 +16,42 @@ pub struct Replay {
     pub failures: Vec<String>,
 }
 
-pub fn replay_corpus(dir: &Path, timeout: Duration) -> Replay {
+/// `timeout`: the deadline of every input, else each target's default.
+pub fn replay_corpus(dir: &Path, timeout: Option<Duration>) -> Replay {
     let entries = open_entries(dir);
     let mut r = Replay::default();
     for target in Target::ALL {
-        let mut sup = Supervisor::new(WorkerCommand::this_executable(), timeout);
+        let mut sup = Supervisor::new(
+            WorkerCommand::this_executable(),
+            timeout.unwrap_or_else(|| target.default_timeout()),
+        );
         sup.recycle_after = 50;
         for file in files_in(&dir.join(target.name())) {
-            let name = file.strip_prefix(dir).unwrap_or(&file).display().to_string();
+            let name = file
+                .strip_prefix(dir)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             let Ok(input) = std::fs::read(&file) else {
                 r.failures.push(format!("{name}: cannot read"));
                 continue;
             };
             match sup.run(target, &input) {
-                Outcome::Finding(kind, msg) => r.failures.push(format!("{name}: {}: {}", kind.name(), msg.lines().next().unwrap_or(""))),
+                Outcome::Finding(kind, msg) => r.failures.push(format!(
+                    "{name}: {}: {}",
+                    kind.name(),
+                    msg.lines().next().unwrap_or("")
+                )),
                 Outcome::Pass => r.lines.push(format!("pass      {name}")),
                 Outcome::Reject(why) => r.lines.push(format!("rejected  {name} ({why})")),
             }
         }
         for file in files_in(&dir.join(target.name()).join("open")) {
-            let name = file.strip_prefix(dir).unwrap_or(&file).display().to_string();
+            let name = file
+                .strip_prefix(dir)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             if !entries.iter().any(|e| e.path == name) {
                 r.failures.push(format!("{name} is not listed in open.md"));
             }
@@ -54,7 +70,8 @@ pub fn replay_corpus(dir: &Path, timeout: Duration) -> Replay {
     }
     for e in &entries {
         if !dir.join(&e.path).is_file() {
-            r.failures.push(format!("open.md lists `{}`, which does not exist", e.path));
+            r.failures
+                .push(format!("open.md lists `{}`, which does not exist", e.path));
         }
     }
     r

@@ -40,7 +40,12 @@ pub enum Target {
 }
 
 impl Target {
-    pub const ALL: [Target; 4] = [Target::Parse, Target::Pipeline, Target::Interp, Target::Compile];
+    pub const ALL: [Target; 4] = [
+        Target::Parse,
+        Target::Pipeline,
+        Target::Interp,
+        Target::Compile,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,7 +58,20 @@ impl Target {
     }
 
     pub fn from_name(s: &str) -> Option<Target> {
-        [Target::Parse, Target::Pipeline, Target::Interp, Target::Compile, Target::SelfTest].into_iter().find(|t| t.name() == s)
+        [
+            Target::Parse,
+            Target::Pipeline,
+            Target::Interp,
+            Target::Compile,
+            Target::SelfTest,
+        ]
+        .into_iter()
+        .find(|t| t.name() == s)
+    }
+
+    /// How long an input may take before it is a hang.
+    pub fn default_timeout(self) -> std::time::Duration {
+        std::time::Duration::from_secs(if self == Target::Compile { 30 } else { 10 })
     }
 
     /// The extension of its corpus files.
@@ -92,7 +110,15 @@ impl Kind {
     }
 
     pub fn from_name(s: &str) -> Option<Kind> {
-        [Kind::Panic, Kind::Crash, Kind::Hang, Kind::Mismatch, Kind::Invariant].into_iter().find(|k| k.name() == s)
+        [
+            Kind::Panic,
+            Kind::Crash,
+            Kind::Hang,
+            Kind::Mismatch,
+            Kind::Invariant,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
     }
 }
 
@@ -112,7 +138,10 @@ fn reject(why: impl Into<String>) -> Outcome {
 
 /// First line of a rendered diagnostic list, for rejection statistics.
 fn first_message(d: &Diagnostics) -> String {
-    d.iter().find(|x| x.is_error()).map(|x| x.message.clone()).unwrap_or_default()
+    d.iter()
+        .find(|x| x.is_error())
+        .map(|x| x.message.clone())
+        .unwrap_or_default()
 }
 
 /// Runs `input` through `target`. `scratch` is a folder of this worker's
@@ -188,15 +217,27 @@ fn round_trip(module: &Module) -> Result<(), String> {
         Ok((m, sm)) => {
             let d = tilec::verify::verify_module(&m);
             if d.has_errors() {
-                return Err(format!("the printed module does not verify:\n{}\n--- printed:\n{printed}", sm.render(&d.0)));
+                return Err(format!(
+                    "the printed module does not verify:\n{}\n--- printed:\n{printed}",
+                    sm.render(&d.0)
+                ));
             }
             m
         }
-        Err((d, sm)) => return Err(format!("the printed module does not parse:\n{}\n--- printed:\n{printed}", sm.render(&d.0))),
+        Err((d, sm)) => {
+            return Err(format!(
+                "the printed module does not parse:\n{}\n--- printed:\n{printed}",
+                sm.render(&d.0)
+            ));
+        }
     };
     let second = tilec::syntax::print_module(&again);
     if second != printed {
-        let line = printed.lines().zip(second.lines()).position(|(a, b)| a != b).unwrap_or(0);
+        let line = printed
+            .lines()
+            .zip(second.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
         return Err(format!(
             "printing is not stable: line {} differs:\n  first:  {}\n  second: {}\n--- printed:\n{printed}",
             line + 1,
@@ -229,7 +270,8 @@ fn pipeline_samples() -> Vec<(String, &'static str)> {
     v
 }
 
-const SCHEDULED_CPU: &str = "func @gemm(%A: tensor<12x10xf32>, %B: tensor<10x16xf32>) -> tensor<12x16xf32> {
+const SCHEDULED_CPU: &str =
+    "func @gemm(%A: tensor<12x10xf32>, %B: tensor<10x16xf32>) -> tensor<12x16xf32> {
   %C = compute \"gemm\" (i: 12, j: 16) reduce sum (k: 10)
       reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<12x16xf32>[i, j]
       schedule \"x86-avx2\" {
@@ -245,7 +287,8 @@ const SCHEDULED_CPU: &str = "func @gemm(%A: tensor<12x10xf32>, %B: tensor<10x16x
 }
 ";
 
-const SCHEDULED_GPU: &str = "func @gemm(%A: tensor<16x8xf32>, %B: tensor<8x12xf32>) -> tensor<16x12xf32> {
+const SCHEDULED_GPU: &str =
+    "func @gemm(%A: tensor<16x8xf32>, %B: tensor<8x12xf32>) -> tensor<16x12xf32> {
   %C = compute \"gemm\" (i: 16, j: 12) reduce sum (k: 8)
       reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<16x12xf32>[i, j]
       schedule \"sm90\" {
@@ -279,13 +322,30 @@ fn pipeline(input: &[u8]) -> Outcome {
     let file2 = sources.add("<printed pipeline>", printed.clone());
     match parse_pipeline(&printed, file2, reg) {
         Ok(p) if p.to_string() == printed => {}
-        Ok(p) => return Outcome::Finding(Kind::Invariant, format!("a printed pipeline prints differently after parsing: `{printed}` then `{p}`")),
-        Err(d) => return Outcome::Finding(Kind::Invariant, format!("a printed pipeline does not parse: `{printed}`:\n{}", sources.render(&d.0))),
+        Ok(p) => {
+            return Outcome::Finding(
+                Kind::Invariant,
+                format!(
+                    "a printed pipeline prints differently after parsing: `{printed}` then `{p}`"
+                ),
+            );
+        }
+        Err(d) => {
+            return Outcome::Finding(
+                Kind::Invariant,
+                format!(
+                    "a printed pipeline does not parse: `{printed}`:\n{}",
+                    sources.render(&d.0)
+                ),
+            );
+        }
     }
     let samples = pipeline_samples();
     let h = fnv1a(input);
     let (src, target_name) = &samples[(h % samples.len() as u64) as usize];
-    let (module, _) = tilec::syntax::parse_str("<sample>", src).unwrap_or_else(|(d, sm)| panic!("tilec-fuzz's sample does not parse: {}", sm.render(&d.0)));
+    let (module, _) = tilec::syntax::parse_str("<sample>", src).unwrap_or_else(|(d, sm)| {
+        panic!("tilec-fuzz's sample does not parse: {}", sm.render(&d.0))
+    });
     let target = builtin(target_name).expect("a built-in target");
     let inputs = seeded_inputs(&module, h);
     let before = interpret(&module, &inputs);
@@ -306,30 +366,61 @@ fn pipeline(input: &[u8]) -> Outcome {
 fn seeded_inputs(m: &Module, seed: u64) -> Vec<Vec<Tensor>> {
     m.funcs
         .iter()
-        .map(|f| f.params.iter().enumerate().filter_map(|(i, &p)| f.value_type(p).as_tensor().map(|t| Tensor::random(t, Tensor::input_seed(seed, i)))).collect())
+        .map(|f| {
+            f.params
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &p)| {
+                    f.value_type(p)
+                        .as_tensor()
+                        .map(|t| Tensor::random(t, Tensor::input_seed(seed, i)))
+                })
+                .collect()
+        })
         .collect()
 }
 
 fn interp_limits() -> Limits {
-    Limits { max_bytes: 512 << 20 }
+    Limits {
+        max_bytes: 512 << 20,
+    }
 }
 
 /// The interpreter's results for every function (or why it refused).
 fn interpret(m: &Module, inputs: &[Vec<Tensor>]) -> Vec<Result<Vec<Tensor>, String>> {
-    m.funcs.iter().zip(inputs).map(|(f, ins)| run_function_with(f, ins, &interp_limits()).map_err(|e| e.0)).collect()
+    m.funcs
+        .iter()
+        .zip(inputs)
+        .map(|(f, ins)| run_function_with(f, ins, &interp_limits()).map_err(|e| e.0))
+        .collect()
 }
 
 /// Compares the results of `after` (a transformed module; functions
 /// matched by name) with `before`.
-fn compare_runs(before: &[Result<Vec<Tensor>, String>], after: &Module, inputs: &[Vec<Tensor>], what: &str) -> Outcome {
+fn compare_runs(
+    before: &[Result<Vec<Tensor>, String>],
+    after: &Module,
+    inputs: &[Vec<Tensor>],
+    what: &str,
+) -> Outcome {
     let names: Vec<String> = after.funcs.iter().map(|f| f.name.clone()).collect();
     let mut ran = false;
     for (i, want) in before.iter().enumerate() {
         let Ok(want) = want else { continue };
-        let Some(f) = after.funcs.get(i).filter(|f| names.contains(&f.name)) else { continue };
+        let Some(f) = after.funcs.get(i).filter(|f| names.contains(&f.name)) else {
+            continue;
+        };
         ran = true;
         match run_function_with(f, &inputs[i], &interp_limits()) {
-            Err(e) => return Outcome::Finding(Kind::Mismatch, format!("the interpreter fails {what} on @{} but not before: {}", f.name, e.0)),
+            Err(e) => {
+                return Outcome::Finding(
+                    Kind::Mismatch,
+                    format!(
+                        "the interpreter fails {what} on @{} but not before: {}",
+                        f.name, e.0
+                    ),
+                );
+            }
             Ok(got) => {
                 let rtol = tolerance_of(&before_module_elems(f));
                 for (k, (g, w)) in got.iter().zip(want).enumerate() {
@@ -352,7 +443,11 @@ fn compare_runs(before: &[Result<Vec<Tensor>, String>], after: &Module, inputs: 
             }
         }
     }
-    if ran { Outcome::Pass } else { reject("the interpreter refused the input") }
+    if ran {
+        Outcome::Pass
+    } else {
+        reject("the interpreter refused the input")
+    }
 }
 
 /// Every element type of a function's values and scalar ops: a sum
@@ -384,7 +479,10 @@ fn compare_within(got: &Tensor, want: &Tensor, rtol: f64) -> Comparison {
     if got.ty != want.ty {
         return c;
     }
-    let scale = (0..want.len()).map(|i| want.get_f64(i).abs()).filter(|x| x.is_finite()).fold(0.0f64, f64::max);
+    let scale = (0..want.len())
+        .map(|i| want.get_f64(i).abs())
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, f64::max);
     c.rtol = rtol;
     c.passed = (0..want.len()).all(|i| {
         let (g, w) = (got.get_f64(i), want.get_f64(i));
@@ -397,7 +495,9 @@ fn compare_within(got: &Tensor, want: &Tensor, rtol: f64) -> Comparison {
 /// The source map holds the input, so that later diagnostics (of passes)
 /// render against it.
 fn load(input: &[u8]) -> Result<(Module, SourceMap), Outcome> {
-    let Ok(text) = std::str::from_utf8(input) else { return Err(reject("not UTF-8")) };
+    let Ok(text) = std::str::from_utf8(input) else {
+        return Err(reject("not UTF-8"));
+    };
     match tilec::syntax::parse_str("<input>", text) {
         Ok((m, sm)) => {
             if tilec::verify::verify_module(&m).has_errors() {
@@ -426,7 +526,9 @@ fn small_enough(m: &Module, max_elems: u64, max_points: u64) -> Result<(), Outco
         let mut loop_points: u64 = 1;
         for (_, op) in f.ops.iter() {
             match &op.kind {
-                OpKind::Compute(c) if c.iteration_points().is_none_or(|n| n > max_points) => return Err(reject("too large")),
+                OpKind::Compute(c) if c.iteration_points().is_none_or(|n| n > max_points) => {
+                    return Err(reject("too large"));
+                }
                 OpKind::For(l) => loop_points = loop_points.saturating_mul(l.extent),
                 _ => {}
             }
@@ -440,7 +542,8 @@ fn small_enough(m: &Module, max_elems: u64, max_points: u64) -> Result<(), Outco
 
 /// The pipeline the interp target checks: the scheduling passes where the
 /// module has schedules, and canonicalisation.
-const SCHEDULING_PIPELINE: &str = "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards,canonicalize)";
+const SCHEDULING_PIPELINE: &str =
+    "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards,canonicalize)";
 
 fn interp(input: &[u8]) -> Outcome {
     let (module, mut sources) = match load(input) {
@@ -461,15 +564,21 @@ fn interp(input: &[u8]) -> Outcome {
         [one] => (SCHEDULING_PIPELINE, one.as_str()),
         _ => return reject("schedules for several targets"),
     };
-    let Some(target) = builtin(target) else { return reject("unknown target") };
+    let Some(target) = builtin(target) else {
+        return reject("unknown target");
+    };
     let file = sources.add("<pipeline>", text);
-    let pipeline = parse_pipeline(text, file, registry()).expect("the interp target's pipeline parses");
+    let pipeline =
+        parse_pipeline(text, file, registry()).expect("the interp target's pipeline parses");
     let mut after = module.clone();
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target);
     if let Err(d) = pm.run(&mut after) {
         if d.iter().any(|x| x.message.contains("produced invalid IR")) {
-            return Outcome::Finding(Kind::Invariant, format!("{}\n{}", first_message(&d), sources.render(&d.0)));
+            return Outcome::Finding(
+                Kind::Invariant,
+                format!("{}\n{}", first_message(&d), sources.render(&d.0)),
+            );
         }
         return reject(format!("pass failed: {}", first_message(&d)));
     }
@@ -479,8 +588,11 @@ fn interp(input: &[u8]) -> Outcome {
     compare_runs(&before, &after, &inputs, &format!("after `{text}`"))
 }
 
-/// What `tilec-run --backend=cpu` runs when no pipeline is given.
-pub const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
+/// What `tilec-run --backend=cpu` runs when no pipeline is given
+/// (`tools/tilec-run`), with a tenth of the search's default budget: the
+/// target tests code generation, and a debug build's search takes seconds.
+pub const DEFAULT_COMPILED_PIPELINE: &str =
+    "builtin.module(search{budget=2000},tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
 
 fn compile(input: &[u8], scratch: &Path) -> Outcome {
     let (module, mut sources) = match load(input) {
@@ -496,7 +608,9 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
         [one] => builtin(one),
         _ => return reject("schedules for several targets"),
     };
-    let Some(target) = target else { return reject("no such target here") };
+    let Some(target) = target else {
+        return reject("no such target here");
+    };
     if target.kind != tilec::target::TargetKind::Cpu {
         return reject("not a CPU target");
     }
@@ -510,13 +624,17 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
         return reject("the interpreter refused the input");
     }
     let file = sources.add("<default pipeline>", DEFAULT_COMPILED_PIPELINE);
-    let pipeline = parse_pipeline(DEFAULT_COMPILED_PIPELINE, file, registry()).expect("the default pipeline parses");
+    let pipeline = parse_pipeline(DEFAULT_COMPILED_PIPELINE, file, registry())
+        .expect("the default pipeline parses");
     let mut lowered = module.clone();
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
     if let Err(d) = pm.run(&mut lowered) {
         if d.iter().any(|x| x.message.contains("produced invalid IR")) {
-            return Outcome::Finding(Kind::Invariant, format!("{}\n{}", first_message(&d), sources.render(&d.0)));
+            return Outcome::Finding(
+                Kind::Invariant,
+                format!("{}\n{}", first_message(&d), sources.render(&d.0)),
+            );
         }
         return reject(format!("pass failed: {}", first_message(&d)));
     }
@@ -528,23 +646,44 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
             Err(e) => {
                 // The default pipeline accepted a valid program: code
                 // generation has no reason to refuse it.
-                let last = e.0.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let last =
+                    e.0.lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("");
                 let last = last.split_once("): ").map_or(last, |(_, m)| m);
-                return Outcome::Finding(Kind::Invariant, format!("code generation failed after the default pipeline: {last}\n{}", e.0));
+                return Outcome::Finding(
+                    Kind::Invariant,
+                    format!(
+                        "code generation failed after the default pipeline: {last}\n{}",
+                        e.0
+                    ),
+                );
             }
         };
-        let so = match tilec_codegen::link_shared(&compiled.artifacts.object, scratch, &format!("k{i}")) {
-            Ok(p) => p,
-            Err(e) => return reject(format!("cannot link: {}", e.0)),
-        };
-        let program = match tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()) {
+        let so =
+            match tilec_codegen::link_shared(&compiled.artifacts.object, scratch, &format!("k{i}"))
+            {
+                Ok(p) => p,
+                Err(e) => return reject(format!("cannot link: {}", e.0)),
+            };
+        let program = match tilec_codegen::CpuProgram::load(
+            &so,
+            compiled.kernels.clone(),
+            compiled.plan.clone(),
+        ) {
             Ok(p) => p,
             Err(e) => return reject(format!("cannot load: {e}")),
         };
         for threads in [1, 2] {
             let got = match program.run(&inputs[i], threads) {
                 Ok(g) => g,
-                Err(e) => return Outcome::Finding(Kind::Mismatch, format!("compiled @{} fails with {threads} thread(s): {e}", f.name)),
+                Err(e) => {
+                    return Outcome::Finding(
+                        Kind::Mismatch,
+                        format!("compiled @{} fails with {threads} thread(s): {e}", f.name),
+                    );
+                }
             };
             let rtol = tolerance_of(&before_module_elems(&module.funcs[i]));
             for (k, (g, w)) in got.iter().zip(want).enumerate() {
@@ -568,20 +707,34 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
         }
         ran = true;
     }
-    if ran { Outcome::Pass } else { reject("nothing ran") }
+    if ran {
+        Outcome::Pass
+    } else {
+        reject("nothing ran")
+    }
 }
 
 /// Inputs that go wrong on purpose, one per way a worker can fail.
 fn self_test(input: &[u8]) -> Outcome {
     let text = std::str::from_utf8(input).unwrap_or("");
-    let known = ["panic", "abort", "stack", "hang", "oom", "mismatch", "reject"];
-    match text.split_whitespace().find(|w| known.contains(w)).unwrap_or("") {
+    let known = [
+        "panic", "abort", "stack", "hang", "oom", "mismatch", "reject",
+    ];
+    match text
+        .split_whitespace()
+        .find(|w| known.contains(w))
+        .unwrap_or("")
+    {
         "panic" => panic!("a panic on purpose"),
         "abort" => std::process::abort(),
         "stack" => {
             fn deep(n: u64) -> u64 {
                 let pad = std::hint::black_box([n; 64]);
-                if n == u64::MAX { 0 } else { deep(n + 1) + pad[(n % 64) as usize] }
+                if n == u64::MAX {
+                    0
+                } else {
+                    deep(n + 1) + pad[(n % 64) as usize]
+                }
             }
             Outcome::Reject(deep(0).to_string())
         }

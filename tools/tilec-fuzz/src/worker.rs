@@ -47,7 +47,10 @@ pub fn install_quiet_panic_hook() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "(a panic without a message)".into());
-        let at = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_else(|| "?".into());
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_else(|| "?".into());
         let mut last = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_none() {
             *last = Some(format!("panicked at {at}: {msg}"));
@@ -55,20 +58,31 @@ pub fn install_quiet_panic_hook() {
     }));
 }
 
+/// The message of the last panic the quiet hook recorded.
+pub fn take_panic_message() -> String {
+    LAST_PANIC
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_else(|| "panicked (no message recorded)".into())
+}
+
 /// Runs one input in this process, a panic caught and reported as a finding.
 pub fn run_caught(target: Target, input: &[u8], scratch: &std::path::Path) -> Outcome {
     *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::targets::run(target, input, scratch))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::targets::run(target, input, scratch)
+    })) {
         Ok(o) => o,
-        Err(_) => {
-            let msg = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| "panicked (no message recorded)".into());
-            Outcome::Finding(Kind::Panic, msg)
-        }
+        Err(_) => Outcome::Finding(Kind::Panic, take_panic_message()),
     }
 }
 
 fn limit_address_space() {
-    let limit = libc::rlimit { rlim_cur: ADDRESS_SPACE_BYTES, rlim_max: ADDRESS_SPACE_BYTES };
+    let limit = libc::rlimit {
+        rlim_cur: ADDRESS_SPACE_BYTES,
+        rlim_max: ADDRESS_SPACE_BYTES,
+    };
     // SAFETY: setrlimit reads a valid rlimit struct; failure is harmless.
     unsafe {
         libc::setrlimit(libc::RLIMIT_AS, &limit);
@@ -80,7 +94,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
 }
 
 fn encode(o: &Outcome) -> String {
@@ -106,30 +122,45 @@ fn decode(line: &str) -> Option<Outcome> {
 pub fn worker_main() {
     limit_address_space();
     install_quiet_panic_hook();
-    let scratch = std::env::var_os(SCRATCH_ENV).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join(format!("tilec-fuzz-worker-{}", std::process::id())));
+    let scratch = std::env::var_os(SCRATCH_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("tilec-fuzz-worker-{}", std::process::id()))
+        });
     let _ = std::fs::create_dir_all(&scratch);
-    let runner = std::thread::Builder::new().name("input".into()).stack_size(STACK_BYTES).spawn(move || {
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let mut header = String::new();
-        loop {
-            header.clear();
-            if input.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
+    let runner = std::thread::Builder::new()
+        .name("input".into())
+        .stack_size(STACK_BYTES)
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            let mut input = stdin.lock();
+            let mut header = String::new();
+            loop {
+                header.clear();
+                if input.read_line(&mut header).unwrap_or(0) == 0 {
+                    return;
+                }
+                let mut parts = header.split_whitespace();
+                let (Some(target), Some(len)) = (
+                    parts.next().and_then(Target::from_name),
+                    parts.next().and_then(|n| n.parse::<usize>().ok()),
+                ) else {
+                    return;
+                };
+                let mut bytes = vec![0u8; len];
+                if input.read_exact(&mut bytes).is_err() {
+                    return;
+                }
+                let outcome = run_caught(target, &bytes, &scratch);
+                let mut out = std::io::stdout().lock();
+                if writeln!(out, "{}", encode(&outcome))
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
+                    return;
+                }
             }
-            let mut parts = header.split_whitespace();
-            let (Some(target), Some(len)) = (parts.next().and_then(Target::from_name), parts.next().and_then(|n| n.parse::<usize>().ok())) else { return };
-            let mut bytes = vec![0u8; len];
-            if input.read_exact(&mut bytes).is_err() {
-                return;
-            }
-            let outcome = run_caught(target, &bytes, &scratch);
-            let mut out = std::io::stdout().lock();
-            if writeln!(out, "{}", encode(&outcome)).and_then(|()| out.flush()).is_err() {
-                return;
-            }
-        }
-    });
+        });
     if let Ok(handle) = runner {
         let _ = handle.join();
     }
@@ -147,9 +178,23 @@ impl WorkerCommand {
     pub fn this_executable() -> WorkerCommand {
         let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tilec-fuzz"));
         if cfg!(test) {
-            WorkerCommand { program, args: ["--exact", "tests::worker_process", "--nocapture", "--test-threads=1", "-q"].map(String::from).to_vec() }
+            WorkerCommand {
+                program,
+                args: [
+                    "--exact",
+                    "tests::worker_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                    "-q",
+                ]
+                .map(String::from)
+                .to_vec(),
+            }
         } else {
-            WorkerCommand { program, args: vec!["worker".into()] }
+            WorkerCommand {
+                program,
+                args: vec!["worker".into()],
+            }
         }
     }
 }
@@ -179,7 +224,13 @@ const STDERR_TAIL: usize = 8192;
 
 impl Supervisor {
     pub fn new(command: WorkerCommand, timeout: Duration) -> Supervisor {
-        Supervisor { command, timeout, recycle_after: 2000, process: None, started: 0 }
+        Supervisor {
+            command,
+            timeout,
+            recycle_after: 2000,
+            process: None,
+            started: 0,
+        }
     }
 
     /// How many workers were started (one more after each crash or hang).
@@ -189,7 +240,11 @@ impl Supervisor {
 
     fn spawn(&mut self) -> std::io::Result<Process> {
         self.started += 1;
-        let scratch = std::env::temp_dir().join(format!("tilec-fuzz-{}-{}", std::process::id(), self.started));
+        let scratch = std::env::temp_dir().join(format!(
+            "tilec-fuzz-{}-{}",
+            std::process::id(),
+            self.started
+        ));
         std::fs::create_dir_all(&scratch)?;
         let mut child = Command::new(&self.command.program)
             .args(&self.command.args)
@@ -234,7 +289,15 @@ impl Supervisor {
                 }
             }
         });
-        Ok(Process { child, stdin, replies, stderr, stderr_reader: Some(stderr_reader), scratch, answered: 0 })
+        Ok(Process {
+            child,
+            stdin,
+            replies,
+            stderr,
+            stderr_reader: Some(stderr_reader),
+            scratch,
+            answered: 0,
+        })
     }
 
     /// Ends the current worker (politely: its stdin closes).
@@ -245,7 +308,9 @@ impl Supervisor {
             loop {
                 match p.child.try_wait() {
                     Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
                     _ => {
                         let _ = p.child.kill();
                         let _ = p.child.wait();
@@ -259,7 +324,9 @@ impl Supervisor {
 
     /// Kills the worker after a crash or hang; returns its exit and stderr.
     fn reap(&mut self, kill: bool) -> String {
-        let Some(mut p) = self.process.take() else { return String::new() };
+        let Some(mut p) = self.process.take() else {
+            return String::new();
+        };
         if kill {
             let _ = p.child.kill();
         }
@@ -268,13 +335,17 @@ impl Supervisor {
             let _ = h.join();
         }
         let _ = std::fs::remove_dir_all(&p.scratch);
-        let tail = String::from_utf8_lossy(&p.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+        let tail = String::from_utf8_lossy(&p.stderr.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_owned();
         let how = match status {
             Ok(s) => {
                 use std::os::unix::process::ExitStatusExt;
                 match (s.code(), s.signal()) {
                     (Some(c), _) => format!("the worker exited with status {c}"),
-                    (_, Some(sig)) => format!("the worker was killed by signal {sig} ({})", signal_name(sig)),
+                    (_, Some(sig)) => format!(
+                        "the worker was killed by signal {sig} ({})",
+                        signal_name(sig)
+                    ),
                     _ => "the worker ended".to_string(),
                 }
             }
@@ -285,7 +356,11 @@ impl Supervisor {
 
     /// Runs one input; a dead or silent worker is the input's finding.
     pub fn run(&mut self, target: Target, input: &[u8]) -> Outcome {
-        if self.process.as_ref().is_some_and(|p| p.answered >= self.recycle_after) {
+        if self
+            .process
+            .as_ref()
+            .is_some_and(|p| p.answered >= self.recycle_after)
+        {
             self.stop();
         }
         if self.process.is_none() {
@@ -296,7 +371,11 @@ impl Supervisor {
         }
         let p = self.process.as_mut().expect("a worker");
         let header = format!("{} {}\n", target.name(), input.len());
-        let sent = p.stdin.write_all(header.as_bytes()).and_then(|()| p.stdin.write_all(input)).and_then(|()| p.stdin.flush());
+        let sent = p
+            .stdin
+            .write_all(header.as_bytes())
+            .and_then(|()| p.stdin.write_all(input))
+            .and_then(|()| p.stdin.flush());
         if sent.is_err() {
             let report = self.reap(true);
             return Outcome::Finding(Kind::Crash, report);
@@ -304,12 +383,19 @@ impl Supervisor {
         match p.replies.recv_timeout(self.timeout) {
             Ok(Some(line)) => {
                 p.answered += 1;
-                decode(&line).unwrap_or_else(|| Outcome::Reject(format!("a garbled answer from the worker: {line}")))
+                decode(&line).unwrap_or_else(|| {
+                    Outcome::Reject(format!("a garbled answer from the worker: {line}"))
+                })
             }
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => Outcome::Finding(Kind::Crash, self.reap(false)),
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                Outcome::Finding(Kind::Crash, self.reap(false))
+            }
             Err(RecvTimeoutError::Timeout) => {
                 let _ = self.reap(true);
-                Outcome::Finding(Kind::Hang, format!("no answer within {} s", self.timeout.as_secs_f64()))
+                Outcome::Finding(
+                    Kind::Hang,
+                    format!("no answer within {} s", self.timeout.as_secs_f64()),
+                )
             }
         }
     }
@@ -340,7 +426,11 @@ mod tests {
 
     #[test]
     fn answers_survive_encoding() {
-        for o in [Outcome::Pass, Outcome::Reject("too large".into()), Outcome::Finding(Kind::Panic, "panicked at a.rs:1:2: é\nsecond line".into())] {
+        for o in [
+            Outcome::Pass,
+            Outcome::Reject("too large".into()),
+            Outcome::Finding(Kind::Panic, "panicked at a.rs:1:2: é\nsecond line".into()),
+        ] {
             assert_eq!(decode(&encode(&o)), Some(o));
         }
         assert_eq!(decode("running 1 test"), None);

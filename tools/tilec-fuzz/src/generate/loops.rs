@@ -25,21 +25,51 @@ struct AxisLoops {
 }
 
 fn cpu_inner(g: &mut G, innermost: bool) -> &'static str {
-    if innermost { g.pick(&["", "", " map(vector)", " map(unroll)"]) } else { g.pick(&["", "", " map(unroll)"]) }
+    if innermost {
+        g.pick(&["", "", " map(vector)", " map(unroll)"])
+    } else {
+        g.pick(&["", "", " map(unroll)"])
+    }
 }
 
-fn axis_loops(g: &mut G, name: &str, extent: u64, outer_map: &str, inner_map: &str, split: bool) -> AxisLoops {
+fn axis_loops(
+    g: &mut G,
+    name: &str,
+    extent: u64,
+    outer_map: &str,
+    inner_map: &str,
+    split: bool,
+) -> AxisLoops {
     if !split || extent == 1 {
-        let map = if inner_map.is_empty() { outer_map } else { inner_map };
-        let tag = if g.chance(1, 2) { format!(" axis({name}.point)") } else { String::new() };
-        return AxisLoops { opens: vec![format!("for %{name} = 0 to {extent}{map}{tag}")], expr: format!("%{name}"), guard: None };
+        let map = if inner_map.is_empty() {
+            outer_map
+        } else {
+            inner_map
+        };
+        let tag = if g.chance(1, 2) {
+            format!(" axis({name}.point)")
+        } else {
+            String::new()
+        };
+        return AxisLoops {
+            opens: vec![format!("for %{name} = 0 to {extent}{map}{tag}")],
+            expr: format!("%{name}"),
+            guard: None,
+        };
     }
     let tile = g.int(1, extent);
     let outer = extent.div_ceil(tile);
     let expr = format!("%{name}_o * {tile} + %{name}_i");
-    let guard = if extent % tile != 0 || g.chance(1, 8) { Some(format!("{expr} < {extent}")) } else { None };
+    let guard = if !extent.is_multiple_of(tile) || g.chance(1, 8) {
+        Some(format!("{expr} < {extent}"))
+    } else {
+        None
+    };
     AxisLoops {
-        opens: vec![format!("for %{name}_o = 0 to {outer}{outer_map} axis({name}.core)"), format!("for %{name}_i = 0 to {tile}{inner_map} axis({name}.point)")],
+        opens: vec![
+            format!("for %{name}_o = 0 to {outer}{outer_map} axis({name}.core)"),
+            format!("for %{name}_i = 0 to {tile}{inner_map} axis({name}.point)"),
+        ],
         expr,
         guard,
     }
@@ -77,25 +107,42 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
         1 => Mode::Cpu,
         _ => Mode::Gpu,
     };
-    let e = if cfg.mixed_types && g.chance(1, 5) { Elem::I32 } else { Elem::F32 };
+    let e = if cfg.mixed_types && g.chance(1, 5) {
+        Elem::I32
+    } else {
+        Elem::F32
+    };
     let n = g.int(1, cfg.max_extent * 2);
     let m = g.int(1, cfg.max_extent);
     let template = g.weighted(&[4, 3, 3, if mode == Mode::Gpu { 3 } else { 0 }]);
     let mut params = vec![format!("%x: {}", tensor_type(&[n, m], e))];
-    let mut w = Writer { lines: Vec::new(), depth: 1 };
+    let mut w = Writer {
+        lines: Vec::new(),
+        depth: 1,
+    };
     let mut counter = 0usize;
     let reduced = template == 1;
     let out_dims: Vec<u64> = if reduced { vec![n] } else { vec![n, m] };
-    w.line(&format!("%y = alloc : {}", buffer_type(&out_dims, e, "global")));
+    w.line(&format!(
+        "%y = alloc : {}",
+        buffer_type(&out_dims, e, "global")
+    ));
     let kernel = g.chance(7, 10);
     if kernel {
-        let target = if mode == Mode::Gpu { "sm90" } else { "x86-avx2" };
+        let target = if mode == Mode::Gpu {
+            "sm90"
+        } else {
+            "x86-avx2"
+        };
         let label = if g.chance(1, 2) { "\"k\" " } else { "" };
         w.open(&format!("kernel {label}schedule \"{target}\" {{}}"));
     }
     let (outer_map, inner_map) = match mode {
         Mode::Serial => ("", ""),
-        Mode::Cpu => (g.pick(&[" map(parallel)", " map(parallel)", ""]), g.pick(&["", " map(unroll)"])),
+        Mode::Cpu => (
+            g.pick(&[" map(parallel)", " map(parallel)", ""]),
+            g.pick(&["", " map(unroll)"]),
+        ),
         Mode::Gpu => (" map(block.x)", " map(thread.x)"),
     };
     let mut scalar_inputs: Vec<(String, Elem)> = Vec::new();
@@ -116,7 +163,10 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
                 w.open(o);
                 opened += 1;
             }
-            let guards: Vec<String> = [li.guard.clone(), lj.guard.clone()].into_iter().flatten().collect();
+            let guards: Vec<String> = [li.guard.clone(), lj.guard.clone()]
+                .into_iter()
+                .flatten()
+                .collect();
             // The guard of i goes outside j's loops, j's inside.
             if let Some(gi) = &li.guard {
                 w.open(&format!("if {gi}"));
@@ -146,12 +196,29 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
             }
             if g.chance(1, 3) {
                 // A shifted read, padded.
-                w.line(&format!("%d = load %x[{ie}, {je} + 1] pad({}) : {}", literal(g, e, false), e.name()));
+                w.line(&format!(
+                    "%d = load %x[{ie}, {je} + 1] pad({}) : {}",
+                    literal(g, e, false),
+                    e.name()
+                ));
                 scalar_inputs.push(("%d".into(), e));
             }
             let ind = w.indent();
-            let mut sc = Scalar { prefix: "v", counter: &mut counter, special: cfg.special_floats, invalid: 0 };
-            let v = sc.value(g, &scalar_inputs, e, &[ie.clone(), je.clone()], 3, &ind, &mut w.lines);
+            let mut sc = Scalar {
+                prefix: "v",
+                counter: &mut counter,
+                special: cfg.special_floats,
+                invalid: 0,
+            };
+            let v = sc.value(
+                g,
+                &scalar_inputs,
+                e,
+                &[ie.clone(), je.clone()],
+                3,
+                &ind,
+                &mut w.lines,
+            );
             w.line(&format!("store {v}, %y[{ie}, {je}]"));
         }
         // A reduction into a local accumulator.
@@ -174,13 +241,30 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
             };
             w.line(&format!("%acc = alloc : {}", buffer_type(&[1], e, "local")));
             w.line(&format!("fill %acc, {init}"));
-            let kmap = if mode == Mode::Cpu { g.pick(&["", " map(unroll)"]) } else { "" };
+            let kmap = if mode == Mode::Cpu {
+                g.pick(&["", " map(unroll)"])
+            } else {
+                ""
+            };
             w.open(&format!("for %k = 0 to {m}{kmap} reduce(k.point)"));
             w.line(&format!("%a = load %x[{ie}, %k] : {}", e.name()));
             w.line(&format!("%c = load %acc[0] : {}", e.name()));
             let ind = w.indent();
-            let mut sc = Scalar { prefix: "v", counter: &mut counter, special: cfg.special_floats, invalid: 0 };
-            let v = sc.value(g, &[("%a".into(), e)], e, &["%k".to_string()], 2, &ind, &mut w.lines);
+            let mut sc = Scalar {
+                prefix: "v",
+                counter: &mut counter,
+                special: cfg.special_floats,
+                invalid: 0,
+            };
+            let v = sc.value(
+                g,
+                &[("%a".into(), e)],
+                e,
+                &["%k".to_string()],
+                2,
+                &ind,
+                &mut w.lines,
+            );
             w.line(&format!("%s = {combine} %c, {v} : {}", e.name()));
             w.line("store %s, %acc[0]");
             w.close();
@@ -191,7 +275,7 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
         2 => {
             let tile = g.int(1, n);
             let outer = n.div_ceil(tile);
-            let partial = n % tile != 0;
+            let partial = !n.is_multiple_of(tile);
             let stride = if g.chance(1, 3) { g.int(2, 3) } else { 1 };
             let permute = g.chance(1, 3);
             let src_rows = (n - 1) * stride + 1;
@@ -200,8 +284,14 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
             w.open(&format!("for %io = 0 to {outer}{omap}"));
             opened += 1;
             let bdims = if permute { [m, tile] } else { [tile, m] };
-            w.line(&format!("%tl = alloc : {}", buffer_type(&bdims, e, "local")));
-            let mut copy = format!("copy %x[%io * {}, 0] -> %tl[0, 0] box [{tile}, {m}]", tile * stride);
+            w.line(&format!(
+                "%tl = alloc : {}",
+                buffer_type(&bdims, e, "local")
+            ));
+            let mut copy = format!(
+                "copy %x[%io * {}, 0] -> %tl[0, 0] box [{tile}, {m}]",
+                tile * stride
+            );
             if stride > 1 {
                 copy.push_str(&format!(" stride [{stride}, 1]"));
             }
@@ -219,28 +309,56 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
                 w.open(&format!("if {row} < {n}"));
                 opened += 1;
             }
-            let jmap = if mode == Mode::Cpu { cpu_inner(g, true) } else { "" };
+            let jmap = if mode == Mode::Cpu {
+                cpu_inner(g, true)
+            } else {
+                ""
+            };
             w.open(&format!("for %j = 0 to {m}{jmap}"));
             opened += 1;
             let at = if permute { "%j, %ii" } else { "%ii, %j" };
             w.line(&format!("%a = load %tl[{at}] : {}", e.name()));
             let ind = w.indent();
-            let mut sc = Scalar { prefix: "v", counter: &mut counter, special: cfg.special_floats, invalid: 0 };
-            let v = sc.value(g, &[("%a".into(), e)], e, &[row.clone()], 3, &ind, &mut w.lines);
+            let mut sc = Scalar {
+                prefix: "v",
+                counter: &mut counter,
+                special: cfg.special_floats,
+                invalid: 0,
+            };
+            let v = sc.value(
+                g,
+                &[("%a".into(), e)],
+                e,
+                std::slice::from_ref(&row),
+                3,
+                &ind,
+                &mut w.lines,
+            );
             w.line(&format!("store {v}, %y[{row}, %j]"));
         }
         // A GPU block stages its rows in shared memory, cooperatively.
         _ => {
             let tile = g.int(1, n.min(32));
             let outer = n.div_ceil(tile);
-            let partial = n % tile != 0;
+            let partial = !n.is_multiple_of(tile);
             w.open(&format!("for %b = 0 to {outer} map(block.x) axis(i.block)"));
             opened += 1;
-            w.line(&format!("%sh = alloc : {}", buffer_type(&[tile, m], e, "shared")));
-            w.open(&format!("for %t = 0 to {tile} map(thread.x) axis(i.thread)"));
+            w.line(&format!(
+                "%sh = alloc : {}",
+                buffer_type(&[tile, m], e, "shared")
+            ));
+            w.open(&format!(
+                "for %t = 0 to {tile} map(thread.x) axis(i.thread)"
+            ));
             opened += 1;
-            let pad = if partial { format!(" pad({})", literal(g, e, false)) } else { String::new() };
-            w.line(&format!("copy %x[%b * {tile}, 0] -> %sh[0, 0] box [{tile}, {m}]{pad} cooperative"));
+            let pad = if partial {
+                format!(" pad({})", literal(g, e, false))
+            } else {
+                String::new()
+            };
+            w.line(&format!(
+                "copy %x[%b * {tile}, 0] -> %sh[0, 0] box [{tile}, {m}]{pad} cooperative"
+            ));
             w.line("barrier");
             let row = format!("%b * {tile} + %t");
             if partial {
@@ -251,7 +369,12 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
             opened += 1;
             w.line(&format!("%a = load %sh[%t, %j] read(a) : {}", e.name()));
             let ind = w.indent();
-            let mut sc = Scalar { prefix: "v", counter: &mut counter, special: cfg.special_floats, invalid: 0 };
+            let mut sc = Scalar {
+                prefix: "v",
+                counter: &mut counter,
+                special: cfg.special_floats,
+                invalid: 0,
+            };
             let v = sc.value(g, &[("%a".into(), e)], e, &[], 3, &ind, &mut w.lines);
             w.line(&format!("store {v}, %y[{row}, %j]"));
         }
@@ -266,13 +389,27 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
     let mut ret = "%y".to_string();
     if g.chance(1, 3) {
         // A compute op reading the loops' buffer.
-        let axes: Vec<(&str, u64)> = ["i", "j"].into_iter().zip(out_dims.iter().copied()).collect();
-        let decl = axes.iter().map(|(a, x)| format!("{a}: {x}")).collect::<Vec<_>>().join(", ");
+        let axes: Vec<(&str, u64)> = ["i", "j"]
+            .into_iter()
+            .zip(out_dims.iter().copied())
+            .collect();
+        let decl = axes
+            .iter()
+            .map(|(a, x)| format!("{a}: {x}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let idx = axes.iter().map(|(a, _)| *a).collect::<Vec<_>>().join(", ");
-        w.line(&format!("%z = compute ({decl}) reads(%c = %y[{idx}]) -> {out_ty}[{idx}] {{"));
+        w.line(&format!(
+            "%z = compute ({decl}) reads(%c = %y[{idx}]) -> {out_ty}[{idx}] {{"
+        ));
         let mut lines = Vec::new();
         let mut counter = 0;
-        let mut sc = Scalar { prefix: "", counter: &mut counter, special: cfg.special_floats, invalid: 0 };
+        let mut sc = Scalar {
+            prefix: "",
+            counter: &mut counter,
+            special: cfg.special_floats,
+            invalid: 0,
+        };
         let v = sc.value(g, &[("%c".into(), e)], e, &[], 2, "    ", &mut lines);
         w.lines.extend(lines);
         w.line(&format!("  yield {v} : {}", e.name()));
@@ -280,5 +417,9 @@ pub fn function(g: &mut G, cfg: &Config) -> String {
         ret = "%z".into();
     }
     w.line(&format!("return {ret}"));
-    format!("func @loops({}) -> {out_ty} {{\n{}\n}}\n", params.join(", "), w.lines.join("\n"))
+    format!(
+        "func @loops({}) -> {out_ty} {{\n{}\n}}\n",
+        params.join(", "),
+        w.lines.join("\n")
+    )
 }

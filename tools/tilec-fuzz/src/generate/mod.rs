@@ -65,17 +65,44 @@ pub struct Config {
 impl Config {
     /// For the parser and verifier: everything, some of it wrong.
     pub fn parse() -> Config {
-        Config { invalid: 6, max_elems: 1 << 16, max_extent: 40, schedule: 30, special_floats: true, max_ops: 3, mixed_types: true, schedule_target: None }
+        Config {
+            invalid: 6,
+            max_elems: 1 << 16,
+            max_extent: 40,
+            schedule: 30,
+            special_floats: true,
+            max_ops: 3,
+            mixed_types: true,
+            schedule_target: None,
+        }
     }
 
     /// For the interpreter: valid and small.
     pub fn interp() -> Config {
-        Config { invalid: 0, max_elems: 4096, max_extent: 12, schedule: 0, special_floats: true, max_ops: 3, mixed_types: true, schedule_target: None }
+        Config {
+            invalid: 0,
+            max_elems: 4096,
+            max_extent: 12,
+            schedule: 0,
+            special_floats: true,
+            max_ops: 3,
+            mixed_types: true,
+            schedule_target: None,
+        }
     }
 
     /// For compiled-against-interpreted runs: valid, small, one or two ops.
     pub fn compile() -> Config {
-        Config { invalid: 0, max_elems: 4096, max_extent: 12, schedule: 0, special_floats: false, max_ops: 2, mixed_types: true, schedule_target: None }
+        Config {
+            invalid: 0,
+            max_elems: 4096,
+            max_extent: 12,
+            schedule: 0,
+            special_floats: false,
+            max_ops: 2,
+            mixed_types: true,
+            schedule_target: None,
+        }
     }
 }
 
@@ -111,13 +138,28 @@ pub fn buffer_type(dims: &[u64], elem: Elem, scope: &str) -> String {
 /// (where asked) the special floats.
 pub fn literal(g: &mut G, elem: Elem, special: bool) -> String {
     if elem.is_float() {
-        let mut xs = vec!["0.0", "1.0", "-1.0", "0.5", "2.0", "-0.25", "1e-3", "3.5", "0.70710678", "10.0"];
+        let mut xs = vec![
+            "0.0",
+            "1.0",
+            "-1.0",
+            "0.5",
+            "2.0",
+            "-0.25",
+            "1e-3",
+            "3.5",
+            "0.70710678",
+            "10.0",
+        ];
         if special && g.chance(1, 6) {
             xs = vec!["inf", "-inf", "nan", "-1e-30"];
         }
         g.pick(&xs).to_string()
     } else {
-        let xs: &[i64] = if elem == Elem::I8 { &[0, 1, -1, 2, 7, 127, -128, -3] } else { &[0, 1, -1, 2, 7, 1000, -1000, 2147483647, -2147483648] };
+        let xs: &[i64] = if elem == Elem::I8 {
+            &[0, 1, -1, 2, 7, 127, -128, -3]
+        } else {
+            &[0, 1, -1, 2, 7, 1000, -1000, 2147483647, -2147483648]
+        };
         g.pick(xs).to_string()
     }
 }
@@ -143,14 +185,28 @@ impl Scalar<'_> {
     /// type `out` from `inputs`; returns its name. `index_atoms` are what
     /// an `index` op may take (axes in compute regions, index expressions
     /// in loops).
-    pub fn value(&mut self, g: &mut G, inputs: &[(String, Elem)], out: Elem, index_atoms: &[String], steps: u64, indent: &str, lines: &mut Vec<String>) -> String {
+    #[allow(clippy::too_many_arguments)]
+    pub fn value(
+        &mut self,
+        g: &mut G,
+        inputs: &[(String, Elem)],
+        out: Elem,
+        index_atoms: &[String],
+        steps: u64,
+        indent: &str,
+        lines: &mut Vec<String>,
+    ) -> String {
         let mut pool: Vec<String> = Vec::new();
         for (name, elem) in inputs {
             if *elem == out {
                 pool.push(name.clone());
             } else {
                 let v = self.fresh();
-                lines.push(format!("{indent}{v} = cast {name} : {} -> {}", elem.name(), out.name()));
+                lines.push(format!(
+                    "{indent}{v} = cast {name} : {} -> {}",
+                    elem.name(),
+                    out.name()
+                ));
                 pool.push(v);
             }
         }
@@ -159,21 +215,42 @@ impl Scalar<'_> {
             let v = self.fresh();
             let wrong = g.chance(self.invalid, 100);
             // A wrong type on purpose: the verifier must say so.
-            let ty = if wrong { g.pick(&Elem::ALL).name() } else { out.name() };
+            let ty = if wrong {
+                g.pick(&Elem::ALL).name()
+            } else {
+                out.name()
+            };
             let kind = if pool.is_empty() && index_atoms.is_empty() {
                 2
             } else if pool.is_empty() {
                 g.pick(&[2usize, 3])
-            } else { g.weighted(&[4, 6, 2, if index_atoms.is_empty() { 0 } else { 1 }]) };
+            } else {
+                g.weighted(&[4, 6, 2, if index_atoms.is_empty() { 0 } else { 1 }])
+            };
             match kind {
                 0 => {
-                    let ops: &[&str] = if out.is_float() { &["neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid"] } else { &["neg", "abs", "relu"] };
-                    let op = if wrong { g.pick(&["exp", "log", "sqrt"]) } else { g.pick(ops) };
+                    let ops: &[&str] = if out.is_float() {
+                        &[
+                            "neg", "abs", "relu", "exp", "log", "sqrt", "rsqrt", "tanh", "erf",
+                            "sigmoid",
+                        ]
+                    } else {
+                        &["neg", "abs", "relu"]
+                    };
+                    let op = if wrong {
+                        g.pick(&["exp", "log", "sqrt"])
+                    } else {
+                        g.pick(ops)
+                    };
                     let a = g.pick(&pool);
                     lines.push(format!("{indent}{v} = {op} {a} : {ty}"));
                 }
                 1 => {
-                    let ops: &[&str] = if out.is_float() { &["add", "sub", "mul", "div", "max", "min"] } else { &["add", "sub", "mul", "max", "min"] };
+                    let ops: &[&str] = if out.is_float() {
+                        &["add", "sub", "mul", "div", "max", "min"]
+                    } else {
+                        &["add", "sub", "mul", "max", "min"]
+                    };
                     let op = g.pick(ops);
                     let (a, b) = (g.pick(&pool), g.pick(&pool));
                     lines.push(format!("{indent}{v} = {op} {a}, {b} : {ty}"));
@@ -196,7 +273,10 @@ impl Scalar<'_> {
             let other = g.pick(&pool[..pool.len() - 1]);
             let v = self.fresh();
             let op = g.pick(&["add", "mul", "max", "sub"]);
-            lines.push(format!("{indent}{v} = {op} {last}, {other} : {}", out.name()));
+            lines.push(format!(
+                "{indent}{v} = {op} {last}, {other} : {}",
+                out.name()
+            ));
             return v;
         }
         last

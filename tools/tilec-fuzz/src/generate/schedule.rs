@@ -31,7 +31,10 @@ pub fn targets() -> &'static [TargetInfo] {
                 stageable: t
                     .memory
                     .iter()
-                    .filter(|m| m.scope.is_some() && (m.managed || t.tile_levels.iter().any(|l| l.memory == m.name)))
+                    .filter(|m| {
+                        m.scope.is_some()
+                            && (m.managed || t.tile_levels.iter().any(|l| l.memory == m.name))
+                    })
                     .map(|m| m.name.clone())
                     .collect(),
             })
@@ -44,7 +47,7 @@ pub fn target(name: &str) -> Option<&'static TargetInfo> {
 }
 
 fn divisors(n: u64) -> Vec<u64> {
-    (1..=n.min(4096)).filter(|d| n % d == 0).collect()
+    (1..=n.min(4096)).filter(|d| n.is_multiple_of(*d)).collect()
 }
 
 /// A schedule for `c` on a random built-in target.
@@ -72,13 +75,19 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
         if wrong(g) {
             match g.index(3) {
                 0 => sizes.push(3),
-                1 => sizes[0] = a.extent + 5,
+                1 => sizes[0] = a.extent.saturating_add(5),
                 _ => sizes.reverse(),
             }
         }
         tiles.push((a.name.clone(), sizes));
     }
-    let sizes_of = |name: &str, extent: u64| tiles.iter().find(|(n, _)| n == name).map(|(_, s)| s.clone()).unwrap_or_else(|| vec![extent; levels.max(1)]);
+    let sizes_of = |name: &str, extent: u64| {
+        tiles
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| vec![extent; levels.max(1)])
+    };
     let mut vthread = None;
     if !c.spatial.is_empty() && g.chance(1, 3) {
         let a = &c.spatial[g.index(c.spatial.len())];
@@ -94,8 +103,21 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
         for r in c.all_reads() {
             let plain = r.idx.iter().all(|e| !e.contains("div"));
             if g.chance(1, 2) && (plain || wrong(g)) {
-                let level = if wrong(g) { "nowhere".to_string() } else { g.pick(&t.stageable) };
-                let name = if r.name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') && !r.name.starts_with(|ch: char| ch.is_ascii_digit()) { r.name.clone() } else { format!("\"{}\"", r.name) };
+                let level = if wrong(g) {
+                    "nowhere".to_string()
+                } else {
+                    g.pick(&t.stageable)
+                };
+                let name = if r
+                    .name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                    && !r.name.starts_with(|ch: char| ch.is_ascii_digit())
+                {
+                    r.name.clone()
+                } else {
+                    format!("\"{}\"", r.name)
+                };
                 cache.push((name, level));
             }
         }
@@ -103,9 +125,21 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
     let unroll = g.pick(&[0u64, 0, 4, 16, 64]);
     let mut vector = None;
     if t.vector && g.chance(1, 2) {
-        let candidates: Vec<_> = c.spatial.iter().filter(|a| sizes_of(&a.name, a.extent).last().copied().unwrap_or(1) > 1).collect();
-        if let Some(a) = candidates.last().copied().filter(|_| g.chance(2, 3)).or_else(|| candidates.get(g.index(candidates.len())).copied()) {
-            let vt = vthread.as_ref().filter(|(n, _)| *n == a.name).map_or(1, |(_, v)| *v);
+        let candidates: Vec<_> = c
+            .spatial
+            .iter()
+            .filter(|a| sizes_of(&a.name, a.extent).last().copied().unwrap_or(1) > 1)
+            .collect();
+        if let Some(a) = candidates
+            .last()
+            .copied()
+            .filter(|_| g.chance(2, 3))
+            .or_else(|| candidates.get(g.index(candidates.len())).copied())
+        {
+            let vt = vthread
+                .as_ref()
+                .filter(|(n, _)| *n == a.name)
+                .map_or(1, |(_, v)| *v);
             let trip = sizes_of(&a.name, a.extent).last().copied().unwrap_or(1) / vt;
             let widths: Vec<u64> = [2u64, 4, 8].into_iter().filter(|w| trip % w == 0).collect();
             if !widths.is_empty() {
@@ -127,7 +161,16 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
     }
     let mut entries: Vec<String> = Vec::new();
     if !tiles.is_empty() {
-        let body = tiles.iter().map(|(n, s)| format!("{n} = [{}]", s.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", ");
+        let body = tiles
+            .iter()
+            .map(|(n, s)| {
+                format!(
+                    "{n} = [{}]",
+                    s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         entries.push(format!("tile = {{{body}}}"));
     }
     if !order.is_empty() {
@@ -137,7 +180,14 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
         entries.push(format!("vthread = {{{a} = {v}}}"));
     }
     if !cache.is_empty() {
-        entries.push(format!("cache = {{{}}}", cache.iter().map(|(r, l)| format!("{r} = {l}")).collect::<Vec<_>>().join(", ")));
+        entries.push(format!(
+            "cache = {{{}}}",
+            cache
+                .iter()
+                .map(|(r, l)| format!("{r} = {l}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     if unroll > 0 {
         entries.push(format!("unroll = {unroll}"));
@@ -146,9 +196,26 @@ pub fn on_target(g: &mut G, c: &Compute, t: &TargetInfo, invalid: u32) -> String
         entries.push(format!("vector = {{{a} = {w}}}"));
     }
     if wrong(g) {
-        entries.push(g.pick(&["bogus = 1", "tile = {}", "unroll = -1", "vector = {i = 0}", "\"quoted key\" = [1, [2, {x = y}]]", "order = \"i\""]).to_string());
+        entries.push(
+            g.pick(&[
+                "bogus = 1",
+                "tile = {}",
+                "unroll = -1",
+                "vector = {i = 0}",
+                "\"quoted key\" = [1, [2, {x = y}]]",
+                "order = \"i\"",
+            ])
+            .to_string(),
+        );
         g.shuffle(&mut entries);
     }
-    let name = if wrong(g) { g.pick(&["no-such-target", "host", ""]).to_string() } else { t.name.clone() };
-    format!("schedule \"{name}\" {{\n        {}\n      }}", entries.join(",\n        "))
+    let name = if wrong(g) {
+        g.pick(&["no-such-target", "host", ""]).to_string()
+    } else {
+        t.name.clone()
+    };
+    format!(
+        "schedule \"{name}\" {{\n        {}\n      }}",
+        entries.join(",\n        ")
+    )
 }
