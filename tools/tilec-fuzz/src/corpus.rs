@@ -56,8 +56,20 @@ pub fn signature(target: Target, kind: Kind, message: &str) -> String {
             };
             format!("{file}: {}", normalise(msg.lines().next().unwrap_or("")))
         }
-        Kind::Crash => normalise(crash_line(message)),
+        // Paths (of the executable, of a scratch library) change from run to run.
+        Kind::Crash => normalise(
+            &crash_line(message)
+                .split(' ')
+                .map(|w| if w.contains('/') { "<path>" } else { w })
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
         Kind::Hang => String::new(),
+        // What differs, not by how much.
+        Kind::Mismatch => {
+            let first = message.lines().next().unwrap_or("");
+            normalise(first.split(": max abs err").next().unwrap_or(first))
+        }
         _ => normalise(message.lines().next().unwrap_or("")),
     };
     format!("{}|{}|{detail}", target.name(), kind.name())
@@ -289,5 +301,14 @@ mod tests {
             "the worker was killed by signal 6 (SIGABRT)\nmemory allocation of 123 bytes failed",
         );
         assert_eq!(crash, "interp|crash|memory allocation of # bytes failed");
+        let lookup = signature(
+            Target::Compile,
+            Kind::Crash,
+            "the worker exited with status 127\n/tmp/tmp.AB1/tilec-fuzz: symbol lookup error: /tmp/tilec-fuzz-9-3/libk0.so: undefined symbol: __truncsfbf2",
+        );
+        assert_eq!(
+            lookup,
+            "compile|crash|<path> symbol lookup error: <path> undefined symbol: __truncsfbf#"
+        );
     }
 }
