@@ -381,9 +381,7 @@ fn seeded_inputs(m: &Module, seed: u64) -> Vec<Vec<Tensor>> {
 }
 
 fn interp_limits() -> Limits {
-    Limits {
-        max_bytes: 512 << 20,
-    }
+    Limits::at_most(512 << 20)
 }
 
 /// The interpreter's results for every function (or why it refused).
