@@ -1,7 +1,7 @@
-//! Builds `cpp/mlir_passes.cpp`, two MLIR passes of upstream patterns that
-//! MLIR's C API does not expose (math approximations, bf16 conversions),
-//! against the same LLVM/MLIR 22 headers whose static libraries `mlir-sys`
-//! links.
+//! Builds `cpp/mlir_passes.cpp`, MLIR passes that MLIR's C API does not
+//! offer (math approximations, bf16 conversions and masked bf16 memory
+//! operations), against the same LLVM/MLIR 22 headers whose static
+//! libraries `mlir-sys` links.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,8 +1,9 @@
 //===- mlir_passes.cpp - MLIR rewrites tilec's CPU pipeline needs ---------===//
 //
-// Two passes made of upstream MLIR patterns that upstream registers only
-// inside test passes or bundled with other rewrites, and that MLIR's C API
-// does not expose; `compile.rs` names them in `CPU_PIPELINE`.
+// Three passes for the CPU pipeline (`compile.rs` names them in
+// `CPU_PIPELINE`), mostly of upstream MLIR patterns that upstream
+// registers only inside test passes or bundled with other rewrites, and
+// that MLIR's C API does not expose.
 //
 // `tilec-math-approximation` rewrites `math.exp`, `math.log`, `math.tanh`
 // and `math.erf` on f32 (scalars and vectors) into MLIR's polynomial
@@ -25,11 +26,18 @@
 // lane on AVX2, so `truncf` has its own pattern here, whose select of two
 // computed 32-bit values stays a `vblendvps`.
 //
+// `tilec-bf16-masked-as-i16` makes masked loads and stores of bf16 vectors
+// (a partial vector tile's `llvm.intr.masked.load`/`store`, so it runs
+// after `convert-vector-to-llvm`) masked loads and stores of i16 vectors:
+// LLVM does bf16 ones lane by lane on AVX2 and builds the vector back
+// from f32 lanes with `__truncsfbf2`.
+//
 //===----------------------------------------------------------------------===//
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -178,6 +186,92 @@ struct TruncF32ToBf16 : public mlir::OpRewritePattern<mlir::arith::TruncFOp> {
   }
 };
 
+/// A vector of bf16 as the same vector of i16.
+mlir::VectorType asI16(mlir::VectorType bf16) {
+  return bf16.clone(mlir::IntegerType::get(bf16.getContext(), 16));
+}
+
+bool isBf16Vector(mlir::Type t) {
+  auto vector = llvm::dyn_cast<mlir::VectorType>(t);
+  return vector && vector.getElementType().isBF16();
+}
+
+/// `llvm.intr.masked.load` of bf16 lanes → the same load of i16 lanes.
+struct MaskedLoadBf16AsI16
+    : public mlir::OpRewritePattern<mlir::LLVM::MaskedLoadOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  mlir::LogicalResult
+  matchAndRewrite(mlir::LLVM::MaskedLoadOp op,
+                  mlir::PatternRewriter &rewriter) const final {
+    if (!isBf16Vector(op.getType()))
+      return rewriter.notifyMatchFailure(op, "not a bf16 vector");
+    mlir::ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    mlir::VectorType lanes = asI16(llvm::cast<mlir::VectorType>(op.getType()));
+    mlir::Value passThru = op.getPassThru();
+    if (passThru)
+      passThru = mlir::LLVM::BitcastOp::create(b, lanes, passThru);
+    mlir::Value load = mlir::LLVM::MaskedLoadOp::create(
+        b, lanes, op.getData(), op.getMask(), passThru, op.getAlignmentAttr(),
+        op.getNontemporalAttr());
+    rewriter.replaceOpWithNewOp<mlir::LLVM::BitcastOp>(op, op.getType(), load);
+    return mlir::success();
+  }
+};
+
+/// `llvm.intr.masked.store` of bf16 lanes → the same store of i16 lanes.
+struct MaskedStoreBf16AsI16
+    : public mlir::OpRewritePattern<mlir::LLVM::MaskedStoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  mlir::LogicalResult
+  matchAndRewrite(mlir::LLVM::MaskedStoreOp op,
+                  mlir::PatternRewriter &rewriter) const final {
+    if (!isBf16Vector(op.getValue().getType()))
+      return rewriter.notifyMatchFailure(op, "not a bf16 vector");
+    mlir::ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    mlir::Value lanes = mlir::LLVM::BitcastOp::create(
+        b, asI16(op.getValue().getType()), op.getValue());
+    rewriter.replaceOpWithNewOp<mlir::LLVM::MaskedStoreOp>(
+        op, lanes, op.getData(), op.getMask(), op.getAlignmentAttr());
+    return mlir::success();
+  }
+};
+
+/// A masked load or store of bf16 lanes.
+bool isBf16MaskedMemoryOp(mlir::Operation *op) {
+  if (auto load = llvm::dyn_cast<mlir::LLVM::MaskedLoadOp>(op))
+    return isBf16Vector(load.getType());
+  if (auto store = llvm::dyn_cast<mlir::LLVM::MaskedStoreOp>(op))
+    return isBf16Vector(store.getValue().getType());
+  return false;
+}
+
+struct Bf16MaskedAsI16Pass
+    : public mlir::PassWrapper<Bf16MaskedAsI16Pass, mlir::OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(Bf16MaskedAsI16Pass)
+
+  llvm::StringRef getName() const final { return "TilecBf16MaskedAsI16"; }
+  llvm::StringRef getArgument() const final {
+    return "tilec-bf16-masked-as-i16";
+  }
+  llvm::StringRef getDescription() const final {
+    return "Make masked loads and stores of bf16 vectors (LLVM dialect) "
+           "masked loads and stores of i16 vectors";
+  }
+  void getDependentDialects(mlir::DialectRegistry &registry) const final {
+    registry.insert<mlir::LLVM::LLVMDialect>();
+  }
+
+  void runOnOperation() final {
+    mlir::RewritePatternSet patterns(&getContext());
+    patterns.add<MaskedLoadBf16AsI16, MaskedStoreBf16AsI16>(&getContext());
+    if (mlir::failed(rewriteSelected(getOperation(), isBf16MaskedMemoryOp,
+                                     std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
 struct ExpandBf16Pass
     : public mlir::PassWrapper<ExpandBf16Pass, mlir::OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandBf16Pass)
@@ -205,12 +299,14 @@ struct ExpandBf16Pass
 
 } // namespace
 
-/// Registers `tilec-math-approximation` and `tilec-expand-bf16` with MLIR's
-/// pass registry, once per process, so textual pipelines can name them.
+/// Registers `tilec-math-approximation`, `tilec-expand-bf16` and
+/// `tilec-bf16-masked-as-i16` with MLIR's pass registry, once per process,
+/// so textual pipelines can name them.
 extern "C" void tilecRegisterMlirPasses() {
   static std::once_flag once;
   std::call_once(once, [] {
     mlir::PassRegistration<MathApproximationPass>();
     mlir::PassRegistration<ExpandBf16Pass>();
+    mlir::PassRegistration<Bf16MaskedAsI16Pass>();
   });
 }

@@ -42,8 +42,12 @@ impl std::fmt::Display for CompileError {
 /// - bf16 arithmetic is done in f32 (`arith-emulate-unsupported-floats`,
 ///   one rounding per op, as `tilec::ir::scalar` says), and the
 ///   conversions become integer operations (`tilec-expand-bf16`), not
-///   LLVM's `__truncsfbf2` calls.
-pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,tilec-math-approximation,convert-math-to-llvm,arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},tilec-expand-bf16,convert-scf-to-cf,convert-vector-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
+///   LLVM's `__truncsfbf2` calls; before `convert-vector-to-llvm`, whose
+///   folding would drop the rounding between a `contract` product and its
+///   sum (`extf(truncf(x))` → `x`). Masked loads and stores of bf16 vectors
+///   become i16 ones (`tilec-bf16-masked-as-i16`), which LLVM does not
+///   take lane by lane through f32.
+pub const CPU_PIPELINE: &str = "builtin.module(canonicalize,cse,tilec-math-approximation,convert-math-to-llvm,arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},tilec-expand-bf16,convert-scf-to-cf,convert-vector-to-llvm,tilec-bf16-masked-as-i16,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},convert-cf-to-llvm,reconcile-unrealized-casts)";
 
 /// The MLIR conversion pipeline for GPU kernels, up to NVVM; `{chip}` and
 /// `{features}` are filled in from the target. Math functions become calls

@@ -190,15 +190,16 @@ fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
     assert_eq!(k.shared_bytes, (64 * 16 + 16 * 64) * 4);
 }
 
-/// An elementwise op `y = <op> x` on a `rows`x64 tensor of `elem`, with
-/// the vector axis `j` in 8 lanes (or `vector = {}` left out when
-/// `vectorised` is false).
-fn elementwise_src(op: &str, elem: &str, rows: u64, vectorised: bool) -> String {
+/// An elementwise op `y = <op> x` on a `rows`x`cols` tensor of `elem`, `j`
+/// in tiles of 32 (a partial last one unless 32 divides `cols`), with the
+/// vector axis `j` in 8 lanes (or `vector = {}` left out when `vectorised`
+/// is false).
+fn elementwise_src(op: &str, elem: &str, rows: u64, cols: u64, vectorised: bool) -> String {
     let vector = if vectorised { ", vector = {j = 8}" } else { "" };
     format!(
-        "func @{op}_{elem}(%x: tensor<{rows}x64x{elem}>) -> tensor<{rows}x64x{elem}> {{
-  %y = compute \"{op}_{elem}\" (i: {rows}, j: 64) reads(%v = %x[i, j]) -> tensor<{rows}x64x{elem}>[i, j]
-      schedule \"x86-avx2\" {{ tile = {{i = [{rows}, 4, 1], j = [64, 64, 16]}}{vector} }} {{
+        "func @{op}_{elem}(%x: tensor<{rows}x{cols}x{elem}>) -> tensor<{rows}x{cols}x{elem}> {{
+  %y = compute \"{op}_{elem}\" (i: {rows}, j: {cols}) reads(%v = %x[i, j]) -> tensor<{rows}x{cols}x{elem}>[i, j]
+      schedule \"x86-avx2\" {{ tile = {{i = [{rows}, 4, 1], j = [32, 32, 16]}}{vector} }} {{
     %0 = {op} %v : {elem}
     yield %0 : {elem}
   }}
@@ -225,15 +226,14 @@ fn run_one_op(name: &str, src: &str, input: Tensor, dir: &std::path::Path) -> (T
 
 /// Inputs across a float function's whole domain: the special values
 /// (zeros, infinities, NaN, f32's subnormals and extremes), every binade of
-/// f32 on both signs, and a fine grid over [-20, 20]; `rows` x 64 of them.
-fn math_inputs(rows: u64) -> Vec<f64> {
+/// f32 on both signs, and a fine grid over [-20, 20]; `n` of them.
+fn math_inputs(n: usize) -> Vec<f64> {
     let mut v = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-45, -1e-45, 1e-40, -3e-39];
     v.extend([f32::MIN_POSITIVE as f64, f32::MAX as f64, -(f32::MAX as f64), 1.0, -1.0, 0.5, 88.7, 88.8, -87.4, -104.0]);
     for e in -126..=127 {
         let x = 1.37 * 2f64.powi(e);
         v.extend([x, -x]);
     }
-    let n = (rows * 64) as usize;
     assert!(v.len() < n / 2, "room for the grid");
     let left = n - v.len();
     v.extend((0..left).map(|k| -20.0 + 40.0 * k as f64 / left as f64));
@@ -260,10 +260,11 @@ fn f32_ulps(got: f64, want: f64) -> f64 {
     (got - want).abs() / ulp
 }
 
-/// Every math function, in f32, f16 and bf16, in a vectorised kernel:
-/// vector code with no library call (the functions MLIR approximates by
-/// polynomials, the others as LLVM's vector instructions), matching the
-/// interpreter on every element of the inputs of `math_inputs`.
+/// Every math function, in f32, f16 and bf16, in a vectorised kernel with
+/// whole and partial (masked) vector tiles: vector code with no library
+/// call (the functions MLIR approximates by polynomials, the others as
+/// LLVM's vector instructions), matching the interpreter on every element
+/// of the inputs of `math_inputs`.
 #[test]
 fn vectorised_math_functions_are_vector_code_and_match_the_interpreter() {
     use tilec::ir::{ElemType, TensorType};
@@ -272,13 +273,13 @@ fn vectorised_math_functions_are_vector_code_and_match_the_interpreter() {
         return;
     }
     let dir = tempfile::tempdir().expect("temporary folder");
-    let rows = 48;
+    let (rows, cols) = (48, 61);
     let mut failures = Vec::new();
     for (elem, name) in [(ElemType::F32, "f32"), (ElemType::F16, "f16"), (ElemType::BF16, "bf16")] {
-        let input = Tensor::from_f64(&TensorType::new(vec![rows, 64], elem), &math_inputs(rows)).unwrap();
+        let input = Tensor::from_f64(&TensorType::new(vec![rows, cols], elem), &math_inputs((rows * cols) as usize)).unwrap();
         for op in ["exp", "log", "tanh", "erf", "sigmoid", "sqrt", "rsqrt", "abs"] {
             let what = format!("{op} on {name}");
-            let (got, want, asm) = run_one_op(&format!("{op}_{name}"), &elementwise_src(op, name, rows, true), input.clone(), dir.path());
+            let (got, want, asm) = run_one_op(&format!("{op}_{name}"), &elementwise_src(op, name, rows, cols, true), input.clone(), dir.path());
             assert!(!asm.contains("call"), "{what}: a call in the kernel:\n{asm}");
             // A 16-bit abs is one `vpand`/`vandps` on 8 lanes, an xmm register.
             let vector_register = if op == "abs" && elem != ElemType::F32 { "xmm" } else { "ymm" };
@@ -317,13 +318,54 @@ fn integer_abs_compiles_and_wraps_at_the_minimum() {
         let input = Tensor::from_i64(&TensorType::new(vec![4, 64], elem), &values).unwrap();
         for vectorised in [true, false] {
             let what = format!("abs on {name} (vectorised: {vectorised})");
-            let (got, want, asm) = run_one_op(&format!("abs_{name}_{vectorised}"), &elementwise_src("abs", name, 4, vectorised), input.clone(), dir.path());
+            let (got, want, asm) = run_one_op(&format!("abs_{name}_{vectorised}"), &elementwise_src("abs", name, 4, 64, vectorised), input.clone(), dir.path());
             assert_eq!(got.to_f64_vec(), want.to_f64_vec(), "{what}");
             assert_eq!(want.get_i64(0), min, "{what}: abs of the minimum wraps");
             if vectorised {
                 assert!(asm.contains(instruction), "{what}: no {instruction}:\n{asm}");
             }
         }
+    }
+}
+
+/// bf16 arithmetic in compiled code rounds after every op, as the
+/// interpreter does (computing in f32 and rounding to bf16 is exact for
+/// `mul` and `add`), so a bf16 GEMM matches it bit for bit, in whole and in
+/// masked partial vector tiles: the rounding between a `contract` product
+/// and its sum survives (`tilec-expand-bf16` runs before the vector
+/// lowering's folding), and masked bf16 loads and stores link (no
+/// `__truncsfbf2`).
+#[test]
+fn bf16_arithmetic_rounds_per_op_and_matches_the_interpreter_exactly() {
+    use tilec::ir::{ElemType, TensorType};
+    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
+        eprintln!("this machine cannot run x86-avx2 code: skipped");
+        return;
+    }
+    let src = "func @gemm_bf16(%A: tensor<13x16xbf16>, %B: tensor<16x21xbf16>) -> tensor<13x21xbf16> {
+  %C = compute \"gemm_bf16\" (i: 13, j: 21) reduce sum (k: 16) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<13x21xbf16>[i, j]
+      schedule \"x86-avx2\" { tile = {i = [4, 4, 2], j = [16, 16, 16], k = [16, 16, 4]}, vector = {j = 8} } {
+    %0 = mul %a, %b : bf16
+    yield %0 : bf16
+  }
+  return %C
+}";
+    let target = tilec::target::builtin("x86-avx2").expect("built-in target");
+    let original = parse(src);
+    let mut m = original.clone();
+    schedule(&mut m, "builtin.module(tile,cache,bind,vectorize,unroll,hoist-guards)", &target);
+    let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(&target)).expect("compiles");
+    assert!(!compiled.artifacts.asm.contains("call"), "a call in the kernel:\n{}", compiled.artifacts.asm);
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let so = link_shared(&compiled.artifacts.object, dir.path(), "gemm_bf16").expect("links");
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
+    let f = &original.funcs[0];
+    for seed in 0..3 {
+        let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), Tensor::input_seed(seed, i))).collect();
+        let want = run_function(f, &inputs).expect("interpreter");
+        let got = program.run(&inputs, 2).expect("runs");
+        assert_eq!(got[0].ty, TensorType::new(vec![13, 21], ElemType::BF16));
+        assert_eq!(got[0].to_f64_vec(), want[0].to_f64_vec(), "seed {seed}");
     }
 }
 
