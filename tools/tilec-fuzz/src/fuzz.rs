@@ -151,6 +151,15 @@ fn run_target(
         stats.iterations += 1;
         match outcome {
             Outcome::Pass => stats.passed += 1,
+            Outcome::Reject(why) if why.starts_with(crate::worker::CANNOT_START) => {
+                // Nothing will run: say so once and stop this target.
+                eprintln!(
+                    "tilec-fuzz: [{}] {why}; stopping this target",
+                    target.name()
+                );
+                *stats.rejected.entry(why).or_insert(0) += 1;
+                break;
+            }
             Outcome::Reject(why) => {
                 stats.first_rejected.entry(why.clone()).or_insert(index);
                 *stats.rejected.entry(why).or_insert(0) += 1;

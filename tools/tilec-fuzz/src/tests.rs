@@ -83,6 +83,22 @@ fn the_runner_survives_every_way_an_input_can_fail() {
     );
 }
 
+/// A worker that cannot start is said once, and leaves no scratch folder.
+#[test]
+fn a_missing_worker_is_reported() {
+    let command = WorkerCommand {
+        program: "/nonexistent/tilec-fuzz".into(),
+        args: vec![],
+    };
+    let mut sup = Supervisor::new(command, Duration::from_secs(1));
+    match sup.run(Target::SelfTest, b"fine") {
+        Outcome::Reject(why) => assert!(why.starts_with(crate::worker::CANNOT_START), "{why}"),
+        o => panic!("{o:?}"),
+    }
+    let leftover = sup.last_scratch.clone().expect("a worker was tried");
+    assert!(!leftover.exists(), "{} was left behind", leftover.display());
+}
+
 /// Minimisation keeps the failure and drops what does not matter.
 #[test]
 fn minimisation_keeps_the_failure() {

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 const PREFIX: &str = "@@tilec-fuzz ";
 
+/// The start of the rejection reason when no worker can be started.
+pub const CANNOT_START: &str = "cannot start a worker";
+
 /// The stack an input runs on, in the worker and in `replay`: the size of
 /// a main thread's, fixed so that a test harness's smaller thread stacks
 /// do not change what overflows.
@@ -128,6 +131,7 @@ pub fn worker_main() {
             std::env::temp_dir().join(format!("tilec-fuzz-worker-{}", std::process::id()))
         });
     let _ = std::fs::create_dir_all(&scratch);
+    let folder = scratch.clone();
     let runner = std::thread::Builder::new()
         .name("input".into())
         .stack_size(STACK_BYTES)
@@ -164,6 +168,7 @@ pub fn worker_main() {
     if let Ok(handle) = runner {
         let _ = handle.join();
     }
+    let _ = std::fs::remove_dir_all(&folder);
 }
 
 /// How to start a worker: this executable as `tilec-fuzz worker`, or, in
@@ -218,6 +223,8 @@ pub struct Supervisor {
     pub recycle_after: usize,
     process: Option<Process>,
     started: usize,
+    /// The scratch folder of the last worker started (or tried).
+    pub last_scratch: Option<PathBuf>,
 }
 
 const STDERR_TAIL: usize = 8192;
@@ -230,6 +237,7 @@ impl Supervisor {
             recycle_after: 2000,
             process: None,
             started: 0,
+            last_scratch: None,
         }
     }
 
@@ -240,13 +248,13 @@ impl Supervisor {
 
     fn spawn(&mut self) -> std::io::Result<Process> {
         self.started += 1;
-        let scratch = std::env::temp_dir().join(format!(
-            "tilec-fuzz-{}-{}",
-            std::process::id(),
-            self.started
-        ));
+        // Numbered per process, not per supervisor: tests run several at once.
+        static WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = WORKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = std::env::temp_dir().join(format!("tilec-fuzz-{}-{n}", std::process::id()));
+        self.last_scratch = Some(scratch.clone());
         std::fs::create_dir_all(&scratch)?;
-        let mut child = Command::new(&self.command.program)
+        let spawned = Command::new(&self.command.program)
             .args(&self.command.args)
             .env(WORKER_ENV, "1")
             .env(SCRATCH_ENV, &scratch)
@@ -254,7 +262,14 @@ impl Supervisor {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()?;
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&scratch);
+                return Err(e);
+            }
+        };
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut stderr_pipe = child.stderr.take().expect("piped stderr");
@@ -366,7 +381,7 @@ impl Supervisor {
         if self.process.is_none() {
             match self.spawn() {
                 Ok(p) => self.process = Some(p),
-                Err(e) => return Outcome::Reject(format!("cannot start a worker: {e}")),
+                Err(e) => return Outcome::Reject(format!("{CANNOT_START}: {e}")),
             }
         }
         let p = self.process.as_mut().expect("a worker");
