@@ -11,7 +11,7 @@ echo "==> cargo test" >&2
 cargo test --workspace --locked
 
 echo "==> tilec-fuzz: a fixed-seed slice (docs/fuzzing.md; tools/fuzz.sh runs for hours)" >&2
-cargo run --locked -q -p tilec-fuzz -- --seed 1 --iterations parse=4000,pipeline=300,interp=6000,compile=12
+cargo run --locked -q -p tilec-fuzz -- --seed 1 --iterations parse=10000,pipeline=600,interp=15000,compile=60
 
 echo "==> building the tools for lit" >&2
 cargo build --workspace --locked
