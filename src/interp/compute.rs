@@ -512,7 +512,12 @@ impl ComputePlan<'_> {
                             0
                         };
                         lanes.valid[l] &= q >= 0 && q < *size;
-                        lanes.offsets[l] += q * stride;
+                        // Only an index inside the dimension has an offset: a
+                        // padded read may index far outside (`h * 2^63 - 1`,
+                        // found by tilec-fuzz), where `q * stride` overflows.
+                        if lanes.valid[l] {
+                            lanes.offsets[l] += q * stride;
+                        }
                     }
                 }
                 for l in 0..n {
