@@ -109,12 +109,18 @@ impl Record {
     }
 }
 
+/// A record with its line number in the file (from 1).
+pub type NumberedRecord = (usize, Record);
+
+/// A line that is not a record: its number (from 1) and why.
+pub type BadLine = (usize, String);
+
 /// Parses a records file's bytes: the records of the good lines (with
 /// their line numbers, from 1), and (line, reason) for every line that is
 /// not a record. Lines are split at `\n` and decoded one by one, so a line
 /// that is not UTF-8 costs that line only. Blank lines are skipped
 /// silently.
-pub fn parse_records(bytes: &[u8]) -> (Vec<(usize, Record)>, Vec<(usize, String)>) {
+pub fn parse_records(bytes: &[u8]) -> (Vec<NumberedRecord>, Vec<BadLine>) {
     let mut good = Vec::new();
     let mut bad = Vec::new();
     let unterminated = !bytes.is_empty() && !bytes.ends_with(b"\n");

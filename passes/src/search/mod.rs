@@ -393,9 +393,8 @@ impl Search {
         if let Some(why) = scx.recorder.failure() {
             return Err(at(Diagnostic::error(why.to_string())).with_note("the search stops measuring when a measurement cannot be recorded: what it measured next would be lost"));
         }
-        let SearchCx { visited, measured, final_measured, notes, evaluator, .. } = scx;
-        let had_evaluator = evaluator.is_some();
-        drop(evaluator);
+        let had_evaluator = scx.evaluator.is_some();
+        let SearchCx { visited, measured, final_measured, notes, .. } = scx;
         let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let best_final = finals.iter().map(|(c, times)| (median(times), c)).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let (chosen, measured_s) = match best_final.or(best_measured) {
