@@ -68,13 +68,14 @@ def main():
     for path in files:
         name = os.path.basename(path)
         with open(path) as f:
-            targets = schedule_targets(f.read())
+            text = f.read()
+        targets = schedule_targets(text)
         gpu = bool(targets & set(CUDA_TARGETS))
         # The interpreter: GPU-scheduled level-1 ops go through the GPU
         # passes first (level-2 loops need none), and are checked against
         # the ops they came from.
         cmd = [tilec_run, path, "--backend=interp", "--check"]
-        if gpu and "kernel " not in open(path).read():
+        if gpu and "kernel " not in text:
             cmd.append(f"--pass-pipeline={GPU_PIPELINE}")
         code, out = run(cmd)
         if code == 0 and "passed" in out:

@@ -420,23 +420,8 @@ fn compare_runs(
                 );
             }
             Ok(got) => {
-                let rtol = tolerance_for(f);
-                for (k, (g, w)) in got.iter().zip(want).enumerate() {
-                    let c = compare_within(g, w, rtol);
-                    if !c.passed {
-                        return Outcome::Finding(
-                            Kind::Mismatch,
-                            format!(
-                                "@{} result {k} differs {what}: max abs err {:.3e} at element {} (got {}, want {}; rtol {:.0e})",
-                                f.name,
-                                c.max_abs_err,
-                                c.worst_index,
-                                g.get_f64(c.worst_index),
-                                w.get_f64(c.worst_index),
-                                c.rtol
-                            ),
-                        );
-                    }
+                if let Some((k, amounts)) = first_mismatch(&got, want, tolerance_for(f)) {
+                    return Outcome::Finding(Kind::Mismatch, format!("@{} result {k} differs {what}: {amounts}", f.name));
                 }
             }
         }
@@ -494,6 +479,18 @@ fn tolerance_for(f: &tilec::ir::Function) -> f64 {
     } else {
         base
     }
+}
+
+/// The first result that differs beyond `rtol`: its position and the
+/// amounts (worst error, its element, the two values).
+fn first_mismatch(got: &[Tensor], want: &[Tensor], rtol: f64) -> Option<(usize, String)> {
+    got.iter().zip(want).enumerate().find_map(|(k, (g, w))| {
+        let c = compare_within(g, w, rtol);
+        (!c.passed).then(|| {
+            let i = c.worst_index;
+            (k, format!("max abs err {:.3e} at element {i} (got {}, want {}; rtol {:.0e})", c.max_abs_err, g.get_f64(i), w.get_f64(i), c.rtol))
+        })
+    })
 }
 
 /// `tilec::interp::compare::compare` with the given tolerance.
@@ -708,24 +705,11 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
                     );
                 }
             };
-            let rtol = tolerance_for(&module.funcs[i]);
-            for (k, (g, w)) in got.iter().zip(want).enumerate() {
-                let c = compare_within(g, w, rtol);
-                if !c.passed {
-                    return Outcome::Finding(
-                        Kind::Mismatch,
-                        format!(
-                            "compiled @{} result {k} differs from the interpreter with {threads} thread(s) on `{}`: max abs err {:.3e} at element {} (got {}, want {}; rtol {:.0e})",
-                            f.name,
-                            target.name,
-                            c.max_abs_err,
-                            c.worst_index,
-                            g.get_f64(c.worst_index),
-                            w.get_f64(c.worst_index),
-                            c.rtol
-                        ),
-                    );
-                }
+            if let Some((k, amounts)) = first_mismatch(&got, want, tolerance_for(&module.funcs[i])) {
+                return Outcome::Finding(
+                    Kind::Mismatch,
+                    format!("compiled @{} result {k} differs from the interpreter with {threads} thread(s) on `{}`: {amounts}", f.name, target.name),
+                );
             }
         }
         ran = true;
