@@ -235,10 +235,54 @@ fn llvm_codegen(module: &Module, target: &LlvmTarget, messages: &Arc<Mutex<Vec<S
     m.set_triple(&tm.get_triple());
     m.set_data_layout(&tm.get_target_data().get_data_layout());
     m.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(|e| CompileError(format!("LLVM optimisation failed: {e}")))?;
-    let llvm_ir = m.print_to_string().to_string();
+    let mut llvm_ir = m.print_to_string().to_string();
+    if llvm_ir.contains("bfloat") {
+        define_bf16_truncation(&llctx, &m)?;
+        llvm_ir = m.print_to_string().to_string();
+    }
     let asm = tm.write_to_memory_buffer(&m, FileType::Assembly).map_err(|e| CompileError(format!("LLVM code generation failed: {e}")))?;
     let obj = tm.write_to_memory_buffer(&m, FileType::Object).map_err(|e| CompileError(format!("LLVM code generation failed: {e}")))?;
     Ok((llvm_ir, String::from_utf8_lossy(asm.as_slice()).into_owned(), obj.as_slice().to_vec()))
+}
+
+/// compiler-rt's f32 -> bf16 conversion, defined in the kernels' own
+/// module: rounding to nearest even, NaN to a quiet NaN, as
+/// `tilec-expand-bf16` does.
+///
+/// Why: `tilec-expand-bf16` turns every conversion tilec emits into integer
+/// operations, but LLVM's x86 back end makes conversions of its own when it
+/// legalises bf16 values (a `phi` or `select` of bf16, from a padded read,
+/// is promoted to f32 and truncated back) on CPUs without AVX-512 BF16, and
+/// calls `__truncsfbf2` for them. Debian 12's libgcc (GCC 12) has no such
+/// function, so such a kernel failed to load. Weak and hidden: the library
+/// resolves the call itself and exports nothing new.
+const BF16_TRUNCATION_IR: &str = r#"
+define weak hidden bfloat @__truncsfbf2(float %x) {
+  %bits = bitcast float %x to i32
+  %nan = fcmp uno float %x, %x
+  %high = lshr i32 %bits, 16
+  %odd = and i32 %high, 1
+  %bias = add i32 %odd, 32767
+  %biased = add i32 %bits, %bias
+  %rounded = lshr i32 %biased, 16
+  %quiet = or i32 %high, 64
+  %chosen = select i1 %nan, i32 %quiet, i32 %rounded
+  %narrow = trunc i32 %chosen to i16
+  %result = bitcast i16 %narrow to bfloat
+  ret bfloat %result
+}
+"#;
+
+/// Links [`BF16_TRUNCATION_IR`] into `m` unless `m` already has the symbol.
+fn define_bf16_truncation<'ctx>(llctx: &'ctx inkwell::context::Context, m: &inkwell::module::Module<'ctx>) -> Result<(), CompileError> {
+    if m.get_function("__truncsfbf2").is_some_and(|f| f.count_basic_blocks() > 0) {
+        return Ok(());
+    }
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(BF16_TRUNCATION_IR.as_bytes(), "tilec-bf16");
+    let helper = llctx.create_module_from_ir(buffer).map_err(|e| CompileError(format!("the bf16 conversion helper does not parse (a tilec bug): {e}")))?;
+    helper.set_triple(&m.get_triple());
+    helper.set_data_layout(&m.get_data_layout());
+    m.link_in_module(helper).map_err(|e| CompileError(format!("cannot link the bf16 conversion helper (a tilec bug): {e}")))
 }
 
 /// Lowers GPU kernels (a `gpu.container_module`) to PTX for `chip`, with

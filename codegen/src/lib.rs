@@ -53,7 +53,9 @@ pub fn link_shared(object: &[u8], dir: &Path, name: &str) -> Result<PathBuf, Com
     let so = dir.join(format!("lib{name}.so"));
     std::fs::write(&obj, object).map_err(|e| CompileError(format!("cannot write `{}`: {e}", obj.display())))?;
     let out = std::process::Command::new("cc")
-        .args(["-shared", "-o"])
+        // Every symbol resolved now: a call the kernels cannot satisfy is a
+        // link error here, not a loader abort (exit 127) in the middle of a run.
+        .args(["-shared", "-Wl,--no-undefined", "-Wl,-z,now", "-o"])
         .arg(&so)
         .arg(&obj)
         .arg("-lm")
