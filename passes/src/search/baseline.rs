@@ -46,7 +46,7 @@ impl Strategy for Random {
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
         let mut rng = Rng::new(cx.seed);
         let mut draws = Vec::new();
-        while cx.visited < cx.budget {
+        while !cx.spent() {
             cx.visited += 1;
             let c = Self::draw(p, &mut rng);
             if p.valid(&c) && !draws.contains(&c) {
@@ -62,7 +62,8 @@ impl Strategy for Random {
 }
 
 /// `exhaustive`: every valid point of the space, ranked by the model (and
-/// measured up to `measure-top-k`). Refuses spaces larger than `max-space`.
+/// measured up to `measure-top-k`). Refuses spaces larger than `max-space`;
+/// stops early, with the points enumerated so far, at `max-seconds`.
 pub struct Exhaustive {
     pub max_space: u64,
 }
@@ -100,6 +101,9 @@ impl Strategy for Exhaustive {
                 } else {
                     cx.visited += (packs.len() * p.orders.len()) as u64;
                 }
+            }
+            if cx.past_deadline() {
+                break 'outer;
             }
             // Odometer over (chain, vthread) per axis, last axis fastest.
             let mut a = p.axes.len();

@@ -243,7 +243,7 @@ impl Markov {
         let mut level = 0;
         let mut temp = self.temperature;
         let mut step = 0;
-        while temp > self.threshold && cx.visited < cx.budget {
+        while temp > self.threshold && !cx.spent() {
             let actions = self.actions(p, &e, level, step);
             let weights: Vec<f64> = actions.iter().map(|(_, b, _)| *b).collect();
             let Some(i) = rng.roulette(&weights) else { break };
@@ -308,7 +308,7 @@ impl Strategy for Markov {
         let per_axis = cx.budget;
         for vector in p.vector_choices() {
             cx.budget = cx.visited.saturating_add(per_axis);
-            while cx.visited < cx.budget {
+            while !cx.spent() {
                 let before = cx.visited;
                 self.walk(p, Config { vector, ..p.initial() }, &mut rng, cx, &mut top, &mut taken);
                 walks += 1;

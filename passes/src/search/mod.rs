@@ -25,7 +25,7 @@ mod tests;
 
 use space::{Config, Problem};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tilec::diag::{Diagnostic, Diagnostics};
 use tilec::ir::*;
 use tilec::measure::{Evaluator, Measurement};
@@ -59,6 +59,7 @@ that file has times for. Options that only some strategies read say so. See
         OptionDecl { name: "strategy", kind: OptionKind::Enum(STRATEGIES), default: "markov", help: "how candidates are constructed" },
         OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
         OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
+        OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
         OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
         OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
         OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
@@ -79,6 +80,8 @@ pub struct Search {
     pub strategy: String,
     pub seed: u64,
     pub budget: u64,
+    /// Wall-clock limit per op in seconds (0: none).
+    pub max_seconds: f64,
     pub measure_k: u64,
     pub final_rounds: u64,
     pub final_margin: f64,
@@ -99,6 +102,7 @@ impl Search {
             strategy: o.str("strategy").to_string(),
             seed: o.uint("seed"),
             budget: o.uint("budget"),
+            max_seconds: o.float("max-seconds"),
             measure_k: o.uint("measure-top-k"),
             final_rounds: o.uint("final-rounds"),
             final_margin: o.float("final-margin"),
@@ -120,7 +124,8 @@ pub trait Strategy {
     fn name(&self) -> &'static str;
     /// The candidates for `p`, best first. May measure through `cx`
     /// (strategies that learn from measurements); must count the states it
-    /// visits in `cx.visited` and stop at `cx.budget`. `Err` is a message
+    /// visits in `cx.visited` and stop when [`SearchCx::spent`] says so
+    /// (the budget, or `max-seconds`). `Err` is a message
     /// for a diagnostic at the op (e.g. a space too large).
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String>;
 }
@@ -130,6 +135,10 @@ pub struct SearchCx<'a> {
     pub seed: u64,
     pub budget: u64,
     pub visited: u64,
+    /// When `max-seconds` runs out (none: no limit).
+    deadline: Option<Instant>,
+    /// Set once [`SearchCx::spent`] found the deadline passed.
+    timed_out: bool,
     measure_k: u64,
     evaluator: Option<&'a mut (dyn Evaluator + 'static)>,
     /// The op alone in a function, for measurement.
@@ -149,6 +158,20 @@ pub struct SearchCx<'a> {
 }
 
 impl SearchCx<'_> {
+    /// Has the strategy used its budget of states, or its time
+    /// (`max-seconds`)? Strategies call it before each state they visit.
+    pub fn spent(&mut self) -> bool {
+        self.visited >= self.budget || self.past_deadline()
+    }
+
+    /// Is `max-seconds` over? Remembers it, for the report.
+    pub fn past_deadline(&mut self) -> bool {
+        if !self.timed_out && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.timed_out = true;
+        }
+        self.timed_out
+    }
+
     /// Will the pass measure candidates?
     pub fn will_measure(&self) -> bool {
         self.measure_k > 0 && self.evaluator.is_some()
@@ -360,6 +383,8 @@ impl Search {
             seed: self.seed,
             budget: self.budget,
             visited: 0,
+            deadline: (self.max_seconds > 0.0).then(|| start + Duration::from_secs_f64(self.max_seconds.min(1e9))),
+            timed_out: false,
             measure_k: self.measure_k,
             evaluator,
             base,
@@ -385,16 +410,21 @@ impl Search {
         let constructed = start.elapsed();
         // Measure the first K candidates.
         if scx.will_measure() {
-            for c in ranked.iter().take(self.measure_k as usize) {
+            for (i, c) in ranked.iter().take(self.measure_k as usize).enumerate() {
+                // The first candidate is measured even past the deadline:
+                // a measured search reports a measured time.
+                if i > 0 && scx.past_deadline() {
+                    break;
+                }
                 scx.measure(&p, c);
             }
         }
-        let finals = if scx.will_measure() { scx.final_rounds(&p, self.final_rounds, self.final_margin) } else { Vec::new() };
+        let finals = if scx.will_measure() && !scx.past_deadline() { scx.final_rounds(&p, self.final_rounds, self.final_margin) } else { Vec::new() };
         if let Some(why) = scx.recorder.failure() {
             return Err(at(Diagnostic::error(why.to_string())).with_note("the search stops measuring when a measurement cannot be recorded: what it measured next would be lost"));
         }
         let had_evaluator = scx.evaluator.is_some();
-        let SearchCx { visited, measured, final_measured, notes, .. } = scx;
+        let SearchCx { visited, measured, final_measured, notes, timed_out, .. } = scx;
         let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let best_final = finals.iter().map(|(c, times)| (median(times), c)).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let (chosen, measured_s) = match best_final.or(best_measured) {
@@ -431,6 +461,9 @@ impl Search {
         for n in &notes {
             r.push_str(&format!("  {n}\n"));
         }
+        if timed_out {
+            r.push_str(&format!("  stopped by max-seconds={} after {visited} states and {} measurements: the pick depends on this machine's speed\n", self.max_seconds, measured.len()));
+        }
         if !finals.is_empty() {
             r.push_str(&format!("  final rounds: {} candidates within {:.0}% of the fastest, timed {} more times each, one after another:\n", finals.len(), self.final_margin * 100.0, self.final_rounds));
             for (c, times) in &finals {
@@ -460,6 +493,10 @@ impl Pass for Search {
         let mut diags = Diagnostics::new();
         if self.budget == 0 {
             diags.push(Diagnostic::error("search needs budget of at least 1"));
+            return Err(diags);
+        }
+        if !(self.max_seconds >= 0.0) {
+            diags.push(Diagnostic::error(format!("search needs max-seconds of at least 0 (got {})", self.max_seconds)).with_help("0 means no time limit"));
             return Err(diags);
         }
         for fi in 0..module.funcs.len() {

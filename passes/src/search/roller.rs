@@ -56,7 +56,7 @@ impl Strategy for Roller {
                     continue;
                 }
                 loop {
-                    if cx.visited >= cx.budget {
+                    if cx.spent() {
                         break;
                     }
                     cx.visited += 1;

@@ -358,7 +358,7 @@ fn show_candidates() {
     for strategy in ["markov", "roller", "random"] {
         let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
         let mut st = s.strategy();
-        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, deadline: None, timed_out: false, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
         for c in ranked.iter().take(5) {
@@ -379,7 +379,7 @@ fn markov_polish_descends_from_the_walks_best_states() {
     let p = workload_problem("gemm_bert_m1", "x86-avx2");
     let best = |polish: &str| {
         let mut st = search("markov", &[("polish", polish)]).strategy();
-        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
+        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, deadline: None, timed_out: false, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
         let ranked = st.run(&p, &mut cx).unwrap();
         (ranked, cx.notes)
     };

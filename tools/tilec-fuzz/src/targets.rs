@@ -305,6 +305,28 @@ const SCHEDULED_GPU: &str =
 }
 ";
 
+/// Seconds a search that asks for more than the default budget may run.
+const LONG_SEARCH_SECONDS: f64 = 3.0;
+
+/// A search whose `budget` is above the default is long by request (2^63
+/// walk steps never end): it gets `max-seconds` (unless it sets a smaller
+/// one) so that it cannot count as a hang. Searches within the default
+/// budget run unbounded: one of those taking seconds is a finding (a
+/// threshold that made 20000 one-step walks once took 53 s).
+fn bound_long_searches(mut pipeline: tilec::pass::Pipeline) -> tilec::pass::Pipeline {
+    for spec in &mut pipeline.passes {
+        if spec.decl.name != "search" {
+            continue;
+        }
+        let default_budget = tilec::pass::PassOptions::defaults(spec.decl.options).uint("budget");
+        let limit = spec.options.float("max-seconds");
+        if spec.options.uint("budget") > default_budget && (limit == 0.0 || limit > LONG_SEARCH_SECONDS) {
+            spec.options.set("max-seconds", tilec::pass::OptionValue::Float(LONG_SEARCH_SECONDS));
+        }
+    }
+    pipeline
+}
+
 fn pipeline(input: &[u8]) -> Outcome {
     let text = String::from_utf8_lossy(input).into_owned();
     let reg = registry();
@@ -350,7 +372,7 @@ fn pipeline(input: &[u8]) -> Outcome {
     let inputs = seeded_inputs(&module, h);
     let before = interpret(&module, &inputs);
     let mut after = module.clone();
-    let mut pm = PassManager::new(parsed);
+    let mut pm = PassManager::new(bound_long_searches(parsed));
     pm.set_target(target);
     if let Err(d) = pm.run(&mut after) {
         let text = sources.render(&d.0);
