@@ -38,7 +38,7 @@ def run_one(tilec, path, target, strategy, options, timeout):
     started = time.monotonic()
     try:
         p = subprocess.run(
-            [tilec, path, f"--target={target}", f"--pass-pipeline={pipeline}"],
+            [tilec, path, f"--target={target}", f"--pass-pipeline={pipeline}", "--search-report"],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -49,6 +49,9 @@ def run_one(tilec, path, target, strategy, options, timeout):
     seconds = time.monotonic() - started
     # An error's first line names it; the rest (source excerpts) follows from it.
     error = next((line for line in err.splitlines() if line.startswith("error")), "") if status != 0 else ""
+    # The model's figure for each chosen schedule (`--search-report`), to
+    # show what a pick that changed on purpose is worth.
+    predicted = [line.strip() for line in err.splitlines() if line.strip().startswith("predicted:")]
     return {
         "workload": os.path.relpath(path, ROOT),
         "target": target,
@@ -57,6 +60,7 @@ def run_one(tilec, path, target, strategy, options, timeout):
         "output_sha256": hashlib.sha256(out.encode()).hexdigest(),
         "output": out,
         "error": error,
+        "predicted": predicted,
         "seconds": round(seconds, 3),
     }
 
@@ -72,10 +76,14 @@ def collect(args):
         for s in args.strategies.split(",")
     ]
     results = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    # Each run is appended as it ends (a long collection can be read while
+    # it runs), then the file is rewritten in a fixed order.
+    with open(args.out, "w") as partial, concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_one, args.tilec, p, t, s, args.options, args.timeout) for (p, t, s) in jobs]
         for i, f in enumerate(concurrent.futures.as_completed(futures), 1):
             results.append(f.result())
+            partial.write(json.dumps(results[-1], sort_keys=True) + "\n")
+            partial.flush()
             if i % 50 == 0 or i == len(futures):
                 print(f"{i}/{len(futures)} runs", file=sys.stderr)
     results.sort(key=lambda r: (r["workload"], r["target"], r["strategy"]))
@@ -110,8 +118,8 @@ def compare(args):
         if (a["status"], a["output_sha256"], a["error"]) != (b["status"], b["output_sha256"], b["error"]):
             differing += 1
             print(f"{' / '.join(k)}: differs")
-            print(f"  before (status {a['status']}): {summary(a)}")
-            print(f"  after  (status {b['status']}): {summary(b)}")
+            print(f"  before (status {a['status']}): {summary(a)}  [{'; '.join(a.get('predicted', []))}]")
+            print(f"  after  (status {b['status']}): {summary(b)}  [{'; '.join(b.get('predicted', []))}]")
     same = len(keys) - differing
     print(f"{same} of {len(keys)} picks identical, {differing} differ")
     times_a = sum(r["seconds"] for r in before.values())
