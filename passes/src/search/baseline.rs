@@ -86,7 +86,13 @@ impl Strategy for Exhaustive {
         let vts: Vec<Vec<u64>> = (0..p.axes.len()).map(|a| if p.vthread_ok && p.axes[a].spatial { vec![1, 2, 4] } else { vec![1] }).collect();
         let packs = p.pack_combinations();
         let vectors = p.vector_choices();
-        let mut all = Vec::new();
+        // Each point is ranked as it is enumerated, so that `max-seconds`
+        // bounds the predictions too: ranking ten million points after the
+        // enumeration stopped took longer than enumerating them (a tilec-fuzz
+        // hang). Same order as `SearchCx::rank`: valid points, fastest
+        // predicted first, ties in the configurations' order (each point is
+        // enumerated once, so nothing needs removing).
+        let mut all: Vec<(f64, Config)> = Vec::new();
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];
         'outer: loop {
@@ -99,7 +105,13 @@ impl Strategy for Exhaustive {
                     for pack in &packs {
                         for order in &p.orders {
                             cx.visited += 1;
-                            all.push(Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() });
+                            let point = Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() };
+                            if p.valid(&point) {
+                                all.push((p.predict(&point), point));
+                            }
+                        }
+                        if cx.past_deadline() {
+                            break 'outer;
                         }
                     }
                 } else {
@@ -128,6 +140,7 @@ impl Strategy for Exhaustive {
                 idx[a] = 0;
             }
         }
-        Ok(cx.rank(p, all))
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        Ok(all.into_iter().map(|(_, c)| c).collect())
     }
 }

@@ -305,22 +305,26 @@ const SCHEDULED_GPU: &str =
 }
 ";
 
-/// Seconds a search that asks for more than the default budget may run.
+/// Seconds a search that asks for more work than the defaults may run.
 const LONG_SEARCH_SECONDS: f64 = 3.0;
 
-/// A search whose `budget` is above the default is long by request (2^63
-/// walk steps never end): it gets `max-seconds` (unless it sets a smaller
-/// one) so that it cannot count as a hang. Searches within the default
-/// budget run unbounded: one of those taking seconds is a finding (a
-/// threshold that made 20000 one-step walks once took 53 s).
+/// A search that raises its `budget` or `max-space` above the defaults, or
+/// sets `max-seconds` above [`LONG_SEARCH_SECONDS`], is long by request
+/// (2^63 walk steps never end; an exhaustive search of 10^11 points with
+/// `max-seconds=255` takes 255 s): it gets `max-seconds` =
+/// [`LONG_SEARCH_SECONDS`] so that it cannot count as a hang. Searches
+/// within the defaults run unbounded: one of those taking seconds is a
+/// finding (a threshold that made 20000 one-step walks once took 53 s).
 fn bound_long_searches(mut pipeline: tilec::pass::Pipeline) -> tilec::pass::Pipeline {
     for spec in &mut pipeline.passes {
         if spec.decl.name != "search" {
             continue;
         }
-        let default_budget = tilec::pass::PassOptions::defaults(spec.decl.options).uint("budget");
+        let defaults = tilec::pass::PassOptions::defaults(spec.decl.options);
+        let raised = |name: &str| spec.options.uint(name) > defaults.uint(name);
         let limit = spec.options.float("max-seconds");
-        if spec.options.uint("budget") > default_budget && (limit == 0.0 || limit > LONG_SEARCH_SECONDS) {
+        let long = raised("budget") || raised("max-space") || limit > LONG_SEARCH_SECONDS;
+        if long && (limit == 0.0 || limit > LONG_SEARCH_SECONDS) {
             spec.options.set("max-seconds", tilec::pass::OptionValue::Float(LONG_SEARCH_SECONDS));
         }
     }
@@ -443,7 +447,7 @@ fn compare_runs(
                 );
             }
             Ok(got) => {
-                let floor = accumulator_scale(&before_funcs[i], &inputs[i]);
+                let floor = magnitude_scale(&before_funcs[i], &inputs[i]);
                 if let Some((k, amounts)) = first_mismatch(&got, want, tolerance_for(f), floor) {
                     return Outcome::Finding(Kind::Mismatch, format!("@{} result {k} differs {what}: {amounts}", f.name));
                 }
@@ -477,47 +481,31 @@ fn before_module_elems(f: &tilec::ir::Function) -> Vec<tilec::ir::ElemType> {
 }
 
 /// The tolerance results of `f` are compared with: the coarsest element
-/// type's, and where f16 or bf16 values meet a reduction, that times the
-/// square root of the longest reduction: a long sum in a low-precision
-/// accumulator, reordered, differs by more than one rounding of the
-/// result (the spec allows it), so only gross errors count there.
+/// type's (`tilec::interp::compare::tolerance`), relative to the scale of
+/// [`magnitude_scale`].
 fn tolerance_for(f: &tilec::ir::Function) -> f64 {
-    let elems = before_module_elems(f);
-    let base = elems.iter().map(|&e| tolerance(e)).fold(0.0, f64::max);
-    let low_precision = elems
-        .iter()
-        .any(|e| matches!(e, tilec::ir::ElemType::F16 | tilec::ir::ElemType::BF16));
-    let longest = f
-        .ops
-        .iter()
-        .filter_map(|(_, op)| op.kind.as_compute())
-        .map(|c| {
-            c.reduction_axes()
-                .map(|a| c.axis(a).extent)
-                .product::<u64>()
-        })
-        .max()
-        .unwrap_or(1);
-    if low_precision && longest > 1 {
-        base * (longest as f64).sqrt()
-    } else {
-        base
-    }
+    before_module_elems(f).iter().map(|&e| tolerance(e)).fold(0.0, f64::max)
 }
 
-/// The largest accumulator `f`'s epilogues see, where that can be known:
-/// `f` run with every epilogue that keeps the accumulator's type yielding
-/// the accumulator itself (0 where none does, or that run fails).
+/// The magnitude the rounding of a reordered computation scales with:
+/// the largest result of `f` run on the inputs' absolute values, with
+/// every epilogue that keeps the accumulator's type yielding the
+/// accumulator itself (0 where that run fails).
 ///
-/// Why: a reordered sum (tiling, vthreads) differs by a rounding of the
-/// accumulator, and an epilogue that cancels (`acc * acc / acc - acc`)
-/// turns that into an error far above its own, near-zero result. The
-/// spec allows the reordering, so errors count against the accumulator's
-/// magnitude, not only the result's (fuzz finding interp/mismatch-83058cae:
-/// 1.5e-8 against an exact 0, with accumulators near 1).
-fn accumulator_scale(f: &tilec::ir::Function, inputs: &[Tensor]) -> f64 {
+/// Why: the spec lets tiling and virtual threads reorder a sum, and a
+/// reordered sum differs by roundings of its partial sums, which are as
+/// large as the sum of its terms' magnitudes, not as its result: terms of
+/// both signs that cancel leave a small result with a large error (f16
+/// over 56 terms: 0.00098 against 0.00244, fuzz finding
+/// interp/cancelling-f16-sum.tile), and an epilogue that cancels,
+/// `acc * acc / acc - acc`, turns an accumulator's rounding near 1 into
+/// 1.5e-8 against an exact 0 (interp/cancelling-epilogue.tile). With the
+/// sum of magnitudes as the scale the tolerance needs no factor for the
+/// sum's length (a rounding error of u per partial sum adds up, over n
+/// terms of random sign, to about u times that sum), so an index error,
+/// which is of the order of the result itself, is still found.
+fn magnitude_scale(f: &tilec::ir::Function, inputs: &[Tensor]) -> f64 {
     let mut probe = f.clone();
-    let mut changed = false;
     let epilogues: Vec<(Region, Value)> = probe
         .ops
         .iter()
@@ -529,13 +517,17 @@ fn accumulator_scale(f: &tilec::ir::Function, inputs: &[Tensor]) -> f64 {
         let yielded = probe.ops[last].operands.first().copied();
         if matches!(probe.ops[last].kind, OpKind::Yield) && yielded.is_some_and(|y| probe.value_type(y) == probe.value_type(acc)) {
             probe.ops[last].operands[0] = acc;
-            changed = true;
         }
     }
-    if !changed {
-        return 0.0;
-    }
-    match run_function_with(&probe, inputs, &interp_limits()) {
+    let magnitudes: Option<Vec<Tensor>> = inputs
+        .iter()
+        .map(|t| {
+            let abs: Vec<f64> = (0..t.len()).map(|i| t.get_f64(i).abs()).collect();
+            Tensor::from_f64(&t.ty, &abs).ok()
+        })
+        .collect();
+    let Some(magnitudes) = magnitudes else { return 0.0 };
+    match run_function_with(&probe, &magnitudes, &interp_limits()) {
         Ok(results) => results.iter().map(max_finite_magnitude).fold(0.0, f64::max),
         Err(_) => 0.0,
     }
@@ -548,7 +540,7 @@ fn max_finite_magnitude(t: &Tensor) -> f64 {
 /// The first result that differs beyond `rtol`: its position and the
 /// amounts (worst error, its element, the two values). Errors are
 /// relative to the element plus the larger of the result's largest
-/// element and `floor` (see [`accumulator_scale`]).
+/// element and `floor` (see [`magnitude_scale`]).
 fn first_mismatch(got: &[Tensor], want: &[Tensor], rtol: f64, floor: f64) -> Option<(usize, String)> {
     got.iter().zip(want).enumerate().find_map(|(k, (g, w))| {
         let c = compare_within(g, w, rtol, floor);
@@ -775,7 +767,7 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
                     );
                 }
             };
-            let floor = accumulator_scale(&module.funcs[i], &inputs[i]);
+            let floor = magnitude_scale(&module.funcs[i], &inputs[i]);
             if let Some((k, amounts)) = first_mismatch(&got, want, tolerance_for(&module.funcs[i]), floor) {
                 return Outcome::Finding(
                     Kind::Mismatch,
@@ -826,5 +818,49 @@ fn self_test(input: &[u8]) -> Outcome {
         "mismatch" => Outcome::Finding(Kind::Mismatch, "a mismatch on purpose".into()),
         "reject" => reject("rejected on purpose"),
         _ => Outcome::Pass,
+    }
+}
+
+#[cfg(test)]
+mod tolerance_tests {
+    use super::*;
+
+    fn results(src: &str, inputs: &[Tensor]) -> (tilec::ir::Function, Vec<Tensor>) {
+        let (m, _) = tilec::syntax::parse_str("<test>", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+        let f = m.funcs[0].clone();
+        let out = run_function_with(&f, inputs, &interp_limits()).expect("runs");
+        (f, out)
+    }
+
+    /// The tolerance scales with the sum of the terms' magnitudes, and
+    /// still finds an index error in a long low-precision sum: a GEMM whose
+    /// reduction reads `A[i, k]` as `A[k, i]` (same shape), and one that
+    /// drops a term.
+    #[test]
+    fn the_magnitude_scale_keeps_index_errors_visible() {
+        for elem in ["f16", "bf16", "f32"] {
+            let gemm = |a_index: &str, k: usize| {
+                format!(
+                    "func @f(%A: tensor<64x64x{elem}>, %B: tensor<64x8x{elem}>) -> tensor<64x8x{elem}> {{
+  %C = compute (i: 64, j: 8) reduce sum (k: {k}) reads(%a = %A[{a_index}], %b = %B[k, j]) -> tensor<64x8x{elem}>[i, j] {{
+    %0 = mul %a, %b : {elem}
+    yield %0 : {elem}
+  }}
+  return %C
+}}"
+                )
+            };
+            let Ok((m, _)) = tilec::syntax::parse_str("<test>", &gemm("i, k", 64)) else { panic!("does not parse") };
+            let inputs = seeded_inputs(&m, 3).remove(0);
+            let (f, want) = results(&gemm("i, k", 64), &inputs);
+            let rtol = tolerance_for(&f);
+            let floor = magnitude_scale(&f, &inputs);
+            assert!(floor > want.iter().map(max_finite_magnitude).fold(0.0, f64::max), "{elem}: the sum of magnitudes exceeds the result");
+            assert!(first_mismatch(&want, &want, rtol, floor).is_none());
+            let (_, transposed) = results(&gemm("k, i", 64), &inputs);
+            assert!(first_mismatch(&transposed, &want, rtol, floor).is_some(), "{elem}: a transposed read passes");
+            let (_, shorter) = results(&gemm("i, k", 63), &inputs);
+            assert!(first_mismatch(&shorter, &want, rtol, floor).is_some(), "{elem}: a dropped term passes");
+        }
     }
 }
