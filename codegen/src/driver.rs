@@ -2,7 +2,7 @@
 //! compiled for a target, to each stage's artifact.
 
 use crate::compile::{self, CompileError, LlvmTarget};
-use crate::emit::{self, KernelAbi};
+use crate::emit::{self, Device, KernelAbi};
 use std::fmt::Write;
 use tilec::ir::Module;
 use tilec::target::{Target, TargetKind};
@@ -35,12 +35,14 @@ pub struct Lowered {
     pub functions: Vec<(String, Vec<KernelAbi>, HostPlan)>,
 }
 
-/// Lowers every function of a fully tiled module to MLIR text.
-pub fn lower(m: &Module, gpu: bool) -> Result<Lowered, CompileError> {
+/// Lowers every function of a fully tiled module to MLIR text for
+/// `device`.
+pub fn lower(m: &Module, device: Device) -> Result<Lowered, CompileError> {
+    let gpu = device.is_gpu();
     let mut text = String::new();
     let mut functions = Vec::new();
     for f in &m.funcs {
-        let (t, kernels) = emit::emit_function(f, gpu).map_err(|e| CompileError(format!("@{}: {}", f.name, e.0)))?;
+        let (t, kernels) = emit::emit_function(f, device).map_err(|e| CompileError(format!("@{}: {}", f.name, e.0)))?;
         text.push_str(&t);
         functions.push((f.name.clone(), kernels, HostPlan::of(f)));
     }
@@ -63,7 +65,7 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
         (Stage::Ptx, false) => return Err(CompileError(format!("`--emit=ptx` needs a CUDA target; `{}` is a CPU target", t.name))),
         _ => {}
     }
-    let lowered = lower(m, gpu)?;
+    let lowered = lower(m, Device::of(t))?;
     let mlir = m.mlir.clone().unwrap_or(lowered.mlir.clone());
     if stage == Stage::Mlir {
         return Ok((Artifact::Text(compile::normalize_mlir(&mlir)?), None));

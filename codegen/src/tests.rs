@@ -180,7 +180,7 @@ fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
     let target = tilec::target::builtin("sm90").expect("built-in target");
     let mut m = parse(src);
     schedule(&mut m, "builtin.module(tile,cache,vthread,bind,unroll)", &target);
-    let c = compile_function_gpu(&m.funcs[0], "sm_90", "+ptx80").unwrap_or_else(|e| panic!("{e}\n{}", tilec::syntax::print_module(&m)));
+    let c = compile_function_gpu(&m.funcs[0], &target).unwrap_or_else(|e| panic!("{e}\n{}", tilec::syntax::print_module(&m)));
     for needle in ["ld.shared", "st.shared", "bar.sync", "%tid.x", "%ctaid.x", "fma.rn.f32"] {
         assert!(c.ptx.contains(needle), "PTX lacks `{needle}`:\n{}", c.ptx);
     }
@@ -453,7 +453,7 @@ fn random_schedules_compile_to_ptx_for_both_gpus() {
                 let what = format!("op {op} on {name} (seed {seed})");
                 let schedule_text = tilec::syntax::print_module(&m);
                 schedule(&mut m, "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)", &target);
-                let c = match compile_function_gpu(&m.funcs[0], &target.isa.cpu, &target.isa.features) {
+                let c = match compile_function_gpu(&m.funcs[0], &target) {
                     Ok(c) => c,
                     // Random schedules may stage more than static shared
                     // memory holds; that refusal is tested in lit.

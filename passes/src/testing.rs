@@ -27,6 +27,8 @@ max_threads_per_unit = 2048
 max_blocks_per_unit = 32
 registers_per_unit = 65536
 max_registers_per_thread = 255
+min_warps_per_block = 4
+max_static_shared_bytes = 49152
 [peak_gflops]
 f32 = 1000.0
 [[memory]]
@@ -83,6 +85,12 @@ vector_registers = 16
 [compute]
 units = 2
 clock_ghz = 3.0
+fma_latency_cycles = 4
+misses_in_flight = 10
+[model]
+guarded_load_cost = 4.0
+gather_load_cost = 2.0
+scatter_lane_cost = 4.0
 [peak_gflops]
 f32 = 192.0
 [[memory]]

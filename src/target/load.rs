@@ -186,12 +186,14 @@ impl Validator<'_, '_, '_> {
         match self.t.kind {
             TargetKind::Cuda => {
                 let required = [
-                    ("warp_size", c.warp_size),
-                    ("max_threads_per_block", c.max_threads_per_block),
-                    ("max_threads_per_unit", c.max_threads_per_unit),
-                    ("max_blocks_per_unit", c.max_blocks_per_unit),
-                    ("registers_per_unit", c.registers_per_unit),
-                    ("max_registers_per_thread", c.max_registers_per_thread),
+                    ("warp_size", c.warp_size as u64),
+                    ("max_threads_per_block", c.max_threads_per_block as u64),
+                    ("max_threads_per_unit", c.max_threads_per_unit as u64),
+                    ("max_blocks_per_unit", c.max_blocks_per_unit as u64),
+                    ("registers_per_unit", c.registers_per_unit as u64),
+                    ("max_registers_per_thread", c.max_registers_per_thread as u64),
+                    ("min_warps_per_block", c.min_warps_per_block as u64),
+                    ("max_static_shared_bytes", c.max_static_shared_bytes),
                 ];
                 for (field, value) in required {
                     if value == 0 {
@@ -205,6 +207,12 @@ impl Validator<'_, '_, '_> {
                     let span = self.loc.value(&[K("compute"), K("max_threads_per_block")]);
                     self.err(span, format!("`compute.max_threads_per_block` ({}) is not a multiple of the warp size ({})", c.max_threads_per_block, c.warp_size), "");
                 }
+                // Static shared memory is part of what a block may have.
+                let block_shared = self.t.memory.iter().find(|m| m.per == Per::Block && m.scope.as_deref() == Some("shared"));
+                if let Some(m) = block_shared.filter(|m| c.max_static_shared_bytes > m.capacity_bytes) {
+                    let span = self.loc.value(&[K("compute"), K("max_static_shared_bytes")]);
+                    self.err(span, format!("`compute.max_static_shared_bytes` ({}) is more than the {} bytes a block may have of `{}`", c.max_static_shared_bytes, m.capacity_bytes, m.name), "");
+                }
             }
             TargetKind::Cpu => {
                 for (field, value) in [("vector_bits", self.t.isa.vector_bits), ("vector_registers", self.t.isa.vector_registers)] {
@@ -215,12 +223,34 @@ impl Validator<'_, '_, '_> {
                         self.err(span, format!("cpu target needs a positive `isa.{field}`"), label);
                     }
                 }
+                self.positive_cpu_fields("compute", &[("fma_latency_cycles", c.fma_latency_cycles), ("misses_in_flight", c.misses_in_flight)]);
+                let m = &self.t.model;
+                if self.loc.find(&[K("model")]).1.is_none() {
+                    let span = self.loc.value(&[K("kind")]);
+                    self.err(span, "a cpu target needs a `[model]` table".into(), "a cpu target")
+                        .notes
+                        .push("note: it gives `guarded_load_cost`, `gather_load_cost` and `scatter_lane_cost`, the micro-kernel costs of the search's model (docs/targets.md)".into());
+                } else {
+                    self.positive_cpu_fields("model", &[("guarded_load_cost", m.guarded_load_cost), ("gather_load_cost", m.gather_load_cost), ("scatter_lane_cost", m.scatter_lane_cost)]);
+                }
             }
         }
         let bits = self.t.isa.vector_bits;
         if !bits.is_multiple_of(8) {
             let span = self.loc.value(&[K("isa"), K("vector_bits")]);
             self.err(span, format!("`isa.vector_bits` ({bits}) is not a whole number of bytes"), "");
+        }
+    }
+
+    /// Fields of `table` a cpu target must give, positive.
+    fn positive_cpu_fields(&mut self, table: &'static str, fields: &[(&'static str, f64)]) {
+        for &(field, value) in fields {
+            if !(value.is_finite() && value > 0.0) {
+                let span = self.loc.key(&[K(table), K(field)]);
+                let present = self.loc.find(&[K(table), K(field)]).1.is_some();
+                let label = if present { "must be positive" } else { "missing in this table" };
+                self.err(span, format!("cpu target needs a positive `{table}.{field}`"), label);
+            }
         }
     }
 

@@ -57,6 +57,10 @@ pub struct Target {
     pub loop_order: Vec<String>,
     #[serde(default)]
     pub intrinsics: Vec<Intrinsic>,
+    /// What the search's performance model charges a CPU micro-kernel
+    /// (`[model]`, required on cpu targets).
+    #[serde(default)]
+    pub model: ModelCosts,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -98,6 +102,50 @@ pub struct ComputeUnits {
     /// 32-bit registers one thread may use.
     #[serde(default)]
     pub max_registers_per_thread: u32,
+    /// Warps per block below which an SM cannot hide latency: one per warp
+    /// scheduler (an SM has four since Volta). The search model scales a
+    /// block's throughput by warps / this below it.
+    #[serde(default)]
+    pub min_warps_per_block: u32,
+    /// The most shared memory a kernel may declare statically (`.shared`
+    /// in PTX), per block. More is dynamic shared memory, sized at launch
+    /// after an opt-in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`);
+    /// code generation switches to it above this.
+    #[serde(default)]
+    pub max_static_shared_bytes: u64,
+    /// CPU only below.
+    ///
+    /// Cycles from an FMA's inputs to its result: the search model wants
+    /// this many independent accumulators per FMA unit.
+    #[serde(default)]
+    pub fma_latency_cycles: f64,
+    /// Cache misses one core keeps in flight (L1 fill buffers): the search
+    /// model stalls a kernel for a conflict miss's latency over this.
+    #[serde(default)]
+    pub misses_in_flight: f64,
+}
+
+/// Costs the search's performance model charges a CPU micro-kernel, in
+/// issue slots or cycles per element against one for a vector load
+/// (`[model]`; see `docs/targets.md` and `docs/search.md`). They come from
+/// measurements of generated kernels rather than vendor documents.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCosts {
+    /// Issue slots of a guarded element load (a scalar load, the bounds
+    /// compare, a select and an insert into the vector); also the cycles
+    /// per element of a packed copy of a padded read.
+    #[serde(default)]
+    pub guarded_load_cost: f64,
+    /// Issue slots of a gathered vector lane (a scalar load and an
+    /// insert); also the cycles per element of a permuted or strided
+    /// packed copy.
+    #[serde(default)]
+    pub gather_load_cost: f64,
+    /// Cycles per lane of a vector stored lane by lane (the extract, the
+    /// store, and the line it lands in).
+    #[serde(default)]
+    pub scatter_lane_cost: f64,
 }
 
 /// What a capacity is counted per.

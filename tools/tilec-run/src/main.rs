@@ -513,9 +513,8 @@ fn build_cuda(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) 
         Diagnostic::error(format!("`--backend=cuda` cannot run here: {why}"))
             .with_help("run on a machine with an NVIDIA GPU and its driver, or compile only with `tilec --emit=ptx`")
     })?;
-    let (chip, features) = (target.isa.cpu.as_str(), target.isa.features.as_str());
     untiled_compute_ops(f, pipeline)?;
-    let compiled = tilec_codegen::compile_function_gpu(f, chip, features).map_err(|e| {
+    let compiled = tilec_codegen::compile_function_gpu(f, target).map_err(|e| {
         let pipeline_flag = pipeline.map(|p| format!(" --pass-pipeline='{p}'")).unwrap_or_default();
         Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0))
             .with_note("this is a bug in tilec: the function verified and its compute ops are tiled, so it should compile")
