@@ -133,8 +133,11 @@ memory = "l1"
 binding = "serial"
 "#;
 
+/// Parses and validates a test target description (through the loader,
+/// which also parses its loop order).
 pub fn target(text: &str) -> Arc<Target> {
-    Arc::new(toml::from_str(text).expect("test target parses"))
+    let mut sources = tilec::diag::SourceMap::new();
+    Arc::new(tilec::target::parse_target(&mut sources, "test-target.toml", text).unwrap_or_else(|d| panic!("test target does not parse:\n{}", sources.render(&d.0))))
 }
 
 pub fn parse(src: &str) -> Module {

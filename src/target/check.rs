@@ -253,7 +253,7 @@ impl Checker<'_> {
 
     /// Virtual threads split spatial axes only, and need a `V` loop.
     fn vthreads(&mut self) {
-        let has_v = self.t.loop_order.iter().any(|e| e == "V");
+        let has_v = self.t.has_vthread_loops();
         for (axis, v) in &self.s.vthreads {
             let Some(id) = self.c.axis_by_name(axis) else { continue };
             if self.c.axis(id).kind == AxisKind::Reduction {
@@ -321,11 +321,8 @@ impl Checker<'_> {
     /// `t(a)` at `level`: see the module documentation.
     fn range_of(&self, a: AxisId, level: usize) -> u64 {
         let decl = self.c.axis(a);
-        if decl.kind == AxisKind::Reduction {
-            let r_loop = format!("R.{}", self.t.tile_levels[level].name);
-            if !self.t.loop_order.contains(&r_loop) {
-                return decl.extent.max(1);
-            }
+        if decl.kind == AxisKind::Reduction && !self.t.has_reduction_loops(level) {
+            return decl.extent.max(1);
         }
         self.raw_size(a, level).min(decl.extent).max(1)
     }

@@ -7,7 +7,7 @@
 //! range, and the same document lets the semantic checks point at the
 //! field they complain about (`memory[2].capacity_bytes`).
 
-use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, Per, Target, TargetKind, host};
+use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, OrderEntry, Per, Target, TargetKind, host};
 use crate::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span, closest};
 use crate::ir::{ElemType, MemScope};
 use serde::Deserialize;
@@ -77,14 +77,18 @@ fn parse_registered(sources: &SourceMap, file: FileId) -> Result<(Target, Span),
     };
     let root = toml::de::DeTable::parse(text).map_err(toml_error)?;
     let doc = Spanned::new(root.span(), DeValue::Table(root.get_ref().clone()));
-    let target = Target::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
+    let mut target = Target::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
     let loc = Locator { file, doc: &doc };
-    let mut v = Validator { t: &target, loc: &loc, diags: Diagnostics::new() };
+    let mut v = Validator { t: &target, loc: &loc, diags: Diagnostics::new(), order: Vec::new() };
     v.run();
     // In file order, however the checks ran.
     v.diags.0.sort_by_key(|d| d.span().map_or(0, |s| s.start));
     let name_span = loc.value(&[K("name")]);
-    v.diags.into_result().map(|()| (target, name_span))
+    let (diags, order) = (v.diags, v.order);
+    diags.into_result().map(|()| {
+        target.order = order;
+        (target, name_span)
+    })
 }
 
 /// One step of a path into the document.
@@ -140,6 +144,9 @@ struct Validator<'a, 'd, 'i> {
     t: &'a Target,
     loc: &'a Locator<'d, 'i>,
     diags: Diagnostics,
+    /// `loop_order` parsed as it is checked (whole when there are no
+    /// errors).
+    order: Vec<OrderEntry>,
 }
 
 impl Validator<'_, '_, '_> {
@@ -417,6 +424,7 @@ impl Validator<'_, '_, '_> {
             }
             seen.push((entry, i));
             if entry == "V" {
+                self.order.push(OrderEntry::VThread);
                 continue;
             }
             let parsed = entry.split_once('.').filter(|(kind, _)| matches!(*kind, "S" | "R"));
@@ -436,6 +444,12 @@ impl Validator<'_, '_, '_> {
                 continue;
             };
             if kind == "S" { &mut s_order } else { &mut r_order }.push((index, i));
+            self.order.push(match (kind, level) {
+                ("S", "point") => OrderEntry::SpatialPoint,
+                (_, "point") => OrderEntry::ReductionPoint,
+                ("S", _) => OrderEntry::Spatial(index),
+                _ => OrderEntry::Reduction(index),
+            });
         }
         // Every spatial level has its loops; points close both nests.
         let mut missing: Vec<String> = levels.iter().filter(|l| !t.loop_order.iter().any(|e| e == &format!("S.{l}"))).map(|l| format!("`S.{l}`")).collect();

@@ -51,16 +51,52 @@ pub struct Target {
     /// Tile levels, outermost first: a schedule gives each axis one tile
     /// size per level.
     pub tile_levels: Vec<TileLevel>,
-    /// The loop nest `tile` builds, outermost first: `S.<level>` (spatial
-    /// loops of a tile level), `R.<level>` (reduction loops), `V`
-    /// (virtual-thread loops), `R.point` and `S.point` (the innermost tile).
+    /// The loop nest `tile` builds, outermost first, as the file writes
+    /// it: `S.<level>` (spatial loops of a tile level), `R.<level>`
+    /// (reduction loops), `V` (virtual-thread loops), `R.point` and
+    /// `S.point` (the innermost tile). Code reads [`Target::order`].
     pub loop_order: Vec<String>,
+    /// `loop_order` parsed, by the loader once it has validated it: tile
+    /// levels by index. (Empty on a `Target` deserialized without
+    /// [`parse_target`]/[`TargetSet`], which nothing should do.)
+    #[serde(skip)]
+    pub order: Vec<OrderEntry>,
     #[serde(default)]
     pub intrinsics: Vec<Intrinsic>,
     /// What the search's performance model charges a CPU micro-kernel
     /// (`[model]`, required on cpu targets).
     #[serde(default)]
     pub model: ModelCosts,
+}
+
+/// One entry of the loop-order template (`loop_order`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OrderEntry {
+    /// Spatial loops of tile level `l` (`S.<level>`).
+    Spatial(usize),
+    /// Reduction loops of tile level `l` (`R.<level>`).
+    Reduction(usize),
+    /// Virtual-thread loops, made by `vthread` (`V`).
+    VThread,
+    /// The innermost tile of the spatial axes (`S.point`).
+    SpatialPoint,
+    /// The innermost tile of the reduction axes (`R.point`).
+    ReductionPoint,
+}
+
+impl OrderEntry {
+    /// The entry as `loop_order` writes it, with `levels` naming the tile
+    /// levels.
+    pub fn text(self, levels: &[TileLevel]) -> String {
+        let level = |l: usize| levels.get(l).map_or("?", |t| t.name.as_str());
+        match self {
+            OrderEntry::Spatial(l) => format!("S.{}", level(l)),
+            OrderEntry::Reduction(l) => format!("R.{}", level(l)),
+            OrderEntry::VThread => "V".into(),
+            OrderEntry::SpatialPoint => "S.point".into(),
+            OrderEntry::ReductionPoint => "R.point".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -278,6 +314,17 @@ impl Target {
 
     pub fn memory_index(&self, name: &str) -> Option<usize> {
         self.memory.iter().position(|m| m.name == name)
+    }
+
+    /// Whether the loop order has virtual-thread loops (`V`).
+    pub fn has_vthread_loops(&self) -> bool {
+        self.order.contains(&OrderEntry::VThread)
+    }
+
+    /// Whether tile level `l` has reduction loops (`R.<level>`); without
+    /// them a tile of that level spans whole reduction axes.
+    pub fn has_reduction_loops(&self, l: usize) -> bool {
+        self.order.contains(&OrderEntry::Reduction(l))
     }
 }
 

@@ -88,7 +88,8 @@ impl Target {
         for l in &self.tile_levels {
             writeln!(s, "      {:<10} memory {:<10} binding {}", l.name, l.memory, l.binding.name())?;
         }
-        writeln!(s, "    loop order: {}", self.loop_order.join(" "))?;
+        let order: Vec<String> = self.order.iter().map(|e| e.text(&self.tile_levels)).collect();
+        writeln!(s, "    loop order: {}", order.join(" "))?;
         if !self.intrinsics.is_empty() {
             writeln!(s, "    intrinsics:")?;
             for x in &self.intrinsics {

@@ -270,6 +270,7 @@ fn vthreads_on_spatial_axes_only() {
     // A target without a `V` loop has no virtual threads.
     let mut t = (*target_named("sm80")).clone();
     t.loop_order.retain(|e| e != "V");
+    t.order.retain(|e| *e != crate::target::OrderEntry::VThread);
     let mut s = gpu_gemm(&c, "sm80");
     s.vthreads = vec![("i".into(), 2)];
     let (f, op) = c.op();

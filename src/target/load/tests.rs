@@ -1,5 +1,5 @@
 use super::*;
-use crate::target::{Binding, TargetKind};
+use crate::target::{Binding, OrderEntry, TargetKind};
 
 /// Parses `text` as `t.toml`; the rendered diagnostics on failure.
 fn parse(text: &str) -> Result<Target, String> {
@@ -47,6 +47,8 @@ fn builtins_describe_the_tile_model() {
             assert_eq!(names, ["global", "l2", "shared", "local"]);
             assert_eq!(levels, [("block", "shared", Binding::Grid), ("thread", "local", Binding::Threads)]);
             assert_eq!(t.loop_order, ["S.block", "S.thread", "R.block", "R.thread", "R.point", "V", "S.point"]);
+            use OrderEntry::*;
+            assert_eq!(t.order, [Spatial(0), Spatial(1), Reduction(0), Reduction(1), ReductionPoint, VThread, SpatialPoint]);
             assert_eq!(t.memory_level("shared").unwrap().scope.as_deref(), Some("shared"));
             assert_eq!(t.memory_level("local").unwrap().scope.as_deref(), Some("local"));
             assert_eq!(t.memory_level("local").unwrap().capacity_bytes, 255 * 4);
@@ -60,6 +62,9 @@ fn builtins_describe_the_tile_model() {
             assert_eq!(names, ["dram", "l3", "l2", "l1", "registers"]);
             assert_eq!(levels, [("core", "l3", Binding::Parallel), ("l2", "l2", Binding::Serial), ("l1", "l1", Binding::Serial)]);
             assert_eq!(t.loop_order, ["S.core", "S.l2", "R.l2", "S.l1", "R.l1", "R.point", "V", "S.point"]);
+            use OrderEntry::*;
+            assert_eq!(t.order, [Spatial(0), Spatial(1), Reduction(1), Spatial(2), Reduction(2), ReductionPoint, VThread, SpatialPoint]);
+            assert!(!t.has_reduction_loops(0) && t.has_reduction_loops(1) && t.has_vthread_loops());
             let regs = t.memory_level("registers").unwrap();
             assert_eq!(regs.capacity_bytes, (t.isa.vector_registers * t.isa.vector_bits / 8) as u64);
             assert!(regs.managed);
@@ -67,6 +72,9 @@ fn builtins_describe_the_tile_model() {
             assert_eq!((t.compute.fma_latency_cycles, t.compute.misses_in_flight), (4.0, 10.0));
             assert_eq!((t.model.guarded_load_cost, t.model.gather_load_cost, t.model.scatter_lane_cost), (4.0, 2.0, 4.0));
         }
+        // Parsed once, and printed back as written.
+        let text: Vec<String> = t.order.iter().map(|e| e.text(&t.tile_levels)).collect();
+        assert_eq!(text, t.loop_order);
         for ty in ["f32", "f16", "bf16", "i8"] {
             assert!(t.peak_gflops.contains_key(ty), "{} lacks a {ty} peak", b.name);
         }
