@@ -18,7 +18,7 @@ pub mod host;
 mod load;
 mod show;
 
-pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule};
+pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule, distinct_values};
 pub use load::{BUILTIN, Builtin, Origin, TargetSet, load_target_file, parse_target};
 
 use serde::Deserialize;
