@@ -1,12 +1,107 @@
-//! What `tilec --emit` and `tilec-run --backend` use: a tiled module
+//! What the tools share: the default scheduling pipeline, target lookup
+//! (`--target NAME|PATH|host`, `--target-dir`, `TILEC_TARGET_PATH`), and
+//! what `tilec --emit` and `tilec-run --backend` use, a tiled module
 //! compiled for a target, to each stage's artifact.
 
 use crate::compile::{self, CompileError, LlvmTarget};
-use crate::emit::{self, KernelAbi};
+use crate::emit::{self, Device, KernelAbi};
 use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tilec::diag::{Diagnostic, Diagnostics, SourceMap, Span};
 use tilec::ir::Module;
-use tilec::target::{Target, TargetKind};
+use tilec::target::{Target, TargetKind, TargetSet};
 use tilec_runtime::HostPlan;
+
+/// The scheduling passes after `tile`, in the order they compose.
+const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "unroll", "hoist-guards"];
+
+/// The pipeline that schedules and tiles a module, written once for every
+/// tool: `search` with `search_options` (`Some("")`: its defaults, markov,
+/// construction only, seed 0; `None`: no search), `tile` (with
+/// `{unscheduled=serial}` where `serial_unscheduled`: an op left without a
+/// schedule gets a serial one), the other scheduling passes, then `then`
+/// (`lower-to-mlir`, `canonicalize`).
+pub fn scheduling_pipeline(search_options: Option<&str>, serial_unscheduled: bool, then: &[&str]) -> String {
+    let mut passes: Vec<String> = Vec::new();
+    match search_options.map(str::trim) {
+        Some("") => passes.push("search".into()),
+        Some(options) => passes.push(format!("search{{{options}}}")),
+        None => {}
+    }
+    passes.push(if serial_unscheduled { "tile{unscheduled=serial}" } else { "tile" }.into());
+    passes.extend(SCHEDULING_PASSES.iter().chain(then).map(|p| p.to_string()));
+    format!("builtin.module({})", passes.join(","))
+}
+
+/// The pipeline `tilec --emit` runs past the tile IR when none is given:
+/// the default search schedules the ops that have no schedule, then the
+/// scheduling passes, then `lower-to-mlir`.
+pub fn default_codegen_pipeline() -> String {
+    scheduling_pipeline(Some(""), false, &["lower-to-mlir"])
+}
+
+/// The pipeline `tilec-run --backend=cpu|cuda` runs when none is given:
+/// [`default_codegen_pipeline`] without the lowering (`tilec-run`
+/// compiles the tiled functions itself).
+pub fn default_compiled_pipeline() -> String {
+    scheduling_pipeline(Some(""), false, &[])
+}
+
+/// The targets a tool knows: the built-ins, `host`, and every `*.toml` of
+/// the `--target-dir` folders `dirs` and of the folders in
+/// `TILEC_TARGET_PATH` (separated as the platform separates `PATH`). Every
+/// bad folder or file is reported.
+pub fn target_set(sources: &mut SourceMap, dirs: &[PathBuf]) -> Result<TargetSet, Diagnostics> {
+    let mut set = TargetSet::new();
+    let mut dirs: Vec<PathBuf> = dirs.to_vec();
+    if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
+        dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
+    }
+    let mut diags = Diagnostics::new();
+    for dir in dirs {
+        if let Err(d) = set.add_dir(sources, &dir) {
+            diags.extend(d);
+        }
+    }
+    diags.into_result().map(|()| set)
+}
+
+/// The target a module's schedules name, looked up in `set`; else
+/// `fallback` (`host` for a CPU run); `None` when there is neither.
+/// Schedules naming several targets are an error: one module compiles for
+/// one target.
+pub fn scheduled_target(set: &TargetSet, sources: &mut SourceMap, module: &Module, fallback: Option<&str>) -> Result<Option<Arc<Target>>, Diagnostics> {
+    let name = match module.schedule_targets().as_slice() {
+        [] => match fallback {
+            Some(name) => name.to_string(),
+            None => return Ok(None),
+        },
+        [one] => one.clone(),
+        [first, second, ..] => {
+            let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
+            return Err(Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`): one module compiles for one target"))
+                .at(at, "in this module")
+                .with_help("pass --target, and schedule every op for it")
+                .into());
+        }
+    };
+    set.lookup(sources, &name).map(Some)
+}
+
+/// Target lookup as every tool does it: the targets of [`target_set`]
+/// (built-ins, `host`, the `--target-dir` folders `dirs` and
+/// `TILEC_TARGET_PATH`), and in it `spec` (`--target`: a name, `host`, or
+/// the path of a description file, which is added) if given, else the
+/// target `module`'s schedules name or `fallback` ([`scheduled_target`]).
+pub fn resolve_target(sources: &mut SourceMap, dirs: &[PathBuf], spec: Option<&str>, module: &Module, fallback: Option<&str>) -> Result<(TargetSet, Option<Arc<Target>>), Diagnostics> {
+    let mut set = target_set(sources, dirs)?;
+    let target = match spec {
+        Some(spec) => Some(set.resolve(sources, spec)?),
+        None => scheduled_target(&set, sources, module, fallback)?,
+    };
+    Ok((set, target))
+}
 
 /// The stages `--emit` can stop at past the tile IR.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -35,12 +130,14 @@ pub struct Lowered {
     pub functions: Vec<(String, Vec<KernelAbi>, HostPlan)>,
 }
 
-/// Lowers every function of a fully tiled module to MLIR text.
-pub fn lower(m: &Module, gpu: bool) -> Result<Lowered, CompileError> {
+/// Lowers every function of a fully tiled module to MLIR text for
+/// `device`.
+pub fn lower(m: &Module, device: Device) -> Result<Lowered, CompileError> {
+    let gpu = device.is_gpu();
     let mut text = String::new();
     let mut functions = Vec::new();
     for f in &m.funcs {
-        let (t, kernels) = emit::emit_function(f, gpu).map_err(|e| CompileError(format!("@{}: {}", f.name, e.0)))?;
+        let (t, kernels) = emit::emit_function(f, device).map_err(|e| CompileError(format!("@{}: {}", f.name, e.0)))?;
         text.push_str(&t);
         functions.push((f.name.clone(), kernels, HostPlan::of(f)));
     }
@@ -63,7 +160,7 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
         (Stage::Ptx, false) => return Err(CompileError(format!("`--emit=ptx` needs a CUDA target; `{}` is a CPU target", t.name))),
         _ => {}
     }
-    let lowered = lower(m, gpu)?;
+    let lowered = lower(m, Device::of(t))?;
     let mlir = m.mlir.clone().unwrap_or(lowered.mlir.clone());
     if stage == Stage::Mlir {
         return Ok((Artifact::Text(compile::normalize_mlir(&mlir)?), None));

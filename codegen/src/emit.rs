@@ -36,10 +36,30 @@ use tilec::ir::*;
 
 pub use tilec_runtime::KernelAbi;
 
-/// The most shared memory a kernel may declare statically (`.shared` in
-/// PTX). More is dynamic shared memory, sized at launch after an opt-in
-/// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
-pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+/// What kernels are emitted for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    /// A CUDA GPU that lets a kernel declare up to
+    /// `max_static_shared_bytes` of shared memory statically (`.shared` in
+    /// PTX); more is dynamic shared memory, sized at launch after an
+    /// opt-in (the target's `compute.max_static_shared_bytes`).
+    Gpu { max_static_shared_bytes: u64 },
+}
+
+impl Device {
+    /// The device of target `t`'s kind, with its limits.
+    pub fn of(t: &tilec::target::Target) -> Device {
+        match t.kind {
+            tilec::target::TargetKind::Cpu => Device::Cpu,
+            tilec::target::TargetKind::Cuda => Device::Gpu { max_static_shared_bytes: t.compute.max_static_shared_bytes },
+        }
+    }
+
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Device::Gpu { .. })
+    }
+}
 
 /// Why code could not be generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +150,8 @@ struct Lanes {
 pub struct Emitter<'f> {
     f: &'f Function,
     gpu: bool,
+    /// GPU: shared memory up to this is declared statically.
+    max_static_shared_bytes: u64,
     out: String,
     depth: usize,
     next: usize,
@@ -156,14 +178,14 @@ pub struct Emitter<'f> {
 }
 
 /// The MLIR text of every kernel of `f`, and how to call each.
-pub fn emit_function(f: &Function, gpu: bool) -> Result<(String, Vec<KernelAbi>), EmitError> {
+pub fn emit_function(f: &Function, device: Device) -> Result<(String, Vec<KernelAbi>), EmitError> {
     let mut text = String::new();
     let mut abis = Vec::new();
     for &op in &f.regions[f.body].ops {
         match &f.ops[op].kind {
             OpKind::Kernel(_) => {
                 let symbol = format!("{}_k{}", f.name, abis.len());
-                let (t, abi) = Emitter::kernel(f, op, &symbol, gpu)?;
+                let (t, abi) = Emitter::kernel(f, op, &symbol, device)?;
                 text.push_str(&t);
                 abis.push(abi);
             }
@@ -206,8 +228,13 @@ impl<'f> Emitter<'f> {
 
     /// Emits one kernel as an MLIR function (CPU) or a GPU module with a
     /// kernel function.
-    fn kernel(f: &'f Function, op: Op, symbol: &str, gpu: bool) -> Result<(String, KernelAbi), EmitError> {
-        let mut e = Emitter { f, gpu, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0, stack_bytes: 0 };
+    fn kernel(f: &'f Function, op: Op, symbol: &str, device: Device) -> Result<(String, KernelAbi), EmitError> {
+        let gpu = device.is_gpu();
+        let max_static_shared_bytes = match device {
+            Device::Gpu { max_static_shared_bytes } => max_static_shared_bytes,
+            Device::Cpu => 0,
+        };
+        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0, stack_bytes: 0 };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -373,11 +400,12 @@ impl<'f> Emitter<'f> {
         self.line(&format!("{lin} = arith.addi {t3}, {t2} : index"));
         self.thread_linear = Some((lin, threads));
         self.region(body)?;
-        // Up to 48 KiB the buffers are declared statically; beyond, they
-        // share one block of dynamic shared memory, which the launch sizes
-        // (and allows, above 48 KiB). The target's resource check has
-        // already held the total to what one block may have.
-        if self.shared_bytes > MAX_STATIC_SHARED_BYTES {
+        // Up to the target's static limit (48 KiB on NVIDIA GPUs) the
+        // buffers are declared statically; beyond, they share one block of
+        // dynamic shared memory, which the launch sizes (and allows, above
+        // 48 KiB). The target's resource check has already held the total
+        // to what one block may have.
+        if self.shared_bytes > self.max_static_shared_bytes {
             abi.dynamic_shared_bytes = self.shared_bytes;
         }
         abi.shared_bytes = self.shared_bytes;

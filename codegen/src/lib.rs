@@ -40,7 +40,7 @@ pub fn cpu_module_text(kernels: &str) -> String {
 /// Compiles the kernels of `f` (a function whose compute ops are all
 /// tiled) for `target`.
 pub fn compile_function_cpu(f: &Function, target: &LlvmTarget) -> Result<CpuCompiled, CompileError> {
-    let (text, kernels) = emit::emit_function(f, false).map_err(|e| CompileError(e.0))?;
+    let (text, kernels) = emit::emit_function(f, emit::Device::Cpu).map_err(|e| CompileError(e.0))?;
     let mlir = cpu_module_text(&text);
     let artifacts = compile::compile_cpu(&mlir, target)?;
     Ok(CpuCompiled { mlir, artifacts, kernels, plan: HostPlan::of(f) })
@@ -91,11 +91,15 @@ pub fn gpu_module_text(kernels: &str) -> String {
     format!("module attributes {{gpu.container_module}} {{\n{kernels}}}\n")
 }
 
-/// Compiles the kernels of `f` to PTX for `chip` (`sm_80`, `sm_90`) with
-/// LLVM NVPTX `features` (`+ptx80`).
-pub fn compile_function_gpu(f: &Function, chip: &str, features: &str) -> Result<GpuCompiled, CompileError> {
-    let (text, kernels) = emit::emit_function(f, true).map_err(|e| CompileError(e.0))?;
+/// Compiles the kernels of `f` to PTX for CUDA target `target`: its chip
+/// (`isa.cpu`: `sm_80`, `sm_90`), LLVM NVPTX features (`+ptx80`) and
+/// static shared memory limit.
+pub fn compile_function_gpu(f: &Function, target: &tilec::target::Target) -> Result<GpuCompiled, CompileError> {
+    if target.kind != tilec::target::TargetKind::Cuda {
+        return Err(CompileError(format!("`{}` is not a CUDA target: PTX needs one", target.name)));
+    }
+    let (text, kernels) = emit::emit_function(f, emit::Device::of(target)).map_err(|e| CompileError(e.0))?;
     let mlir = gpu_module_text(&text);
-    let (nvvm, ptx) = compile::compile_gpu(&mlir, chip, features)?;
+    let (nvvm, ptx) = compile::compile_gpu(&mlir, &target.isa.cpu, &target.isa.features)?;
     Ok(GpuCompiled { mlir, nvvm, ptx, kernels })
 }

@@ -4,6 +4,7 @@
 use tilec::diag::{Diagnostic, Diagnostics, Span};
 use tilec::ir::{Module, OpKind};
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use crate::emit::Device;
 use tilec::target::TargetKind;
 
 pub static DECL: PassDecl = PassDecl {
@@ -18,7 +19,7 @@ thread ids, workgroup memory for shared buffers and `gpu.barrier`. MLIR
 parses and verifies the result. After this pass the module's dumps are MLIR
 text; `--emit` compiles it further (see `docs/codegen.md`). Every compute
 op must have been tiled.",
-    options: &[OptionDecl { name: "gpu", kind: OptionKind::Enum(&["auto", "true", "false"]), default: "auto", help: "emit GPU kernels (auto: when the target is a CUDA target)" }],
+    options: &[OptionDecl { name: "gpu", kind: OptionKind::Enum(&["auto", "true", "false"]), default: "auto", help: "emit GPU kernels (auto: when the target is a CUDA target; true needs one)" }],
     statistics: &[("kernels", "kernels emitted")],
     create: |o: &PassOptions| Box::new(LowerToMlir { gpu: o.str("gpu").to_string() }),
 };
@@ -29,10 +30,20 @@ pub struct LowerToMlir {
 
 impl Pass for LowerToMlir {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
-        let gpu = match self.gpu.as_str() {
-            "true" => true,
-            "false" => false,
-            _ => cx.target().is_some_and(|t| t.kind == TargetKind::Cuda),
+        let cuda = cx.target().filter(|t| t.kind == TargetKind::Cuda);
+        let device = match (self.gpu.as_str(), cuda) {
+            ("false", _) | ("auto", None) => Device::Cpu,
+            (_, Some(t)) => Device::of(t),
+            // GPU kernels take their limits (static shared memory) from
+            // the target.
+            _ => {
+                let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
+                let what = cx.target().map_or("the run has no target".to_string(), |t| format!("the target is `{}`, a {} target", t.name, t.kind.name()));
+                return Err(Diagnostic::error(format!("`lower-to-mlir{{gpu=true}}` needs a CUDA target, but {what}"))
+                    .at(at, "in this module")
+                    .with_help("pass --target with a cuda target, or leave `gpu` at `auto`")
+                    .into());
+            }
         };
         // Untiled compute ops are the usual mistake: point at each one.
         let mut untiled = Diagnostics::new();
@@ -50,7 +61,7 @@ impl Pass for LowerToMlir {
         }
         untiled.into_result()?;
         let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
-        let lowered = crate::driver::lower(module, gpu).map_err(|e| Diagnostic::error(format!("cannot lower to MLIR: {}", e.0)).at(at, "in this module"))?;
+        let lowered = crate::driver::lower(module, device).map_err(|e| Diagnostic::error(format!("cannot lower to MLIR: {}", e.0)).at(at, "in this module"))?;
         let text = crate::compile::normalize_mlir(&lowered.mlir).map_err(|e| Diagnostic::error(format!("generated MLIR is invalid (a tilec bug): {}", e.0)).at(at, "in this module"))?;
         cx.bump("kernels", lowered.functions.iter().map(|(_, k, _)| k.len() as u64).sum());
         module.mlir = Some(text);

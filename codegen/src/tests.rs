@@ -8,6 +8,24 @@ fn pass_docs_are_up_to_date() {
     tilec::golden::check_or_bless(&path, &registry().markdown()).unwrap();
 }
 
+/// The tools' default pipelines, built in one place, and the variants
+/// tilec-bench and tilec-fuzz make of it.
+#[test]
+fn default_pipelines() {
+    let codegen = driver::default_codegen_pipeline();
+    assert_eq!(codegen, "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards,lower-to-mlir)");
+    assert_eq!(driver::default_compiled_pipeline(), "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards)");
+    let bench = driver::scheduling_pipeline(Some("strategy=roller seed=3 budget=64"), true, &[]);
+    assert_eq!(bench, "builtin.module(search{strategy=roller seed=3 budget=64},tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)");
+    let plain = driver::scheduling_pipeline(None, true, &["canonicalize"]);
+    assert_eq!(plain, "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards,canonicalize)");
+    for text in [codegen, bench, plain] {
+        let mut sources = SourceMap::new();
+        let file = sources.add("<pipeline>", text.clone());
+        parse_pipeline(&text, file, &registry()).unwrap_or_else(|d| panic!("{text}: {}", sources.render(&d.0)));
+    }
+}
+
 use std::sync::Arc;
 use tilec::diag::SourceMap;
 use tilec::interp::{Tensor, compare::compare, run_function};
@@ -180,7 +198,7 @@ fn scheduled_gemm_compiles_to_ptx_with_shared_tiles_and_barriers() {
     let target = tilec::target::builtin("sm90").expect("built-in target");
     let mut m = parse(src);
     schedule(&mut m, "builtin.module(tile,cache,vthread,bind,unroll)", &target);
-    let c = compile_function_gpu(&m.funcs[0], "sm_90", "+ptx80").unwrap_or_else(|e| panic!("{e}\n{}", tilec::syntax::print_module(&m)));
+    let c = compile_function_gpu(&m.funcs[0], &target).unwrap_or_else(|e| panic!("{e}\n{}", tilec::syntax::print_module(&m)));
     for needle in ["ld.shared", "st.shared", "bar.sync", "%tid.x", "%ctaid.x", "fma.rn.f32"] {
         assert!(c.ptx.contains(needle), "PTX lacks `{needle}`:\n{}", c.ptx);
     }
@@ -453,7 +471,7 @@ fn random_schedules_compile_to_ptx_for_both_gpus() {
                 let what = format!("op {op} on {name} (seed {seed})");
                 let schedule_text = tilec::syntax::print_module(&m);
                 schedule(&mut m, "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)", &target);
-                let c = match compile_function_gpu(&m.funcs[0], &target.isa.cpu, &target.isa.features) {
+                let c = match compile_function_gpu(&m.funcs[0], &target) {
                     Ok(c) => c,
                     // Random schedules may stage more than static shared
                     // memory holds; that refusal is tested in lit.

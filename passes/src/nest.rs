@@ -20,40 +20,18 @@ pub fn target_for(cx: &PassContext, name: &str, span: Span) -> Result<Arc<Target
     }
 }
 
-/// One entry of the loop-order template.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum OrderEntry {
-    /// Spatial loops of tile level `l`.
-    Spatial(usize),
-    /// Reduction loops of tile level `l`.
-    Reduction(usize),
-    /// Virtual-thread loops (made by `vthread`).
-    VThread,
-    /// The innermost tile of the spatial axes.
-    SpatialPoint,
-    /// The innermost tile of the reduction axes.
-    ReductionPoint,
-}
+/// One entry of the loop-order template; the target owns the type and
+/// parses its `loop_order` once, when it is loaded.
+pub use tilec::target::OrderEntry;
 
-/// Parses the target's loop-order template.
+/// The target's loop-order template, as the loader parsed it. An error only
+/// for a target that did not come through the loader (`parse_target`,
+/// `TargetSet`), which leaves it unparsed.
 pub fn loop_order(t: &Target) -> Result<Vec<OrderEntry>, String> {
-    t.loop_order
-        .iter()
-        .map(|e| match e.as_str() {
-            "V" => Ok(OrderEntry::VThread),
-            "S.point" => Ok(OrderEntry::SpatialPoint),
-            "R.point" => Ok(OrderEntry::ReductionPoint),
-            other => {
-                let (kind, level) = other.split_once('.').ok_or_else(|| format!("bad loop-order entry `{other}`"))?;
-                let (l, _) = t.tile_level(level).ok_or_else(|| format!("loop-order entry `{other}` names no tile level"))?;
-                match kind {
-                    "S" => Ok(OrderEntry::Spatial(l)),
-                    "R" => Ok(OrderEntry::Reduction(l)),
-                    _ => Err(format!("bad loop-order entry `{other}`")),
-                }
-            }
-        })
-        .collect()
+    if t.order.len() != t.loop_order.len() {
+        return Err(format!("the loop order of target `{}` was not parsed (a target must be read with `tilec::target::parse_target`)", t.name));
+    }
+    Ok(t.order.clone())
 }
 
 /// An axis as the scheduling passes see it: extent and one tile size per

@@ -27,6 +27,8 @@ max_threads_per_unit = 2048
 max_blocks_per_unit = 32
 registers_per_unit = 65536
 max_registers_per_thread = 255
+min_warps_per_block = 4
+max_static_shared_bytes = 49152
 [peak_gflops]
 f32 = 1000.0
 [[memory]]
@@ -83,6 +85,12 @@ vector_registers = 16
 [compute]
 units = 2
 clock_ghz = 3.0
+fma_latency_cycles = 4
+misses_in_flight = 10
+[model]
+guarded_load_cost = 4.0
+gather_load_cost = 2.0
+scatter_lane_cost = 4.0
 [peak_gflops]
 f32 = 192.0
 [[memory]]
@@ -125,8 +133,11 @@ memory = "l1"
 binding = "serial"
 "#;
 
+/// Parses and validates a test target description (through the loader,
+/// which also parses its loop order).
 pub fn target(text: &str) -> Arc<Target> {
-    Arc::new(toml::from_str(text).expect("test target parses"))
+    let mut sources = tilec::diag::SourceMap::new();
+    Arc::new(tilec::target::parse_target(&mut sources, "test-target.toml", text).unwrap_or_else(|d| panic!("test target does not parse:\n{}", sources.render(&d.0))))
 }
 
 pub fn parse(src: &str) -> Module {

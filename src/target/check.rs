@@ -127,6 +127,25 @@ impl ComputeInfo {
     }
 }
 
+/// How many distinct values affine index `e` takes over a tile whose axes
+/// range over `0..t(axis)`, at most `dim` (the tensor's extent along that
+/// dimension), at least 1: the lesser of the points of the axes it uses and
+/// the width of its range over the divisor. A read's footprint is the
+/// product of this over its indices; the resource check and the search's
+/// model both count footprints with it.
+pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
+    let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
+    let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
+        Some((lo, hi)) => {
+            let width = (hi as i128 - lo as i128 + 1) as u128;
+            let d = e.divisor().max(1) as u128;
+            width.div_ceil(d).min(u64::MAX as u128) as u64
+        }
+        None => u64::MAX,
+    };
+    by_range.min(points).min(dim).max(1)
+}
+
 /// Checks that schedule `s` of compute op `c` fits the resources of target
 /// `t` (see the module documentation for the definitions). Errors point at
 /// `span` (the schedule), with the axes and reads involved as secondary
@@ -253,7 +272,7 @@ impl Checker<'_> {
 
     /// Virtual threads split spatial axes only, and need a `V` loop.
     fn vthreads(&mut self) {
-        let has_v = self.t.loop_order.iter().any(|e| e == "V");
+        let has_v = self.t.has_vthread_loops();
         for (axis, v) in &self.s.vthreads {
             let Some(id) = self.c.axis_by_name(axis) else { continue };
             if self.c.axis(id).kind == AxisKind::Reduction {
@@ -321,27 +340,10 @@ impl Checker<'_> {
     /// `t(a)` at `level`: see the module documentation.
     fn range_of(&self, a: AxisId, level: usize) -> u64 {
         let decl = self.c.axis(a);
-        if decl.kind == AxisKind::Reduction {
-            let r_loop = format!("R.{}", self.t.tile_levels[level].name);
-            if !self.t.loop_order.contains(&r_loop) {
-                return decl.extent.max(1);
-            }
+        if decl.kind == AxisKind::Reduction && !self.t.has_reduction_loops(level) {
+            return decl.extent.max(1);
         }
         self.raw_size(a, level).min(decl.extent).max(1)
-    }
-
-    /// Distinct values of `e` over the tile, at most `dim`.
-    fn distinct(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
-        let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
-        let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
-            Some((lo, hi)) => {
-                let width = (hi as i128 - lo as i128 + 1) as u128;
-                let d = e.divisor().max(1) as u128;
-                width.div_ceil(d).min(u64::MAX as u128) as u64
-            }
-            None => u64::MAX,
-        };
-        by_range.min(points).min(dim).max(1)
     }
 
     fn read_footprint(&self, read: usize, level: usize) -> u64 {
@@ -350,7 +352,7 @@ impl Checker<'_> {
         let t = |a: AxisId| self.range_of(a, level);
         let elems = r.indices.iter().enumerate().fold(1u64, |p, (d, e)| {
             let dim = ri.tensor.shape.get(d).copied().unwrap_or(1);
-            p.saturating_mul(Self::distinct(e, &t, dim))
+            p.saturating_mul(distinct_values(e, &t, dim))
         });
         elems.saturating_mul(ri.tensor.elem.size_bytes())
     }
@@ -359,7 +361,7 @@ impl Checker<'_> {
         let t = |a: AxisId| self.range_of(a, level);
         let elems = self.c.output.iter().enumerate().fold(1u64, |p, (d, e)| {
             let dim = self.info.output.shape.get(d).copied().unwrap_or(1);
-            p.saturating_mul(Self::distinct(e, &t, dim))
+            p.saturating_mul(distinct_values(e, &t, dim))
         });
         elems.saturating_mul(self.info.output.elem.size_bytes())
     }

@@ -19,8 +19,10 @@
 //! - the model name (`/proc/cpuinfo`), for the description.
 //!
 //! Assumed from the base description: DRAM bandwidth, every latency, line
-//! sizes, and the per-core, per-clock rates (FMA units, cache bandwidths in
-//! bytes per clock), which are scaled by the detected cores and clock. Each
+//! sizes, the search model's figures of a core (`compute.fma_latency_cycles`,
+//! `compute.misses_in_flight`, the `[model]` costs), and the per-core,
+//! per-clock rates (FMA units, cache bandwidths in bytes per clock), which
+//! are scaled by the detected cores and clock. Each
 //! value that could not be detected keeps the base description's, and the
 //! target's `sources` say which were detected and which assumed.
 //!
@@ -233,7 +235,13 @@ pub fn host_target(info: &HostInfo, base: impl FnOnce(&str) -> Result<Arc<Target
 pub fn describe(info: &HostInfo, base: &Target) -> Target {
     let mut t = base.clone();
     let mut detected: Vec<String> = Vec::new();
-    let mut assumed: Vec<String> = vec!["DRAM bandwidth".into(), "latencies".into(), "line sizes".into(), "per-core rates per clock (FMA units, cache bytes/clk)".into()];
+    let mut assumed: Vec<String> = vec![
+        "DRAM bandwidth".into(),
+        "latencies".into(),
+        "line sizes".into(),
+        "per-core rates per clock (FMA units, cache bytes/clk)".into(),
+        "the search model's core figures (FMA latency, misses in flight, `[model]` costs)".into(),
+    ];
 
     t.name = "host".into();
     let features = &info.features;
@@ -443,6 +451,9 @@ mod tests {
         assert!(t.sources[0].starts_with("detected at run time: "), "{:?}", t.sources);
         assert!(t.sources[1].contains("DRAM bandwidth"), "{:?}", t.sources);
         assert!(t.description.contains("Test CPU"));
+        // The search model's figures of a core are the base's.
+        assert_eq!((t.compute.fma_latency_cycles, t.compute.misses_in_flight), (base.compute.fma_latency_cycles, base.compute.misses_in_flight));
+        assert_eq!(t.model, base.model);
     }
 
     #[test]

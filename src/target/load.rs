@@ -7,7 +7,7 @@
 //! range, and the same document lets the semantic checks point at the
 //! field they complain about (`memory[2].capacity_bytes`).
 
-use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, Per, Target, TargetKind, host};
+use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, OrderEntry, Per, Target, TargetKind, host};
 use crate::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span, closest};
 use crate::ir::{ElemType, MemScope};
 use serde::Deserialize;
@@ -77,14 +77,18 @@ fn parse_registered(sources: &SourceMap, file: FileId) -> Result<(Target, Span),
     };
     let root = toml::de::DeTable::parse(text).map_err(toml_error)?;
     let doc = Spanned::new(root.span(), DeValue::Table(root.get_ref().clone()));
-    let target = Target::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
+    let mut target = Target::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
     let loc = Locator { file, doc: &doc };
-    let mut v = Validator { t: &target, loc: &loc, diags: Diagnostics::new() };
+    let mut v = Validator { t: &target, loc: &loc, diags: Diagnostics::new(), order: Vec::new() };
     v.run();
     // In file order, however the checks ran.
     v.diags.0.sort_by_key(|d| d.span().map_or(0, |s| s.start));
     let name_span = loc.value(&[K("name")]);
-    v.diags.into_result().map(|()| (target, name_span))
+    let (diags, order) = (v.diags, v.order);
+    diags.into_result().map(|()| {
+        target.order = order;
+        (target, name_span)
+    })
 }
 
 /// One step of a path into the document.
@@ -140,6 +144,9 @@ struct Validator<'a, 'd, 'i> {
     t: &'a Target,
     loc: &'a Locator<'d, 'i>,
     diags: Diagnostics,
+    /// `loop_order` parsed as it is checked (whole when there are no
+    /// errors).
+    order: Vec<OrderEntry>,
 }
 
 impl Validator<'_, '_, '_> {
@@ -186,12 +193,14 @@ impl Validator<'_, '_, '_> {
         match self.t.kind {
             TargetKind::Cuda => {
                 let required = [
-                    ("warp_size", c.warp_size),
-                    ("max_threads_per_block", c.max_threads_per_block),
-                    ("max_threads_per_unit", c.max_threads_per_unit),
-                    ("max_blocks_per_unit", c.max_blocks_per_unit),
-                    ("registers_per_unit", c.registers_per_unit),
-                    ("max_registers_per_thread", c.max_registers_per_thread),
+                    ("warp_size", c.warp_size as u64),
+                    ("max_threads_per_block", c.max_threads_per_block as u64),
+                    ("max_threads_per_unit", c.max_threads_per_unit as u64),
+                    ("max_blocks_per_unit", c.max_blocks_per_unit as u64),
+                    ("registers_per_unit", c.registers_per_unit as u64),
+                    ("max_registers_per_thread", c.max_registers_per_thread as u64),
+                    ("min_warps_per_block", c.min_warps_per_block as u64),
+                    ("max_static_shared_bytes", c.max_static_shared_bytes),
                 ];
                 for (field, value) in required {
                     if value == 0 {
@@ -205,6 +214,12 @@ impl Validator<'_, '_, '_> {
                     let span = self.loc.value(&[K("compute"), K("max_threads_per_block")]);
                     self.err(span, format!("`compute.max_threads_per_block` ({}) is not a multiple of the warp size ({})", c.max_threads_per_block, c.warp_size), "");
                 }
+                // Static shared memory is part of what a block may have.
+                let block_shared = self.t.memory.iter().find(|m| m.per == Per::Block && m.scope.as_deref() == Some("shared"));
+                if let Some(m) = block_shared.filter(|m| c.max_static_shared_bytes > m.capacity_bytes) {
+                    let span = self.loc.value(&[K("compute"), K("max_static_shared_bytes")]);
+                    self.err(span, format!("`compute.max_static_shared_bytes` ({}) is more than the {} bytes a block may have of `{}`", c.max_static_shared_bytes, m.capacity_bytes, m.name), "");
+                }
             }
             TargetKind::Cpu => {
                 for (field, value) in [("vector_bits", self.t.isa.vector_bits), ("vector_registers", self.t.isa.vector_registers)] {
@@ -215,12 +230,34 @@ impl Validator<'_, '_, '_> {
                         self.err(span, format!("cpu target needs a positive `isa.{field}`"), label);
                     }
                 }
+                self.positive_cpu_fields("compute", &[("fma_latency_cycles", c.fma_latency_cycles), ("misses_in_flight", c.misses_in_flight)]);
+                let m = &self.t.model;
+                if self.loc.find(&[K("model")]).1.is_none() {
+                    let span = self.loc.value(&[K("kind")]);
+                    self.err(span, "a cpu target needs a `[model]` table".into(), "a cpu target")
+                        .notes
+                        .push("note: it gives `guarded_load_cost`, `gather_load_cost` and `scatter_lane_cost`, the micro-kernel costs of the search's model (docs/targets.md)".into());
+                } else {
+                    self.positive_cpu_fields("model", &[("guarded_load_cost", m.guarded_load_cost), ("gather_load_cost", m.gather_load_cost), ("scatter_lane_cost", m.scatter_lane_cost)]);
+                }
             }
         }
         let bits = self.t.isa.vector_bits;
         if !bits.is_multiple_of(8) {
             let span = self.loc.value(&[K("isa"), K("vector_bits")]);
             self.err(span, format!("`isa.vector_bits` ({bits}) is not a whole number of bytes"), "");
+        }
+    }
+
+    /// Fields of `table` a cpu target must give, positive.
+    fn positive_cpu_fields(&mut self, table: &'static str, fields: &[(&'static str, f64)]) {
+        for &(field, value) in fields {
+            if !(value.is_finite() && value > 0.0) {
+                let span = self.loc.key(&[K(table), K(field)]);
+                let present = self.loc.find(&[K(table), K(field)]).1.is_some();
+                let label = if present { "must be positive" } else { "missing in this table" };
+                self.err(span, format!("cpu target needs a positive `{table}.{field}`"), label);
+            }
         }
     }
 
@@ -387,6 +424,7 @@ impl Validator<'_, '_, '_> {
             }
             seen.push((entry, i));
             if entry == "V" {
+                self.order.push(OrderEntry::VThread);
                 continue;
             }
             let parsed = entry.split_once('.').filter(|(kind, _)| matches!(*kind, "S" | "R"));
@@ -406,6 +444,12 @@ impl Validator<'_, '_, '_> {
                 continue;
             };
             if kind == "S" { &mut s_order } else { &mut r_order }.push((index, i));
+            self.order.push(match (kind, level) {
+                ("S", "point") => OrderEntry::SpatialPoint,
+                (_, "point") => OrderEntry::ReductionPoint,
+                ("S", _) => OrderEntry::Spatial(index),
+                _ => OrderEntry::Reduction(index),
+            });
         }
         // Every spatial level has its loops; points close both nests.
         let mut missing: Vec<String> = levels.iter().filter(|l| !t.loop_order.iter().any(|e| e == &format!("S.{l}"))).map(|l| format!("`S.{l}`")).collect();

@@ -18,7 +18,7 @@ pub mod host;
 mod load;
 mod show;
 
-pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule};
+pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule, distinct_values};
 pub use load::{BUILTIN, Builtin, Origin, TargetSet, load_target_file, parse_target};
 
 use serde::Deserialize;
@@ -51,12 +51,52 @@ pub struct Target {
     /// Tile levels, outermost first: a schedule gives each axis one tile
     /// size per level.
     pub tile_levels: Vec<TileLevel>,
-    /// The loop nest `tile` builds, outermost first: `S.<level>` (spatial
-    /// loops of a tile level), `R.<level>` (reduction loops), `V`
-    /// (virtual-thread loops), `R.point` and `S.point` (the innermost tile).
+    /// The loop nest `tile` builds, outermost first, as the file writes
+    /// it: `S.<level>` (spatial loops of a tile level), `R.<level>`
+    /// (reduction loops), `V` (virtual-thread loops), `R.point` and
+    /// `S.point` (the innermost tile). Code reads [`Target::order`].
     pub loop_order: Vec<String>,
+    /// `loop_order` parsed, by the loader once it has validated it: tile
+    /// levels by index. (Empty on a `Target` deserialized without
+    /// [`parse_target`]/[`TargetSet`], which nothing should do.)
+    #[serde(skip)]
+    pub order: Vec<OrderEntry>,
     #[serde(default)]
     pub intrinsics: Vec<Intrinsic>,
+    /// What the search's performance model charges a CPU micro-kernel
+    /// (`[model]`, required on cpu targets).
+    #[serde(default)]
+    pub model: ModelCosts,
+}
+
+/// One entry of the loop-order template (`loop_order`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OrderEntry {
+    /// Spatial loops of tile level `l` (`S.<level>`).
+    Spatial(usize),
+    /// Reduction loops of tile level `l` (`R.<level>`).
+    Reduction(usize),
+    /// Virtual-thread loops, made by `vthread` (`V`).
+    VThread,
+    /// The innermost tile of the spatial axes (`S.point`).
+    SpatialPoint,
+    /// The innermost tile of the reduction axes (`R.point`).
+    ReductionPoint,
+}
+
+impl OrderEntry {
+    /// The entry as `loop_order` writes it, with `levels` naming the tile
+    /// levels.
+    pub fn text(self, levels: &[TileLevel]) -> String {
+        let level = |l: usize| levels.get(l).map_or("?", |t| t.name.as_str());
+        match self {
+            OrderEntry::Spatial(l) => format!("S.{}", level(l)),
+            OrderEntry::Reduction(l) => format!("R.{}", level(l)),
+            OrderEntry::VThread => "V".into(),
+            OrderEntry::SpatialPoint => "S.point".into(),
+            OrderEntry::ReductionPoint => "R.point".into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -98,6 +138,50 @@ pub struct ComputeUnits {
     /// 32-bit registers one thread may use.
     #[serde(default)]
     pub max_registers_per_thread: u32,
+    /// Warps per block below which an SM cannot hide latency: one per warp
+    /// scheduler (an SM has four since Volta). The search model scales a
+    /// block's throughput by warps / this below it.
+    #[serde(default)]
+    pub min_warps_per_block: u32,
+    /// The most shared memory a kernel may declare statically (`.shared`
+    /// in PTX), per block. More is dynamic shared memory, sized at launch
+    /// after an opt-in (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`);
+    /// code generation switches to it above this.
+    #[serde(default)]
+    pub max_static_shared_bytes: u64,
+    /// CPU only below.
+    ///
+    /// Cycles from an FMA's inputs to its result: the search model wants
+    /// this many independent accumulators per FMA unit.
+    #[serde(default)]
+    pub fma_latency_cycles: f64,
+    /// Cache misses one core keeps in flight (L1 fill buffers): the search
+    /// model stalls a kernel for a conflict miss's latency over this.
+    #[serde(default)]
+    pub misses_in_flight: f64,
+}
+
+/// Costs the search's performance model charges a CPU micro-kernel, in
+/// issue slots or cycles per element against one for a vector load
+/// (`[model]`; see `docs/targets.md` and `docs/search.md`). They come from
+/// measurements of generated kernels rather than vendor documents.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCosts {
+    /// Issue slots of a guarded element load (a scalar load, the bounds
+    /// compare, a select and an insert into the vector); also the cycles
+    /// per element of a packed copy of a padded read.
+    #[serde(default)]
+    pub guarded_load_cost: f64,
+    /// Issue slots of a gathered vector lane (a scalar load and an
+    /// insert); also the cycles per element of a permuted or strided
+    /// packed copy.
+    #[serde(default)]
+    pub gather_load_cost: f64,
+    /// Cycles per lane of a vector stored lane by lane (the extract, the
+    /// store, and the line it lands in).
+    #[serde(default)]
+    pub scatter_lane_cost: f64,
 }
 
 /// What a capacity is counted per.
@@ -230,6 +314,17 @@ impl Target {
 
     pub fn memory_index(&self, name: &str) -> Option<usize> {
         self.memory.iter().position(|m| m.name == name)
+    }
+
+    /// Whether the loop order has virtual-thread loops (`V`).
+    pub fn has_vthread_loops(&self) -> bool {
+        self.order.contains(&OrderEntry::VThread)
+    }
+
+    /// Whether tile level `l` has reduction loops (`R.<level>`); without
+    /// them a tile of that level spans whole reduction axes.
+    pub fn has_reduction_loops(&self, l: usize) -> bool {
+        self.order.contains(&OrderEntry::Reduction(l))
     }
 }
 

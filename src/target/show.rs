@@ -38,8 +38,21 @@ impl Target {
                 "; warp {}, at most {} threads per block, {} threads and {} blocks per SM, {} registers per SM, {} per thread",
                 c.warp_size, c.max_threads_per_block, c.max_threads_per_unit, c.max_blocks_per_unit, c.registers_per_unit, c.max_registers_per_thread
             )?;
+            write!(s, "; {} warps per block hide latency; {} of static shared memory per block", c.min_warps_per_block, fmt_bytes(c.max_static_shared_bytes))?;
+        } else {
+            write!(s, "; FMA latency {} cycles, {} misses in flight per core", fmt_num(c.fma_latency_cycles), fmt_num(c.misses_in_flight))?;
         }
         writeln!(s)?;
+        if self.kind == TargetKind::Cpu {
+            let m = &self.model;
+            writeln!(
+                s,
+                "    model: guarded load {}, gathered lane {}, scattered lane {} (issue slots or cycles)",
+                fmt_num(m.guarded_load_cost),
+                fmt_num(m.gather_load_cost),
+                fmt_num(m.scatter_lane_cost)
+            )?;
+        }
         let peaks: Vec<String> = self.peak_gflops.iter().map(|(t, v)| format!("{t} {}", fmt_num(*v))).collect();
         writeln!(s, "    peak GFLOP/s: {}", peaks.join(", "))?;
         writeln!(s, "    memory levels (slowest first):")?;
@@ -75,7 +88,8 @@ impl Target {
         for l in &self.tile_levels {
             writeln!(s, "      {:<10} memory {:<10} binding {}", l.name, l.memory, l.binding.name())?;
         }
-        writeln!(s, "    loop order: {}", self.loop_order.join(" "))?;
+        let order: Vec<String> = self.order.iter().map(|e| e.text(&self.tile_levels)).collect();
+        writeln!(s, "    loop order: {}", order.join(" "))?;
         if !self.intrinsics.is_empty() {
             writeln!(s, "    intrinsics:")?;
             for x in &self.intrinsics {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::target::{Binding, TargetKind};
+use crate::target::{Binding, OrderEntry, TargetKind};
 
 /// Parses `text` as `t.toml`; the rendered diagnostics on failure.
 fn parse(text: &str) -> Result<Target, String> {
@@ -47,21 +47,34 @@ fn builtins_describe_the_tile_model() {
             assert_eq!(names, ["global", "l2", "shared", "local"]);
             assert_eq!(levels, [("block", "shared", Binding::Grid), ("thread", "local", Binding::Threads)]);
             assert_eq!(t.loop_order, ["S.block", "S.thread", "R.block", "R.thread", "R.point", "V", "S.point"]);
+            use OrderEntry::*;
+            assert_eq!(t.order, [Spatial(0), Spatial(1), Reduction(0), Reduction(1), ReductionPoint, VThread, SpatialPoint]);
             assert_eq!(t.memory_level("shared").unwrap().scope.as_deref(), Some("shared"));
             assert_eq!(t.memory_level("local").unwrap().scope.as_deref(), Some("local"));
             assert_eq!(t.memory_level("local").unwrap().capacity_bytes, 255 * 4);
             assert!(t.intrinsics.iter().any(|x| x.kind == "mma" && (x.m, x.n, x.k) == (16, 8, 32) && x.a == "i8"));
             assert!(t.intrinsics.iter().any(|x| x.kind == "wmma" && (x.m, x.n, x.k) == (16, 16, 16)));
+            // The values the search model and code generation were
+            // calibrated with (they were constants before).
+            assert_eq!((t.compute.min_warps_per_block, t.compute.max_static_shared_bytes), (4, 48 * 1024));
         } else {
             assert_eq!(t.kind, TargetKind::Cpu);
             assert_eq!(names, ["dram", "l3", "l2", "l1", "registers"]);
             assert_eq!(levels, [("core", "l3", Binding::Parallel), ("l2", "l2", Binding::Serial), ("l1", "l1", Binding::Serial)]);
             assert_eq!(t.loop_order, ["S.core", "S.l2", "R.l2", "S.l1", "R.l1", "R.point", "V", "S.point"]);
+            use OrderEntry::*;
+            assert_eq!(t.order, [Spatial(0), Spatial(1), Reduction(1), Spatial(2), Reduction(2), ReductionPoint, VThread, SpatialPoint]);
+            assert!(!t.has_reduction_loops(0) && t.has_reduction_loops(1) && t.has_vthread_loops());
             let regs = t.memory_level("registers").unwrap();
             assert_eq!(regs.capacity_bytes, (t.isa.vector_registers * t.isa.vector_bits / 8) as u64);
             assert!(regs.managed);
             assert!(t.intrinsics.iter().any(|x| x.kind == "fma" && x.m * 32 == t.isa.vector_bits));
+            assert_eq!((t.compute.fma_latency_cycles, t.compute.misses_in_flight), (4.0, 10.0));
+            assert_eq!((t.model.guarded_load_cost, t.model.gather_load_cost, t.model.scatter_lane_cost), (4.0, 2.0, 4.0));
         }
+        // Parsed once, and printed back as written.
+        let text: Vec<String> = t.order.iter().map(|e| e.text(&t.tile_levels)).collect();
+        assert_eq!(text, t.loop_order);
         for ty in ["f32", "f16", "bf16", "i8"] {
             assert!(t.peak_gflops.contains_key(ty), "{} lacks a {ty} peak", b.name);
         }
@@ -138,6 +151,13 @@ fn semantic_errors_point_into_the_file() {
         ("x86-avx2", "per = \"thread\"", "per = \"block\"", "`per = \"block\"` is for GPU memories"),
         ("sm80", "unit_capacity_bytes = 167936", "unit_capacity_bytes = 1024", "`unit_capacity_bytes` of `shared` (1024) is less than its `capacity_bytes` (166912)"),
         ("sm80", "banks = 32 ", "", "gives `bank_width_bytes` without the other"),
+        ("sm80", "min_warps_per_block = 4", "min_warps_per_block = 0", "cuda target needs a positive `compute.min_warps_per_block`"),
+        ("sm80", "max_static_shared_bytes = 49152", "", "cuda target needs a positive `compute.max_static_shared_bytes`"),
+        ("sm80", "max_static_shared_bytes = 49152", "max_static_shared_bytes = 200000", "`compute.max_static_shared_bytes` (200000) is more than the 166912 bytes a block may have of `shared`"),
+        ("x86-avx2", "fma_latency_cycles = 4", "fma_latency_cycles = 0", "cpu target needs a positive `compute.fma_latency_cycles`"),
+        ("x86-avx2", "misses_in_flight = 10", "misses_in_flight = -1", "cpu target needs a positive `compute.misses_in_flight`"),
+        ("x86-avx2", "gather_load_cost = 2.0", "", "cpu target needs a positive `model.gather_load_cost`"),
+        ("x86-avx2", "[model]", "[modle]", "unknown field `modle`"),
     ];
     for (base, from, to, want) in cases {
         let e = err(&edit(base, from, to));

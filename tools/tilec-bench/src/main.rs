@@ -42,8 +42,13 @@ struct Cli {
 
     /// The target to schedule and compile for (must run on this machine);
     /// by default the target a workload's schedules name, else `host`.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME|PATH")]
     target: Option<String>,
+
+    /// A folder of target description files (`*.toml`) to add to the known
+    /// targets (repeatable; `TILEC_TARGET_PATH` adds folders too).
+    #[arg(long = "target-dir", value_name = "DIR")]
+    target_dir: Vec<PathBuf>,
 
     /// Seed of the search and of the inputs.
     #[arg(long, default_value_t = 0)]
@@ -192,16 +197,17 @@ struct Measured {
 }
 
 fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
-    match strategy {
-        "plain" => "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)".to_string(),
+    let search = match strategy {
+        "plain" => None,
         s => {
             let extra = if options.trim().is_empty() { String::new() } else { format!(" {}", options.trim()) };
-            format!("builtin.module(search{{strategy={s} seed={seed}{extra}}},tile{{unscheduled=serial}},cache,vthread,bind,vectorize,unroll,hoist-guards)")
+            Some(format!("strategy={s} seed={seed}{extra}"))
         }
-    }
+    };
+    tilec_codegen::driver::scheduling_pipeline(search.as_deref(), true, &[])
 }
 
-fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads: usize, dir: &Path) -> Result<Measured, String> {
+fn run_one(cli: &Cli, path: &Path, strategy: &str, targets: &TargetSet, target: &Arc<Target>, threads: usize, dir: &Path) -> Result<Measured, String> {
     let render = |sources: &SourceMap, d: &Diagnostics| sources.render(&d.0);
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let (module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| render(&sm, &d))?;
@@ -214,7 +220,7 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, target: &Arc<Target>, threads
     let named;
     let target = match (&cli.target, module.schedule_targets().as_slice()) {
         (None, [one]) if *one != target.name => {
-            named = TargetSet::new().resolve(&mut sources, one).map_err(|d| render(&sources, &d))?;
+            named = targets.lookup(&mut sources, one).map_err(|d| render(&sources, &d))?;
             if named.kind != TargetKind::Cpu {
                 return Err(format!("the schedules are for `{one}`, a {} target; tilec-bench runs on this machine's CPU", named.kind.name()));
             }
@@ -400,7 +406,8 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     }
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let mut sources = SourceMap::new();
-    let target = TargetSet::new().resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;
+    let mut targets = tilec_codegen::driver::target_set(&mut sources, &cli.target_dir)?;
+    let target = targets.resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;
     if target.kind != TargetKind::Cpu {
         return Err(Diagnostic::error(format!("tilec-bench runs on this machine's CPU; `{}` is a {} target", target.name, target.kind.name())).with_help("pass a CPU target, e.g. --target=host").into());
     }
@@ -438,7 +445,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         let workload = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         for strategy in &strategies {
             bar.set_message(format!("{workload} ({strategy})"));
-            let result = run_one(cli, path, strategy, &target, threads, dir.path());
+            let result = run_one(cli, path, strategy, &targets, &target, threads, dir.path());
             if !cli.json && !bar.is_hidden() {
                 bar.println(format!("{workload} ({strategy}) done"));
             }

@@ -222,11 +222,7 @@ pub fn pipeline_seeds() -> Vec<Vec<u8>> {
     let mut paths = Vec::new();
     collect(&root.join("lit-tests"), "tile", &mut paths);
     paths.sort();
-    let mut out: Vec<Vec<u8>> = vec![
-        crate::targets::DEFAULT_COMPILED_PIPELINE
-            .as_bytes()
-            .to_vec(),
-    ];
+    let mut out: Vec<Vec<u8>> = vec![crate::targets::default_compiled_pipeline().into_bytes()];
     for p in paths {
         let Ok(text) = std::fs::read_to_string(&p) else {
             continue;

@@ -617,8 +617,9 @@ fn small_enough(m: &Module, max_elems: u64, max_points: u64) -> Result<(), Outco
 
 /// The pipeline the interp target checks: the scheduling passes where the
 /// module has schedules, and canonicalisation.
-const SCHEDULING_PIPELINE: &str =
-    "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards,canonicalize)";
+fn scheduling_pipeline() -> String {
+    tilec_codegen::driver::scheduling_pipeline(None, false, &["canonicalize"])
+}
 
 fn interp(input: &[u8]) -> Outcome {
     let (module, mut sources) = match load(input) {
@@ -635,16 +636,16 @@ fn interp(input: &[u8]) -> Outcome {
     }
     let targets = module.schedule_targets();
     let (text, target) = match targets.as_slice() {
-        [] => ("builtin.module(canonicalize)", "x86-avx2"),
-        [one] => (SCHEDULING_PIPELINE, one.as_str()),
+        [] => ("builtin.module(canonicalize)".to_string(), "x86-avx2"),
+        [one] => (scheduling_pipeline(), one.as_str()),
         _ => return reject("schedules for several targets"),
     };
     let Some(target) = builtin(target) else {
         return reject("unknown target");
     };
-    let file = sources.add("<pipeline>", text);
+    let file = sources.add("<pipeline>", text.clone());
     let pipeline =
-        parse_pipeline(text, file, registry()).expect("the interp target's pipeline parses");
+        parse_pipeline(&text, file, registry()).expect("the interp target's pipeline parses");
     let mut after = module.clone();
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target);
@@ -664,10 +665,12 @@ fn interp(input: &[u8]) -> Outcome {
 }
 
 /// What `tilec-run --backend=cpu` runs when no pipeline is given
-/// (`tools/tilec-run`), with a tenth of the search's default budget: the
-/// target tests code generation, and a debug build's search takes seconds.
-pub const DEFAULT_COMPILED_PIPELINE: &str =
-    "builtin.module(search{budget=2000},tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
+/// (`tilec_codegen::driver::default_compiled_pipeline`), with a tenth of
+/// the search's default budget: the target tests code generation, and a
+/// debug build's search takes seconds.
+pub fn default_compiled_pipeline() -> String {
+    tilec_codegen::driver::scheduling_pipeline(Some("budget=2000"), false, &[])
+}
 
 fn compile(input: &[u8], scratch: &Path) -> Outcome {
     let (module, mut sources) = match load(input) {
@@ -698,9 +701,9 @@ fn compile(input: &[u8], scratch: &Path) -> Outcome {
     if want.iter().all(|r| r.is_err()) {
         return reject("the interpreter refused the input");
     }
-    let file = sources.add("<default pipeline>", DEFAULT_COMPILED_PIPELINE);
-    let pipeline = parse_pipeline(DEFAULT_COMPILED_PIPELINE, file, registry())
-        .expect("the default pipeline parses");
+    let text = default_compiled_pipeline();
+    let file = sources.add("<default pipeline>", text.clone());
+    let pipeline = parse_pipeline(&text, file, registry()).expect("the default pipeline parses");
     let mut lowered = module.clone();
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());

@@ -21,7 +21,7 @@ use tilec::interp::npy::{read_npy, write_npy};
 use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, run_function_with};
 use tilec::ir::{Function, Module, Type};
 use tilec::pass::{PassManager, parse_pipeline};
-use tilec::target::{Target, TargetKind, TargetSet};
+use tilec::target::{Target, TargetKind};
 use std::sync::Arc;
 use tilec::verify::verify_module;
 use tilec_runtime::program::CpuRunError;
@@ -70,6 +70,11 @@ struct Cli {
     /// schedules name, else `host` for `cpu`. Its code must run here.
     #[arg(long, value_name = "NAME|PATH")]
     target: Option<String>,
+
+    /// A folder of target description files (`*.toml`) to add to the known
+    /// targets (repeatable; `TILEC_TARGET_PATH` adds folders too).
+    #[arg(long = "target-dir", value_name = "DIR")]
+    target_dir: Vec<PathBuf>,
 
     /// Threads for the parallel (core-level) loops (`--backend=cpu`; 0:
     /// one per core of this machine).
@@ -132,11 +137,6 @@ impl Backend {
         }
     }
 }
-
-/// The pipeline `--backend=cpu|cuda` runs when none is given: `search`
-/// (markov, construction only) schedules the ops that have no schedule,
-/// then the scheduling passes in the order they compose.
-const DEFAULT_COMPILED_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
 
 /// How a function is executed: interpreted, or compiled and loaded.
 enum Executable<'f> {
@@ -422,31 +422,16 @@ fn gather_inputs(cli: &Cli, f: &Function, memory: &MemoryLimit) -> Result<(Vec<T
     diags.into_result().map(|()| (tensors, generated))
 }
 
-/// The target of `--backend=cpu`: --target, else the one the schedules
-/// name, else this machine.
+/// The target of `--backend=cpu|cuda`: --target, else the one the
+/// schedules name, else (`cpu`) this machine; of the backend's kind.
 fn resolve_target(cli: &Cli, sources: &mut SourceMap, module: &Module, kind: TargetKind) -> Result<Arc<Target>, Diagnostics> {
-    let mut set = TargetSet::new();
-    if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
-        for dir in std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()) {
-            set.add_dir(sources, &dir)?;
-        }
-    }
-    let name = match (&cli.target, module.schedule_targets().as_slice()) {
-        (Some(t), _) => t.clone(),
-        (None, []) if kind == TargetKind::Cpu => "host".to_string(),
-        (None, []) => {
-            return Err(Diagnostic::error("`--backend=cuda` needs a CUDA target, and no schedule names one")
-                .with_help("pass --target=sm80 or --target=sm90, and schedule every op for it")
-                .into());
-        }
-        (None, [one]) => one.clone(),
-        (None, [first, second, ..]) => {
-            return Err(Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`)"))
-                .with_help("pass --target, and schedule every op for it")
-                .into());
-        }
+    let fallback = (kind == TargetKind::Cpu).then_some("host");
+    let (_, target) = tilec_codegen::driver::resolve_target(sources, &cli.target_dir, cli.target.as_deref(), module, fallback)?;
+    let Some(target) = target else {
+        return Err(Diagnostic::error("`--backend=cuda` needs a CUDA target, and no schedule names one")
+            .with_help("pass --target=sm80 or --target=sm90, and schedule every op for it")
+            .into());
     };
-    let target = set.resolve(sources, &name)?;
     if target.kind != kind {
         let (backend, wanted, help) = match kind {
             TargetKind::Cpu => ("cpu", "CPU", "schedule the ops for a CPU target (`tilec --list-targets`), or pass --target=host"),
@@ -497,7 +482,7 @@ fn untiled_compute_ops(f: &Function, pipeline: Option<&str>) -> Result<(), Diagn
         if let tilec::ir::OpKind::Compute(c) = &f.ops[op].kind {
             let label = c.label.as_deref().map(|l| format!(" \"{l}\"")).unwrap_or_default();
             let help = match pipeline {
-                Some(p) if p != DEFAULT_COMPILED_PIPELINE => "every compute op must be tiled before it is compiled: give it a schedule and run `tile` in --pass-pipeline, or leave --pass-pipeline out for the default pipeline (which schedules and tiles every op)",
+                Some(p) if p != tilec_codegen::driver::default_compiled_pipeline() => "every compute op must be tiled before it is compiled: give it a schedule and run `tile` in --pass-pipeline, or leave --pass-pipeline out for the default pipeline (which schedules and tiles every op)",
                 _ => "every compute op must be tiled before it is compiled: give it a schedule",
             };
             diags.push(Diagnostic::error(format!("cannot compile @{}: compute op{label} has no loop nest", f.name)).at(f.op_spans[op], "not tiled").with_help(help));
@@ -513,9 +498,8 @@ fn build_cuda(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) 
         Diagnostic::error(format!("`--backend=cuda` cannot run here: {why}"))
             .with_help("run on a machine with an NVIDIA GPU and its driver, or compile only with `tilec --emit=ptx`")
     })?;
-    let (chip, features) = (target.isa.cpu.as_str(), target.isa.features.as_str());
     untiled_compute_ops(f, pipeline)?;
-    let compiled = tilec_codegen::compile_function_gpu(f, chip, features).map_err(|e| {
+    let compiled = tilec_codegen::compile_function_gpu(f, target).map_err(|e| {
         let pipeline_flag = pipeline.map(|p| format!(" --pass-pipeline='{p}'")).unwrap_or_default();
         Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0))
             .with_note("this is a bug in tilec: the function verified and its compute ops are tiled, so it should compile")
@@ -553,8 +537,8 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let names = result_names(original);
     check_output_names(cli, original, &names)?;
 
-    if cli.backend == Backend::Interp && (cli.target.is_some() || cli.threads != 0 || cli.keep_dir.is_some()) {
-        return Err(Diagnostic::error("--target, --threads and --keep-dir are options of `--backend=cpu` and `--backend=cuda`").into());
+    if cli.backend == Backend::Interp && (cli.target.is_some() || !cli.target_dir.is_empty() || cli.threads != 0 || cli.keep_dir.is_some()) {
+        return Err(Diagnostic::error("--target, --target-dir, --threads and --keep-dir are options of `--backend=cpu` and `--backend=cuda`").into());
     }
     if cli.backend == Backend::Cuda && cli.threads != 0 {
         return Err(Diagnostic::error("--threads is an option of `--backend=cpu`").into());
@@ -570,7 +554,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let mut transformed = module.clone();
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
         (Some(text), _) => Some(text.clone()),
-        (None, Backend::Cpu | Backend::Cuda) => Some(DEFAULT_COMPILED_PIPELINE.to_string()),
+        (None, Backend::Cpu | Backend::Cuda) => Some(tilec_codegen::driver::default_compiled_pipeline()),
         (None, Backend::Interp) => None,
     };
     if let Some(text) = &pipeline_text {

@@ -144,12 +144,6 @@ enum Emit {
     Ptx,
 }
 
-/// The pipeline `--emit` runs past the tile IR when none is given: `search`
-/// (markov, construction only, seed 0) schedules the ops that have no
-/// schedule, then the scheduling passes in the order they compose, then
-/// the lowering.
-const DEFAULT_CODEGEN_PIPELINE: &str = "builtin.module(search,tile,cache,vthread,bind,vectorize,unroll,hoist-guards,lower-to-mlir)";
-
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum Color {
     Auto,
@@ -173,7 +167,7 @@ fn main() -> ExitCode {
         Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
         Color::Auto => ColorChoice::Never,
     };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, host: None, records_file: None };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, targets: None, records_file: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
@@ -189,9 +183,10 @@ struct Driver {
     color: ColorChoice,
     /// The `--target`, handed to every pass manager.
     target: Option<Arc<Target>>,
-    /// This machine, the target of code generation when neither --target
-    /// nor a schedule names one.
-    host: Option<Arc<Target>>,
+    /// Without --target, for code generation: the targets a schedule may
+    /// name, and `host` (this machine) for modules whose schedules name
+    /// none.
+    targets: Option<TargetSet>,
     /// The `--records` file, open for appending from the start; every
     /// pass manager gets it as its record sink.
     records_file: Option<tilec::records::RecordsFile>,
@@ -231,8 +226,7 @@ impl Driver {
         if codegen && self.target.is_none() {
             // Without --target, code is generated for the target the
             // schedules name, or else for this machine.
-            let mut targets = self.target_set(cli)?;
-            self.host = Some(targets.resolve(&mut self.sources, "host")?);
+            self.targets = Some(self.target_set(cli)?);
         }
         let pipeline = match (&cli.pass_pipeline, codegen) {
             (Some(text), _) => {
@@ -240,8 +234,9 @@ impl Driver {
                 parse_pipeline(text, file, &self.registry)?
             }
             (None, true) => {
-                let file = self.sources.add("<default pipeline>", DEFAULT_CODEGEN_PIPELINE);
-                parse_pipeline(DEFAULT_CODEGEN_PIPELINE, file, &self.registry)?
+                let text = tilec_codegen::driver::default_codegen_pipeline();
+                let file = self.sources.add("<default pipeline>", text.clone());
+                parse_pipeline(&text, file, &self.registry)?
             }
             (None, false) => Pipeline::default(),
         };
@@ -357,18 +352,7 @@ impl Driver {
     /// The built-in targets, `host`, and the files of --target-dir and
     /// TILEC_TARGET_PATH folders.
     fn target_set(&mut self, cli: &Cli) -> Result<TargetSet, Diagnostics> {
-        let mut set = TargetSet::new();
-        let mut dirs: Vec<PathBuf> = cli.target_dir.clone();
-        if let Some(path) = std::env::var_os("TILEC_TARGET_PATH") {
-            dirs.extend(std::env::split_paths(&path).filter(|p| !p.as_os_str().is_empty()));
-        }
-        let mut diags = Diagnostics::new();
-        for dir in dirs {
-            if let Err(d) = set.add_dir(&mut self.sources, &dir) {
-                diags.extend(d);
-            }
-        }
-        diags.into_result().map(|()| set)
+        tilec_codegen::driver::target_set(&mut self.sources, &cli.target_dir)
     }
 
     /// `--list-targets`: one line per target; with `-v`, the details too.
@@ -447,7 +431,7 @@ impl Driver {
     /// Parses, verifies, transforms and prints one chunk. Returns the text
     /// (or failure) and every diagnostic produced, warnings included.
     fn process_chunk(
-        &self,
+        &mut self,
         cli: &Cli,
         file: FileId,
         range: std::ops::Range<usize>,
@@ -470,21 +454,11 @@ impl Driver {
         if diags.has_errors() {
             return (Err(()), diags);
         }
-        let target = match (&self.target, &self.host) {
+        let target = match (&self.target, &self.targets) {
             (Some(t), _) => Some(t.clone()),
-            (None, Some(host)) => match module.schedule_targets().as_slice() {
-                [] => Some(host.clone()),
-                [one] => match tilec::target::builtin(one) {
-                    Some(t) => Some(t),
-                    None => Some(host.clone()),
-                },
-                [first, second, ..] => {
-                    let at = module.funcs.first().map_or(tilec::diag::Span::DUMMY, |f| f.span);
-                    let d = Diagnostic::error(format!("the schedules are for different targets (`{first}` and `{second}`): one module compiles for one target"))
-                        .at(at, "in this module")
-                        .with_help("pass --target, and schedule every op for it");
-                    return (Err(()), Diagnostics(vec![d]));
-                }
+            (None, Some(set)) => match tilec_codegen::driver::scheduled_target(set, &mut self.sources, &module, Some("host")) {
+                Ok(t) => t,
+                Err(d) => return (Err(()), d),
             },
             (None, None) => None,
         };
