@@ -16,6 +16,7 @@
 //! `exhaustive` (`docs/search.md`).
 
 mod baseline;
+pub mod knobs;
 mod markov;
 pub mod model;
 pub mod registry;
