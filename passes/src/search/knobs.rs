@@ -173,7 +173,7 @@ impl<'a> KnobSpace<'a> {
             Knob::Tile { axis, level } => p.choices(cfg, axis, level).into_iter().map(|s| s as i64).collect(),
             Knob::VThread { axis } => {
                 let inner = cfg.tiles[axis][p.levels - 1];
-                VTHREAD_VALUES.iter().filter(|&&v| inner % v == 0).map(|&v| v as i64).collect()
+                VTHREAD_VALUES.iter().filter(|&&v| inner.is_multiple_of(v)).map(|&v| v as i64).collect()
             }
             Knob::Vector => {
                 let mut v: Vec<i64> = p.vector_choices().into_iter().map(|v| v.map_or(-1, |a| a as i64)).collect();

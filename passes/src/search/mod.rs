@@ -2,9 +2,10 @@
 //! the pipeline's target, through one [`Strategy`] interface (DESIGN §4).
 //!
 //! A strategy gets the op's [`Problem`] (its space on the target and the
-//! analytic model, `space.rs`) and a [`SearchCx`] (seeded budget, the
-//! ranking by the model, measurement through the pass context's
-//! `Evaluator`), and returns its candidates best first. The pass then
+//! analytic model, `space.rs`; the space as knobs, `knobs.rs`) and a
+//! [`SearchCx`] (seeded budget, the ranking by the pass's [`CostModel`],
+//! `model.rs`, measurement through the pass context's `Evaluator`), and
+//! returns its candidates best first. The pass then
 //! measures the first `measure-top-k` of them when an evaluator is
 //! installed, takes the best measured (else the first), writes it into the
 //! op and reports what happened (`tilec --search-report`). Every
@@ -13,7 +14,7 @@
 //! its record to the pass context's recorder the moment it completes (and
 //! through it to the driver's sink: `tilec --records` appends and syncs
 //! it then). Strategies: `markov` (Gensor), `roller`, `random`,
-//! `exhaustive` (`docs/search.md`).
+//! `exhaustive`, each declared once in `registry.rs` (`docs/search.md`).
 
 mod baseline;
 pub mod knobs;
@@ -50,8 +51,8 @@ the pipeline (`--target`), with the chosen strategy (`strategy`):
 ",
         "
 
-Strategies construct candidates and rank them with
-an analytic model of the target (footprints, traffic, bandwidths, peak
+Strategies construct candidates and rank them with a cost model, the
+analytic model of the target (footprints, traffic, bandwidths, peak
 throughput); with `measure-top-k=K` and an evaluator (the `tilec` driver
 installs one when the target runs on this machine), the best K are compiled,
 run and timed, and the fastest wins. `measure-top-k=0` is construction
