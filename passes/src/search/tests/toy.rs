@@ -63,6 +63,8 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
     }
     // The common options, then each strategy's, then unroll; no name twice.
     let names: Vec<&str> = DECL.options.iter().map(|o| o.name).collect();
+    let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), names.len(), "a strategy's option has the name of another option: {names:?}");
     assert_eq!(
         names,
         ["strategy", "seed", "budget", "max-seconds", "measure-top-k", "final-rounds", "final-margin", "op", "temperature", "threshold", "cache-scale", "polish", "beam", "max-space", "unroll"]
