@@ -2,9 +2,20 @@
 //! `exhaustive` (every point of a small space; with enough measurements,
 //! the true optimum every other strategy's regret is measured against).
 
+use super::registry::StrategyDecl;
 use super::rng::Rng;
 use super::space::{Config, Problem};
 use super::{SearchCx, Strategy};
+use tilec::pass::{OptionDecl, OptionKind, PassOptions};
+
+pub const RANDOM: StrategyDecl = StrategyDecl { name: "random", summary: "seeded draws", options: &[], create: |_: &PassOptions| Box::new(Random) };
+
+pub const EXHAUSTIVE: StrategyDecl = StrategyDecl {
+    name: "exhaustive",
+    summary: "every point of a small space",
+    options: &[OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" }],
+    create: |o: &PassOptions| Box::new(Exhaustive { max_space: o.uint("max-space") }),
+};
 
 /// `random`: `budget` draws, each axis a uniformly drawn chain of sizes (and
 /// on GPUs a virtual-thread count). Without measurements the draws are
@@ -142,5 +153,9 @@ impl Strategy for Exhaustive {
         }
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         Ok(all.into_iter().map(|(_, c)| c).collect())
+    }
+
+    fn failure_help(&self) -> String {
+        "use strategy=markov or roller for large spaces, or raise max-space".to_string()
     }
 }

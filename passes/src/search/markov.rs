@@ -38,9 +38,24 @@
 //! level decides, and every kept state gets the model's packing
 //! ([`Problem::best_packing`]) instead of packing being walked.
 
+use super::registry::StrategyDecl;
 use super::rng::Rng;
+use super::model::CostModel;
 use super::space::{Config, Problem};
 use super::{SearchCx, Strategy};
+use tilec::pass::{OptionDecl, OptionKind, PassOptions};
+
+pub const DECL: StrategyDecl = StrategyDecl {
+    name: "markov",
+    summary: "Gensor's Markov-chain construction with annealing",
+    options: &[
+        OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
+        OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
+        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
+        OptionDecl { name: "polish", kind: OptionKind::UInt, default: "16", help: "markov: the best states improved by steepest descent on the model after the walks (0: none, the paper's algorithm alone)" },
+    ],
+    create: |o: &PassOptions| Box::new(Markov { temperature: o.float("temperature"), threshold: o.float("threshold"), cache_scale: o.float("cache-scale"), polish: o.uint("polish") }),
+};
 
 pub struct Markov {
     pub temperature: f64,
@@ -54,7 +69,7 @@ pub struct Markov {
 /// The most descent steps [`polish`] takes from one state.
 const POLISH_STEPS: usize = 64;
 
-/// Steepest descent on the model from `start` (our addition to Gensor, see
+/// Steepest descent on `model` from `start` (our addition to Gensor, see
 /// docs/search.md): each step moves to the neighbour predicted fastest
 /// while it beats the current state. A neighbour changes one tile size at
 /// one level to the next choice up or down ([`steps`], the walk's), keeping
@@ -67,9 +82,9 @@ const POLISH_STEPS: usize = 64;
 /// state. On BERT M1 for `x86-avx2` (seed 7, budget 2000) the best state
 /// the walks visit is predicted at 2.47 ms, the best after polish at 1.04
 /// ms, from 2500 more predictions (about 5 ms in a release build).
-pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
+pub fn polish(p: &Problem, model: &dyn CostModel, start: Config) -> (Config, u64) {
     let mut cur = start;
-    let mut time = p.predict(&cur);
+    let mut time = model.predict_one(p, &cur);
     let mut evaluated = 0;
     for _ in 0..POLISH_STEPS {
         let mut best: Option<(f64, Config)> = None;
@@ -86,7 +101,7 @@ pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
                         continue;
                     }
                     evaluated += 1;
-                    let t = p.predict(&n);
+                    let t = model.predict_one(p, &n);
                     if t < time && best.as_ref().is_none_or(|(bt, _)| t < *bt) && p.valid(&n) {
                         best = Some((t, n));
                     }
@@ -96,9 +111,9 @@ pub fn polish(p: &Problem, start: Config) -> (Config, u64) {
         match best {
             Some((t, n)) => (time, cur) = (t, n),
             None => {
-                let repacked = p.best_packing(&cur);
+                let repacked = p.best_packing_with(&cur, &|c| model.predict_one(p, c));
                 evaluated += 1;
-                let t = p.predict(&repacked);
+                let t = model.predict_one(p, &repacked);
                 if t < time && p.valid(&repacked) {
                     (time, cur) = (t, repacked);
                 } else {
@@ -255,12 +270,12 @@ impl Markov {
             e = next;
             cx.visited += 1;
             if rng.unit() < keep_probability(temp) {
-                top.keep(p, &e, level);
+                top.keep(p, cx.model(), &e, level);
             }
             temp /= 2.0;
             step += 1;
         }
-        top.keep(p, &e, level);
+        top.keep(p, cx.model(), &e, level);
     }
 }
 
@@ -278,9 +293,9 @@ struct Top {
 }
 
 impl Top {
-    fn keep(&mut self, p: &Problem, state: &Config, level: usize) {
+    fn keep(&mut self, p: &Problem, model: &dyn CostModel, state: &Config, level: usize) {
         if self.seen.insert((state.clone(), level)) {
-            self.states.push(p.best_packing(&p.complete(state, level)));
+            self.states.push(p.best_packing_with(&p.complete(state, level), &|c| model.predict_one(p, c)));
         }
     }
 }
@@ -327,12 +342,12 @@ impl Strategy for Markov {
             let (mut evaluated, mut improved) = (0, 0);
             let mut polished = Vec::new();
             for c in ranked.iter().take(self.polish as usize) {
-                let (n, e) = polish(p, c.clone());
+                let (n, e) = polish(p, cx.model(), c.clone());
                 evaluated += e;
                 improved += usize::from(n != *c);
                 polished.push(n);
             }
-            let best_before = p.predict(&ranked[0]);
+            let best_before = cx.predict(p, &ranked[0]);
             let started = polished.len();
             // Polished and walked states alternate, each list in the
             // model's order: the measured top k then has both, so where
@@ -355,7 +370,7 @@ impl Strategy for Markov {
                 "polish: {improved} of the best {} states improved, {evaluated} states evaluated; best predicted {:.2} -> {:.2} µs",
                 started,
                 best_before * 1e6,
-                p.predict(&ranked[0]) * 1e6
+                cx.predict(p, &ranked[0]) * 1e6
             ));
         }
         Ok(ranked)
@@ -374,9 +389,10 @@ mod tests {
         let p = Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap();
         let start = p.initial();
         let mut top = Top::default();
-        top.keep(&p, &start, 0);
-        top.keep(&p, &start, 0);
-        top.keep(&p, &start, 1);
+        let model = crate::search::AnalyticModel;
+        top.keep(&p, &model, &start, 0);
+        top.keep(&p, &model, &start, 0);
+        top.keep(&p, &model, &start, 1);
         assert_eq!(top.states, vec![p.best_packing(&p.complete(&start, 0)), p.best_packing(&p.complete(&start, 1))]);
     }
 

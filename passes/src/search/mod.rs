@@ -2,9 +2,10 @@
 //! the pipeline's target, through one [`Strategy`] interface (DESIGN §4).
 //!
 //! A strategy gets the op's [`Problem`] (its space on the target and the
-//! analytic model, `space.rs`) and a [`SearchCx`] (seeded budget, the
-//! ranking by the model, measurement through the pass context's
-//! `Evaluator`), and returns its candidates best first. The pass then
+//! analytic model, `space.rs`; the space as knobs, `knobs.rs`) and a
+//! [`SearchCx`] (seeded budget, the ranking by the pass's [`CostModel`],
+//! `model.rs`, measurement through the pass context's `Evaluator`), and
+//! returns its candidates best first. The pass then
 //! measures the first `measure-top-k` of them when an evaluator is
 //! installed, takes the best measured (else the first), writes it into the
 //! op and reports what happened (`tilec --search-report`). Every
@@ -13,10 +14,13 @@
 //! its record to the pass context's recorder the moment it completes (and
 //! through it to the driver's sink: `tilec --records` appends and syncs
 //! it then). Strategies: `markov` (Gensor), `roller`, `random`,
-//! `exhaustive` (`docs/search.md`).
+//! `exhaustive`, each declared once in `registry.rs` (`docs/search.md`).
 
 mod baseline;
+pub mod knobs;
 mod markov;
+pub mod model;
+pub mod registry;
 pub(crate) mod rng;
 mod roller;
 pub mod space;
@@ -33,19 +37,22 @@ use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptio
 use tilec::records::{Latency, Record, RecordSchedule};
 use tilec::target::{Target, TargetKind};
 
-/// The strategies, by option name.
-pub const STRATEGIES: &[&str] = &["markov", "roller", "random", "exhaustive"];
+pub use model::{AnalyticModel, CostModel};
+pub use registry::{STRATEGIES, StrategyDecl, StrategyRegistry};
 
 pub static DECL: PassDecl = PassDecl {
     name: "search",
-    summary: "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive)",
-    description: "
+    summary: registry::const_text!(registry::write_names, "Choose a schedule for each unscheduled compute op (", ")"),
+    description: registry::const_text!(
+        registry::write_list,
+        "
 Fills in the schedule of every compute op that has none, for the target of
-the pipeline (`--target`), with the chosen strategy: `markov` (Gensor's
-Markov-chain construction with annealing), `roller` (greedy tree
-construction by data reuse), `random` (seeded draws), `exhaustive` (every
-point of a small space). Strategies construct candidates and rank them with
-an analytic model of the target (footprints, traffic, bandwidths, peak
+the pipeline (`--target`), with the chosen strategy (`strategy`):
+",
+        "
+
+Strategies construct candidates and rank them with a cost model, the
+analytic model of the target (footprints, traffic, bandwidths, peak
 throughput); with `measure-top-k=K` and an evaluator (the `tilec` driver
 installs one when the target runs on this machine), the best K are compiled,
 run and timed, and the fastest wins. `measure-top-k=0` is construction
@@ -54,24 +61,21 @@ already have a schedule are left alone. `tilec --search-report` prints what
 each search did; `tilec --records FILE` appends every measurement to a
 records file, and a measured search does not measure again the candidates
 that file has times for. Options that only some strategies read say so. See
-`docs/search.md`.",
-    options: &[
-        OptionDecl { name: "strategy", kind: OptionKind::Enum(STRATEGIES), default: "markov", help: "how candidates are constructed" },
-        OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
-        OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
-        OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
-        OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
-        OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
-        OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
-        OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
-        OptionDecl { name: "temperature", kind: OptionKind::Float, default: "1", help: "markov: initial temperature of the annealing" },
-        OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
-        OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
-        OptionDecl { name: "polish", kind: OptionKind::UInt, default: "16", help: "markov: the best states improved by steepest descent on the model after the walks (0: none, the paper's algorithm alone)" },
-        OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" },
-        OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" },
-        OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
-    ],
+`docs/search.md`."
+    ),
+    options: registry::pass_options!(
+        &[
+            OptionDecl { name: "strategy", kind: registry::STRATEGY_KIND, default: "markov", help: "how candidates are constructed" },
+            OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
+            OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
+            OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
+            OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
+            OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
+            OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
+            OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
+        ],
+        &[OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" }]
+    ),
     statistics: &[("ops", "compute ops scheduled"), ("states", "states visited"), ("measured", "candidates measured")],
     create: |o: &PassOptions| Box::new(Search::from_options(o)),
 };
@@ -86,18 +90,27 @@ pub struct Search {
     pub final_rounds: u64,
     pub final_margin: f64,
     pub only: String,
-    pub temperature: f64,
-    pub threshold: f64,
-    pub cache_scale: f64,
-    pub polish: u64,
-    pub beam: u64,
-    pub max_space: u64,
     pub unroll: u64,
+    /// Every option, for the strategy's constructor (which reads its own).
+    pub options: PassOptions,
+    /// Where the strategy is found by name.
+    pub strategies: StrategyRegistry,
+    /// What ranks candidates; kept across the ops of a run, so a model that
+    /// learns from measurements learns from every op's.
+    pub model: Box<dyn CostModel>,
 }
 
 impl Search {
-    /// The pass with the options of [`DECL`].
+    /// The pass with the options of [`DECL`] and the built-in strategies.
     pub fn from_options(o: &PassOptions) -> Search {
+        Search::with_strategies(o, StrategyRegistry::builtin())
+    }
+
+    /// The pass with the options of [`DECL`] (`strategy` may name any
+    /// strategy of `strategies`: set it with `OptionKind::Str` for one
+    /// the option's list does not have) and the strategies of
+    /// `strategies`.
+    pub fn with_strategies(o: &PassOptions, strategies: StrategyRegistry) -> Search {
         Search {
             strategy: o.str("strategy").to_string(),
             seed: o.uint("seed"),
@@ -107,14 +120,16 @@ impl Search {
             final_rounds: o.uint("final-rounds"),
             final_margin: o.float("final-margin"),
             only: o.str("op").to_string(),
-            temperature: o.float("temperature"),
-            threshold: o.float("threshold"),
-            cache_scale: o.float("cache-scale"),
-            polish: o.uint("polish"),
-            beam: o.uint("beam"),
-            max_space: o.uint("max-space"),
             unroll: o.uint("unroll"),
+            options: o.clone(),
+            strategies,
+            model: Box::new(AnalyticModel),
         }
+    }
+
+    /// This pass with `model` in place of the analytic one.
+    pub fn with_model(self, model: Box<dyn CostModel>) -> Search {
+        Search { model, ..self }
     }
 }
 
@@ -128,6 +143,11 @@ pub trait Strategy {
     /// (the budget, or `max-seconds`). `Err` is a message
     /// for a diagnostic at the op (e.g. a space too large).
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String>;
+
+    /// The hint under the diagnostic when [`Strategy::run`] fails.
+    fn failure_help(&self) -> String {
+        "see docs/search.md for the options".to_string()
+    }
 }
 
 /// What a strategy may use besides the problem.
@@ -155,6 +175,8 @@ pub struct SearchCx<'a> {
     recorder: &'a mut Recorder,
     notes: Vec<String>,
     strategy: &'static str,
+    /// What [`SearchCx::rank`] ranks by.
+    model: &'a mut dyn CostModel,
 }
 
 impl SearchCx<'_> {
@@ -182,18 +204,29 @@ impl SearchCx<'_> {
         self.notes.push(n);
     }
 
+    /// The cost model the search ranks by.
+    pub fn model(&self) -> &dyn CostModel {
+        &*self.model
+    }
+
+    /// The cost model, to teach it what a strategy measured
+    /// ([`CostModel::update`]).
+    pub fn model_mut(&mut self) -> &mut dyn CostModel {
+        &mut *self.model
+    }
+
+    /// The model's prediction for one point.
+    pub fn predict(&self, p: &Problem, c: &Config) -> f64 {
+        self.model.predict_one(p, c)
+    }
+
     /// Valid candidates, duplicates removed, fastest predicted first (ties
     /// in the configurations' order, so ranking is deterministic).
     pub fn rank(&self, p: &Problem, cands: Vec<Config>) -> Vec<Config> {
-        let mut v: Vec<(f64, Config)> = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
-        for c in cands {
-            if seen.insert(c.clone()) && p.valid(&c) {
-                v.push((p.predict(&c), c));
-            }
-        }
-        v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        v.into_iter().map(|(_, c)| c).collect()
+        let valid: Vec<Config> = cands.into_iter().filter(|c| seen.insert(c.clone()) && p.valid(c)).collect();
+        let times = self.model.predict(p, &valid);
+        Self::by_time(times, valid)
     }
 
     /// Like [`SearchCx::rank`] for partial states chosen down to `level`:
@@ -201,14 +234,23 @@ impl SearchCx<'_> {
     /// when that is valid.
     pub fn rank_partial(&self, p: &Problem, cands: Vec<Config>, level: usize) -> Vec<Config> {
         let mut seen = std::collections::BTreeSet::new();
-        let mut v: Vec<(f64, Config)> = cands
+        let (wholes, partial): (Vec<Config>, Vec<Config>) = cands
             .into_iter()
             .filter(|c| seen.insert(c.clone()))
             .filter_map(|c| {
                 let whole = p.complete(&c, level);
-                p.valid(&whole).then(|| (p.predict(&whole), c))
+                p.valid(&whole).then_some((whole, c))
             })
-            .collect();
+            .unzip();
+        let times = self.model.predict(p, &wholes);
+        Self::by_time(times, partial)
+    }
+
+    /// `cands` sorted by `times` (one each), ties in the configurations'
+    /// order.
+    fn by_time(times: Vec<f64>, cands: Vec<Config>) -> Vec<Config> {
+        assert_eq!(times.len(), cands.len(), "the model predicts one time per point");
+        let mut v: Vec<(f64, Config)> = times.into_iter().zip(cands).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         v.into_iter().map(|(_, c)| c).collect()
     }
@@ -305,6 +347,32 @@ impl SearchCx<'_> {
     }
 }
 
+#[cfg(test)]
+impl<'a> SearchCx<'a> {
+    /// A context outside the pass, for running a strategy in a unit test:
+    /// no evaluator, no deadline, nothing known.
+    pub(crate) fn detached(seed: u64, budget: u64, base: Module, recorder: &'a mut Recorder, model: &'a mut dyn CostModel, strategy: &'static str) -> SearchCx<'a> {
+        SearchCx {
+            seed,
+            budget,
+            visited: 0,
+            deadline: None,
+            timed_out: false,
+            measure_k: 0,
+            evaluator: None,
+            base,
+            measured: Vec::new(),
+            final_measured: Vec::new(),
+            known: Vec::new(),
+            workload: String::new(),
+            recorder,
+            notes: Vec::new(),
+            strategy,
+            model,
+        }
+    }
+}
+
 /// At most this many candidates go to the final rounds.
 const FINALISTS: usize = 3;
 
@@ -343,23 +411,21 @@ fn fmt_gflops(flops: f64, seconds: f64) -> String {
 }
 
 impl Search {
-    fn strategy(&self) -> Box<dyn Strategy> {
-        match self.strategy.as_str() {
-            "markov" => Box::new(markov::Markov { temperature: self.temperature, threshold: self.threshold, cache_scale: self.cache_scale, polish: self.polish }),
-            "roller" => Box::new(roller::Roller { k: self.beam as usize }),
-            "random" => Box::new(baseline::Random),
-            "exhaustive" => Box::new(baseline::Exhaustive { max_space: self.max_space }),
-            other => unreachable!("the option parser accepts only the strategies listed, not `{other}`"),
-        }
+    /// The strategy the `strategy` option names, from the registry.
+    fn strategy(&self) -> Result<Box<dyn Strategy>, Diagnostic> {
+        self.strategies.create(&self.strategy, &self.options).ok_or_else(|| {
+            let names: Vec<&str> = self.strategies.names().collect();
+            Diagnostic::error(format!("unknown search strategy `{}`", self.strategy)).with_help(format!("the strategies are {}", names.join(", ")))
+        })
     }
 
     /// Searches one op; returns its schedule.
-    fn search_op(&self, f: &Function, op: Op, target: &Arc<Target>, cx: &mut PassContext) -> Result<Schedule, Diagnostic> {
+    fn search_op(&mut self, f: &Function, op: Op, target: &Arc<Target>, cx: &mut PassContext) -> Result<Schedule, Diagnostic> {
         let span = f.op_spans[op];
         let at = |d: Diagnostic| d.at(span, "while searching a schedule for this op");
         let start = Instant::now();
         let p = Problem::new(f, op, target.clone(), self.unroll).ok_or_else(|| at(Diagnostic::error("not a well-formed compute op")))?;
-        let mut strategy = self.strategy();
+        let mut strategy = self.strategy().map_err(at)?;
         let base = p.extract(f);
         let no_eval = cx.no_evaluator_reason().map(str::to_string);
         let key = tilec::records::workload_key(f, op).unwrap_or_default();
@@ -395,14 +461,9 @@ impl Search {
             recorder,
             notes: Vec::new(),
             strategy: strategy.name(),
+            model: &mut *self.model,
         };
-        let ranked = strategy.run(&p, &mut scx).map_err(|m| {
-            at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(if self.strategy == "exhaustive" {
-                "use strategy=markov or roller for large spaces, or raise max-space".to_string()
-            } else {
-                "see docs/search.md for the options".to_string()
-            })
-        })?;
+        let ranked = strategy.run(&p, &mut scx).map_err(|m| at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(strategy.failure_help()))?;
         if ranked.is_empty() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` found no schedule of this op that fits target `{}`", self.strategy, target.name)))
                 .with_help(format!("raise budget (now {}) or try another strategy", self.budget)));
@@ -425,6 +486,11 @@ impl Search {
         }
         let had_evaluator = scx.evaluator.is_some();
         let SearchCx { visited, measured, final_measured, notes, timed_out, .. } = scx;
+        // What was measured teaches the model (the analytic one ignores it).
+        let times: Vec<(Config, f64)> = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (c.clone(), t.median_s))).collect();
+        if !times.is_empty() {
+            self.model.update(&p, &times);
+        }
         let best_measured = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c))).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let best_final = finals.iter().map(|(c, times)| (median(times), c)).min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let (chosen, measured_s) = match best_final.or(best_measured) {
@@ -473,7 +539,7 @@ impl Search {
         }
         r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
         r.push_str(&format!("  chosen: {}\n", one_line(&schedule, &p)));
-        r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, p.predict(&chosen))));
+        r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, self.model.predict_one(&p, &chosen))));
         match measured_s {
             Some(t) => r.push_str(&format!(", measured: {}\n", fmt_gflops(p.flops, t))),
             None => r.push_str(", measured: -\n"),

@@ -8,8 +8,17 @@
 //! The `k` candidates with the best predicted time go on to the next level
 //! (the tree), and the last level's are ranked by the model.
 
+use super::registry::StrategyDecl;
 use super::space::{Config, Problem};
 use super::{SearchCx, Strategy};
+use tilec::pass::{OptionDecl, OptionKind, PassOptions};
+
+pub const DECL: StrategyDecl = StrategyDecl {
+    name: "roller",
+    summary: "greedy tree construction by data reuse",
+    options: &[OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" }],
+    create: |o: &PassOptions| Box::new(Roller { k: o.uint("beam") as usize }),
+};
 
 pub struct Roller {
     pub k: usize,
@@ -94,7 +103,7 @@ impl Strategy for Roller {
         cx.note(format!("beam of {}", self.k.max(1)));
         // Packing does not change the footprints Roller grows tiles by; each
         // finished tile gets the packing the model prefers for it.
-        let packed: Vec<Config> = beam.iter().map(|c| p.best_packing(c)).collect();
+        let packed: Vec<Config> = beam.iter().map(|c| p.best_packing_with(c, &|c| cx.predict(p, c))).collect();
         beam.extend(packed);
         Ok(cx.rank(p, beam))
     }

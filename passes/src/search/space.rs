@@ -1143,15 +1143,20 @@ impl Problem {
     /// model predicts fastest (ties: the earlier choice, unpacked first),
     /// each choice with its [`Problem::best_order`].
     pub fn best_packing(&self, cfg: &Config) -> Config {
+        self.best_packing_with(cfg, &|c| self.predict(c))
+    }
+
+    /// [`Problem::best_packing`] by another prediction (a cost model's).
+    pub fn best_packing_with(&self, cfg: &Config, predict: &dyn Fn(&Config) -> f64) -> Config {
         let mut best = cfg.clone();
         best.order = self.best_order(&best);
         for &r in &self.packable {
-            let mut time = self.predict(&best);
+            let mut time = predict(&best);
             for c in self.pack_choices(r) {
                 let mut n = best.clone();
                 n.pack[r] = c;
                 n.order = self.best_order(&n);
-                let t = self.predict(&n);
+                let t = predict(&n);
                 if t < time {
                     time = t;
                     best = n;

@@ -7,6 +7,8 @@ use super::*;
 use crate::testing::{CPU, GPU, check_equivalent, parse, target};
 use tilec::measure::{Failure, Timing};
 
+mod toy;
+
 fn search(strategy: &str, extra: &[(&'static str, &str)]) -> Search {
     let mut o = PassOptions::defaults(DECL.options);
     o.set("strategy", OptionKind::Str.parse(strategy).unwrap());
@@ -95,7 +97,7 @@ const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> 
 #[test]
 fn the_same_seed_gives_the_same_schedule() {
     for t in targets() {
-        for strategy in STRATEGIES {
+        for strategy in STRATEGIES.iter().map(|s| &s.name) {
             let extra: &[(&'static str, &str)] = if *strategy == "exhaustive" { &[("max-space", "100000000")] } else { &[("seed", "42")] };
             if *strategy == "exhaustive" && t.kind == TargetKind::Cpu && t.tile_levels.len() > 2 {
                 continue; // too large a space for a unit test
@@ -357,8 +359,9 @@ fn show_candidates() {
     let p = Problem::new(f, op, t.clone(), 16).unwrap();
     for strategy in ["markov", "roller", "random"] {
         let s = search(strategy, &[("cache-scale", &std::env::var("CACHE_SCALE").unwrap_or_else(|_| "0".into()))]);
-        let mut st = s.strategy();
-        let mut cx = SearchCx { seed: 0, budget: 2000, visited: 0, deadline: None, timed_out: false, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
+        let mut st = s.strategy().expect("a strategy");
+        let (mut recorder, mut model) = (Recorder::default(), AnalyticModel);
+        let mut cx = SearchCx::detached(0, 2000, m.clone(), &mut recorder, &mut model, st.name());
         let ranked = st.run(&p, &mut cx).unwrap();
         println!("{strategy}: {} candidates; {:?}", ranked.len(), cx.notes);
         for c in ranked.iter().take(5) {
@@ -378,8 +381,9 @@ fn markov_polish_descends_from_the_walks_best_states() {
     let m = parse(&src);
     let p = workload_problem("gemm_bert_m1", "x86-avx2");
     let best = |polish: &str| {
-        let mut st = search("markov", &[("polish", polish)]).strategy();
-        let mut cx = SearchCx { seed: 7, budget: 2000, visited: 0, deadline: None, timed_out: false, measure_k: 0, evaluator: None, base: m.clone(), measured: Vec::new(), final_measured: Vec::new(), known: Vec::new(), workload: String::new(), recorder: &mut Recorder::default(), notes: Vec::new(), strategy: st.name() };
+        let mut st = search("markov", &[("polish", polish)]).strategy().expect("a strategy");
+        let (mut recorder, mut model) = (Recorder::default(), AnalyticModel);
+        let mut cx = SearchCx::detached(7, 2000, m.clone(), &mut recorder, &mut model, st.name());
         let ranked = st.run(&p, &mut cx).unwrap();
         (ranked, cx.notes)
     };
@@ -390,7 +394,7 @@ fn markov_polish_descends_from_the_walks_best_states() {
     assert!(p.predict(&polished[0]) < p.predict(&walked[0]), "{} against {}", p.predict(&polished[0]), p.predict(&walked[0]));
     assert!(polished[..2].contains(&walked[0]), "polished and walked states alternate");
     for start in walked.iter().take(16) {
-        let (end, evaluated) = markov::polish(&p, start.clone());
+        let (end, evaluated) = markov::polish(&p, &AnalyticModel, start.clone());
         assert!(p.valid(&end) && evaluated > 0);
         assert!(p.predict(&end) <= p.predict(start));
     }
