@@ -88,10 +88,12 @@ impl CudaProgram {
                 let c = |x: u64| u32::try_from(x.max(1)).map_err(|_| format!("kernel `{}`: launch dimension {x} exceeds 2^32", k.symbol));
                 Ok((c(d[0])?, c(d[1])?, c(d[2])?))
             };
-            // Shared memory is static (declared in the PTX) up to 48 KiB,
-            // dynamic beyond, which the function must be allowed first.
+            // Shared memory is static (declared in the PTX) up to the
+            // target's `max_static_shared_bytes`; code generation makes it
+            // dynamic only beyond that, and the function must be allowed
+            // dynamic shared memory first.
             let dynamic = u32::try_from(k.dynamic_shared_bytes).map_err(|_| format!("kernel `{}`: too much shared memory", k.symbol))?;
-            if dynamic > 48 * 1024 {
+            if dynamic > 0 {
                 f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
                     .map_err(|e| format!("kernel `{}` cannot have {dynamic} bytes of shared memory on this GPU: {e}", k.symbol))?;
             }

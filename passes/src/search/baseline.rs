@@ -118,7 +118,7 @@ impl Strategy for Exhaustive {
                             cx.visited += 1;
                             let point = Config { pack: pack.clone(), order: order.clone(), ..cfg.clone() };
                             if p.valid(&point) {
-                                all.push((p.predict(&point), point));
+                                all.push((cx.predict(p, &point), point));
                             }
                         }
                         if cx.past_deadline() {

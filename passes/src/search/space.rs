@@ -25,7 +25,7 @@ use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
-use tilec::target::{Binding, ComputeInfo, MemoryLevel, Per, Target, TargetKind, check_schedule};
+use tilec::target::{Binding, ComputeInfo, MemoryLevel, Per, Target, TargetKind, check_schedule, distinct_values};
 
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -159,35 +159,6 @@ fn loop_orders(axes: &[Axis], gpu: bool) -> Vec<Vec<usize>> {
     out
 }
 
-/// Warps per block below which a GPU cannot hide latency, in the model
-/// (its prediction scales throughput by threads / (4 × 32) below that).
-pub const MIN_WARPS: u64 = 4;
-
-/// Cycles from an FMA's inputs to its result on the x86 cores the CPU
-/// targets describe (Intel since Skylake, AMD since Zen 2: 4; uops.info).
-pub const FMA_LATENCY_CYCLES: f64 = 4.0;
-
-/// Issue slots a guarded element load takes in a micro-kernel, against one
-/// for a vector load: a scalar load, the bounds compare, a select and an
-/// insert into the vector. (On ResNet-50 R2 the padded input read unpacked
-/// ran 10x slower than packed.)
-pub const GUARDED_LOAD_COST: f64 = 4.0;
-
-/// Issue slots a gathered vector lane takes (a scalar load and an insert),
-/// against one for a broadcast or a vector load.
-pub const GATHER_LOAD_COST: f64 = 2.0;
-
-/// Cycles a lane of a vector stored lane by lane takes: the extract, the
-/// store, and the line it lands in, one of `w` different lines (measured on
-/// ResNet-50 R1, a 1x1 convolution over 64 channels with the vector along
-/// the output channels: 62% of the time outside the FMA loop).
-pub const SCATTER_LANE_COST: f64 = 4.0;
-
-/// Cache misses a core keeps in flight (Intel's 10 to 16 L1 fill buffers;
-/// the model takes the low end): conflict misses of a self-evicting tile
-/// stall the kernel for their latency over this.
-pub const MISSES_IN_FLIGHT: f64 = 10.0;
-
 /// The source stride a packed copy takes along an index: the common
 /// divisor of the coefficients of the axes that vary (a strided
 /// convolution's `2·oh + r` with `r` of extent 1 is packed every second
@@ -239,7 +210,7 @@ impl Problem {
         let info = ComputeInfo::of(f, op)?;
         let axes: Vec<Axis> = c.axes.iter().map(|a| Axis { name: a.name.clone(), extent: a.extent.max(1), spatial: a.kind == AxisKind::Spatial }).collect();
         let levels = target.tile_levels.len();
-        let red_loop = target.tile_levels.iter().map(|l| target.loop_order.iter().any(|e| *e == format!("R.{}", l.name))).collect();
+        let red_loop = (0..target.tile_levels.len()).map(|l| target.has_reduction_loops(l)).collect();
         let points: f64 = axes.iter().map(|a| a.extent as f64).product();
         let regions = &f.op(op).regions;
         let arith = |r: Region| f.region(r).ops.iter().filter(|&&o| matches!(f.op(o).kind, OpKind::Unary(_) | OpKind::Binary(_))).count() as f64;
@@ -260,7 +231,7 @@ impl Problem {
         let order = loop_order(&target).unwrap_or_default();
         let run_level = run_level_of(&order, levels);
         let thread_level = target.tile_levels.iter().position(|l| l.binding == Binding::Threads);
-        let has_v = target.loop_order.iter().any(|e| e == "V");
+        let has_v = target.has_vthread_loops();
         let banks = first_mem.filter(|m| m.banks > 0 && m.bank_width_bytes > 0);
         let vthread_ok = gpu && has_v && banks.is_some() && !stageable.is_empty();
         let elem = info.acc.size_bytes().max(1);
@@ -388,26 +359,17 @@ impl Problem {
         cfg.tiles[a][level].min(self.axes[a].extent).max(1)
     }
 
-    fn distinct(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
-        let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
-        let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
-            Some((lo, hi)) => ((hi as i128 - lo as i128 + 1) as u128).div_ceil(e.divisor().max(1) as u128).min(u64::MAX as u128) as u64,
-            None => u64::MAX,
-        };
-        by_range.min(points).min(dim).max(1)
-    }
-
     /// Bytes of read `r` over a tile with ranges `t`.
     fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0 };
         let ty = &self.info.reads[r].tensor;
-        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(Self::distinct(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
         elems.saturating_mul(ty.elem.size_bytes())
     }
 
     fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
         let ty = &self.info.output;
-        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(Self::distinct(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
         elems.saturating_mul(ty.elem.size_bytes())
     }
 
@@ -469,13 +431,13 @@ impl Problem {
     /// Does a move from `cfg` to `next` at `level` keep the machine busy? At
     /// a `parallel`/`grid` level, a move that leaves fewer tiles than cores
     /// or SMs (and fewer than before) does not; at a GPU `threads` level,
-    /// one that leaves fewer than [`MIN_WARPS`] warps per block (and fewer
+    /// one that leaves fewer than the target's `min_warps_per_block` warps per block (and fewer
     /// than before). The model gives such moves probability 0, as it does
     /// to a move over a capacity.
     pub fn keeps_parallelism(&self, cfg: &Config, next: &Config, level: usize) -> bool {
         let (n, n2, min) = match self.target.tile_levels[level].binding {
             Binding::Parallel | Binding::Grid => (self.parallel_tiles(cfg), self.parallel_tiles(next), self.target.compute.units.max(1) as u64),
-            Binding::Threads => (self.threads(cfg), self.threads(next), MIN_WARPS * self.target.compute.warp_size.max(1) as u64),
+            Binding::Threads => (self.threads(cfg), self.threads(next), self.target.compute.min_warps_per_block as u64 * self.target.compute.warp_size.max(1) as u64),
             Binding::Serial => return true,
         };
         n2 >= n || n2 >= min
@@ -631,7 +593,7 @@ impl Problem {
             // code, and the vector axis' own partial tile masks its lanes,
             // which `predict` charges.)
             if read.pad.is_some() && cfg.pack_level(r).is_none() {
-                loads += elems as f64 * GUARDED_LOAD_COST;
+                loads += elems as f64 * self.target.model.guarded_load_cost;
                 continue;
             }
             let packed = cfg.pack_level(r).map(|_| self.packed_strides());
@@ -642,7 +604,7 @@ impl Problem {
                 vector_loads += v;
             } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(ids[v]))) {
                 // Lanes gathered one element at a time.
-                loads += elems as f64 * GATHER_LOAD_COST;
+                loads += elems as f64 * self.target.model.gather_load_cost;
             } else {
                 loads += elems as f64;
                 // A broadcast that feeds a single FMA (a register tile one
@@ -684,8 +646,8 @@ impl Problem {
     }
 
     /// Cycles per element a packed copy of read `r` takes beyond moving its
-    /// bytes: [`GUARDED_LOAD_COST`] for a padded read (each element's
-    /// bounds are checked), [`GATHER_LOAD_COST`] for one the `cache` pass
+    /// bytes: the target's `guarded_load_cost` for a padded read (each element's
+    /// bounds are checked), the target's `gather_load_cost` for one the `cache` pass
     /// permutes (the vector axis walks a dimension other than its last: a
     /// transpose) or packs densely from a read with a stride above 2
     /// (element by element), else 0 (rows copied as runs; stride 2 goes by
@@ -693,7 +655,7 @@ impl Problem {
     fn pack_cycles_per_element(&self, cfg: &Config, r: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
         if read.pad.is_some() {
-            return GUARDED_LOAD_COST;
+            return self.target.model.guarded_load_cost;
         }
         let permuted = self.vector_width(cfg) > 1 && self.packed_innermost(cfg, &read.indices).is_some();
         let strides = self.packed_strides();
@@ -706,7 +668,7 @@ impl Problem {
         // not pay (R8 at 78-82 GFLOP/s against 94-97, R4 79 against
         // 84-86, side by side): the gather cost stays until the model
         // sees why.
-        if permuted || strided { GATHER_LOAD_COST } else { 0.0 }
+        if permuted || strided { self.target.model.gather_load_cost } else { 0.0 }
     }
 
     /// The dimension of a read with `indices` that its packed copy moves
@@ -769,7 +731,7 @@ impl Problem {
     ///   (FMA and load units per cycle come from the target's peak and L1
     ///   bandwidth);
     /// - latency: enough independent accumulators to cover
-    ///   [`FMA_LATENCY_CYCLES`] on every FMA unit;
+    ///   the target's `fma_latency_cycles` on every FMA unit;
     /// - registers: the accumulators plus the step's vector operands and a
     ///   broadcast must fit the register file, else they spill (half speed
     ///   per register short);
@@ -795,7 +757,7 @@ impl Problem {
         let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
         let fma_cycles = acc / fma_units;
         let issue = fma_cycles / fma_cycles.max(loads / load_units);
-        let latency = (acc / (fma_units * FMA_LATENCY_CYCLES)).min(1.0);
+        let latency = (acc / (fma_units * self.target.compute.fma_latency_cycles)).min(1.0);
         let regs = t.isa.vector_registers.max(1) as f64;
         let need = acc + vector_loads + 1.0;
         let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };
@@ -817,11 +779,11 @@ impl Problem {
             accumulate *= fma / (fma + step);
         } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], None)) {
             // An output not contiguous along the vector axis is stored lane
-            // by lane ([`SCATTER_LANE_COST`] cycles each), once per output
+            // by lane (the target's `scatter_lane_cost` cycles each), once per output
             // vector after the whole reduction: against the FMAs of that
             // reduction.
             let fma = reduction / fma_units;
-            accumulate *= fma / (fma + w as f64 * SCATTER_LANE_COST);
+            accumulate *= fma / (fma + w as f64 * self.target.model.scatter_lane_cost);
         }
         [issue, latency, registers, accumulate]
     }
@@ -859,7 +821,7 @@ impl Problem {
         }
         let box_at = |l: usize| -> Vec<u64> {
             let range = |id: AxisId| self.range_of(cfg, id.index(), l);
-            read.indices.iter().enumerate().map(|(d, e)| Self::distinct(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
+            read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
         };
         let mut dims = box_at(level);
         let mut shape = packed.map_or_else(|| ty.shape.clone(), box_at);
@@ -960,7 +922,7 @@ impl Problem {
             let warp = t.compute.warp_size.max(1) as f64;
             eff *= th / ((th / warp).ceil() * warp);
             // Too few threads per SM cannot hide latency.
-            eff *= (th / (MIN_WARPS as f64 * warp)).min(1.0);
+            eff *= (th / (self.target.compute.min_warps_per_block as f64 * warp)).min(1.0);
         } else {
             let w = self.vector_width(cfg).max(1) as f64;
             eff *= w / self.lanes_of(cfg).max(1) as f64;
@@ -1020,8 +982,8 @@ impl Problem {
                         };
                         time += bytes / from_bw;
                         // And the misses stall the kernel: a line's latency
-                        // each, [`MISSES_IN_FLIGHT`] at a time per core.
-                        stall += bytes / from.line_bytes.max(1) as f64 * from.latency_ns * 1e-9 / (MISSES_IN_FLIGHT * units * par_eff);
+                        // each, the target's `misses_in_flight` at a time per core.
+                        stall += bytes / from.line_bytes.max(1) as f64 * from.latency_ns * 1e-9 / (self.target.compute.misses_in_flight * units * par_eff);
                     }
                     // A packed copy reads its box there and writes it here,
                     // at memory speed where its rows are plain runs; a

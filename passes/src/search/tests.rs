@@ -518,7 +518,7 @@ fn the_cpu_model_sees_strided_reads_packed_densely() {
     assert!(p.valid(&packed));
     assert_eq!(p.register_tile(&packed), (16.0, 10.0, 2.0), "8 x 2 accumulators; 2 vectors of the packed input and 8 broadcasts per step");
     let (_, gathered, _) = p.register_tile(&unpacked);
-    assert_eq!(gathered, 8.0 + 32.0 * space::GATHER_LOAD_COST, "32 lanes gathered, 2 apart");
+    assert_eq!(gathered, 8.0 + 32.0 * p.target.model.gather_load_cost, "32 lanes gathered, 2 apart");
     assert!(p.predict(&packed) < p.predict(&unpacked));
 }
 
