@@ -366,13 +366,7 @@ mod tests {
         assert_eq!(n_hop(&Grid { m: 2 }, &vec![0, 9], 2), vec![vec![1, 8]]);
     }
 
-    const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> tensor<64x80xf32> {
-  %C = compute \"gemm\" (i: 64, j: 80) reduce sum (k: 48) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x80xf32>[i, j] {
-    %0 = mul %a, %b : f32
-    yield %0 : f32
-  }
-  return %C
-}";
+    use crate::search::tests::GEMM;
 
     fn problem(src: &str, target: &str) -> Problem {
         let m = parse(src);

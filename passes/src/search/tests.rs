@@ -86,7 +86,7 @@ fn exhaustive_schedules_small_ops_and_refuses_large_spaces() {
     assert!(msg.contains("points, more than max-space=100000"), "{msg}");
 }
 
-const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> tensor<64x80xf32> {
+pub(super) const GEMM: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> tensor<64x80xf32> {
   %C = compute \"gemm\" (i: 64, j: 80) reduce sum (k: 48) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x80xf32>[i, j] {
     %0 = mul %a, %b : f32
     yield %0 : f32
