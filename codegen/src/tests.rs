@@ -421,7 +421,7 @@ fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
             let mut cases: Vec<(String, Module, &str)> = vec![("plain".into(), original.clone(), plain)];
             for seed in 0..diff_cases() {
                 let mut m = original.clone();
-                let mut choices = tilec_passes::samples::Choices(seed * 1000 + op as u64);
+                let mut choices = tilec_passes::samples::Choices::new(seed * 1000 + op as u64);
                 if tilec_passes::samples::set_random_valid_schedule(&mut m, &target, &mut choices, 50) {
                     cases.push((format!("seed {seed}"), m, full));
                 }
@@ -464,7 +464,7 @@ fn random_schedules_compile_to_ptx_for_both_gpus() {
         for (op, src) in tilec_passes::samples::OPS.iter().enumerate() {
             for seed in 0..diff_cases().min(2) {
                 let mut m = parse(src);
-                let mut choices = tilec_passes::samples::Choices(seed * 1000 + op as u64 + 17);
+                let mut choices = tilec_passes::samples::Choices::new(seed * 1000 + op as u64 + 17);
                 if !tilec_passes::samples::set_random_valid_schedule(&mut m, &target, &mut choices, 50) {
                     continue;
                 }

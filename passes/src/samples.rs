@@ -140,16 +140,19 @@ pub const OPS: &[&str] = &[
 }",
 ];
 
-/// SplitMix64: the choices of one random schedule.
-pub struct Choices(pub u64);
+/// The choices of one random schedule: `rand`'s ChaCha8, seeded.
+pub struct Choices(rand::rngs::ChaCha8Rng);
 
 impl Choices {
-    pub fn next(&mut self) -> u64 {
-        crate::search::rng::splitmix64(&mut self.0)
+    pub fn new(seed: u64) -> Choices {
+        use rand::SeedableRng;
+        Choices(rand::rngs::ChaCha8Rng::seed_from_u64(seed))
     }
 
+    /// Uniform in [0, n) (0 when n is 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        use rand::RngExt;
+        self.0.random_range(0..n.max(1))
     }
 
     pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {

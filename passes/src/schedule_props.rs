@@ -34,7 +34,7 @@ proptest! {
         let t = some_target(which);
         let mut m = parse(OPS[op]);
         // A valid schedule: draw until one passes the target's limits.
-        let mut choices = Choices(seed);
+        let mut choices = Choices::new(seed);
         let mut tries = 0;
         loop {
             let s = random_schedule(&m, &t, &mut choices);
@@ -62,7 +62,7 @@ fn debug_case() {
     let (Some(op), Some(seed), Some(subset), Some(which)) = (var("OP"), var("SEED"), var("SUBSET"), var("TARGET")) else { return };
     let t = some_target(which as usize);
     let mut m = parse(OPS[op as usize]);
-    let s = random_schedule(&m, &t, &mut Choices(seed));
+    let s = random_schedule(&m, &t, &mut Choices::new(seed));
     eprintln!("{s:?}");
     set_schedule(&mut m, s);
     name_reads(&mut m);
