@@ -164,9 +164,10 @@ impl CopyOp {
     }
 
     /// The source elements box dimension `d` spans, from the first to the
-    /// last it reads.
+    /// last it reads (saturating: a stride near 2^64 is still a span the
+    /// verifier can compare with the tensor and reject, not an overflow).
     pub fn src_extent(&self, d: usize) -> u64 {
-        self.sizes.get(d).map_or(1, |&n| self.stride_of(d) * n.saturating_sub(1) + 1)
+        self.sizes.get(d).map_or(1, |&n| self.stride_of(d).saturating_mul(n.saturating_sub(1)).saturating_add(1))
     }
 
     /// The box dimension destination dimension `k` takes.
