@@ -281,14 +281,20 @@ impl tilec::records::RecordSink for LoggedSink {
     }
 }
 
-#[test]
-fn each_measurement_reaches_the_sink_before_the_next_one_starts() {
+/// GEMM on `x86-avx2` with an evaluator and a record sink that log what
+/// happens, in order; the sink takes `capacity` records.
+fn logged_search(capacity: usize) -> (Log, Module, PassContext) {
     let t = tilec::target::builtin("x86-avx2").unwrap();
     let log = Log::default();
-    let mut m = parse(GEMM);
-    let mut cx = PassContext::with_target(Some(t.clone()));
+    let mut cx = PassContext::with_target(Some(t));
     cx.set_evaluator(Some(Box::new(Logged(log.clone()))));
-    cx.set_record_sink(Some(Box::new(LoggedSink { log: log.clone(), capacity: usize::MAX })));
+    cx.set_record_sink(Some(Box::new(LoggedSink { log: log.clone(), capacity })));
+    (log, parse(GEMM), cx)
+}
+
+#[test]
+fn each_measurement_reaches_the_sink_before_the_next_one_starts() {
+    let (log, mut m, mut cx) = logged_search(usize::MAX);
     // Three candidates, then two final rounds of the three (all tie).
     search("roller", &[("measure-top-k", "3"), ("final-rounds", "2"), ("final-margin", "100")]).run(&mut m, &mut cx).expect("search");
     let log = log.borrow();
@@ -304,12 +310,7 @@ fn each_measurement_reaches_the_sink_before_the_next_one_starts() {
 
 #[test]
 fn a_sink_that_fails_stops_the_search_with_its_reason() {
-    let t = tilec::target::builtin("x86-avx2").unwrap();
-    let log = Log::default();
-    let mut m = parse(GEMM);
-    let mut cx = PassContext::with_target(Some(t.clone()));
-    cx.set_evaluator(Some(Box::new(Logged(log.clone()))));
-    cx.set_record_sink(Some(Box::new(LoggedSink { log: log.clone(), capacity: 1 })));
+    let (log, mut m, mut cx) = logged_search(1);
     let err = search("roller", &[("measure-top-k", "4")]).run(&mut m, &mut cx).unwrap_err();
     let messages: Vec<&str> = err.iter().map(|d| d.message.as_str()).collect();
     assert_eq!(messages, vec!["cannot append a record to `sink`: no space left on the device"]);
