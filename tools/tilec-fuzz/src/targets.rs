@@ -375,17 +375,21 @@ fn pipeline(input: &[u8]) -> Outcome {
     let target = builtin(target_name).expect("a built-in target");
     let inputs = seeded_inputs(&module, h);
     let before = interpret(&module, &inputs);
+    let parsed = bound_long_searches(parsed);
+    let transform = |m: &mut Module| {
+        let mut pm = PassManager::new(parsed.clone());
+        pm.set_target(target.clone());
+        pm.run(m)
+    };
     let mut after = module.clone();
-    let mut pm = PassManager::new(bound_long_searches(parsed));
-    pm.set_target(target);
-    if let Err(d) = pm.run(&mut after) {
+    if let Err(d) = transform(&mut after) {
         let text = sources.render(&d.0);
         if d.iter().any(|x| x.message.contains("produced invalid IR")) {
             return Outcome::Finding(Kind::Invariant, format!("{}\n{text}", first_message(&d)));
         }
         return reject(format!("pass failed: {}", first_message(&d)));
     }
-    compare_runs(&module.funcs, &before, &after, &inputs, "after the pipeline")
+    compare_runs(&module, &before, &after, &inputs, "after the pipeline", &|m| transform(m).is_ok())
 }
 
 /// Inputs for every function of `m`, seeded by the input's hash.
@@ -419,15 +423,17 @@ fn interpret(m: &Module, inputs: &[Vec<Tensor>]) -> Vec<Result<Vec<Tensor>, Stri
         .collect()
 }
 
-/// Compares the results of `after` (a transformed module; functions
-/// matched by name) with `before`.
+/// Compares the results of `after` (`original` transformed by
+/// `transform`; functions matched by name) with `before` (`original`'s).
 fn compare_runs(
-    before_funcs: &[tilec::ir::Function],
+    original: &Module,
     before: &[Result<Vec<Tensor>, String>],
     after: &Module,
     inputs: &[Vec<Tensor>],
     what: &str,
+    transform: &dyn Fn(&mut Module) -> bool,
 ) -> Outcome {
+    let before_funcs = &original.funcs;
     let names: Vec<String> = after.funcs.iter().map(|f| f.name.clone()).collect();
     let mut ran = false;
     for (i, want) in before.iter().enumerate() {
@@ -449,6 +455,9 @@ fn compare_runs(
             Ok(got) => {
                 let floor = magnitude_scale(&before_funcs[i], &inputs[i]);
                 if let Some((k, amounts)) = first_mismatch(&got, want, tolerance_for(f), floor) {
+                    if accumulators_agree(original, i, &inputs[i], transform) {
+                        continue;
+                    }
                     return Outcome::Finding(Kind::Mismatch, format!("@{} result {k} differs {what}: {amounts}", f.name));
                 }
             }
@@ -505,20 +514,7 @@ fn tolerance_for(f: &tilec::ir::Function) -> f64 {
 /// terms of random sign, to about u times that sum), so an index error,
 /// which is of the order of the result itself, is still found.
 fn magnitude_scale(f: &tilec::ir::Function, inputs: &[Tensor]) -> f64 {
-    let mut probe = f.clone();
-    let epilogues: Vec<(Region, Value)> = probe
-        .ops
-        .iter()
-        .filter(|(_, op)| op.kind.as_compute().is_some_and(|c| c.has_epilogue))
-        .filter_map(|(_, op)| op.regions.get(1).map(|&r| (r, probe.regions[r].args[0])))
-        .collect();
-    for (region, acc) in epilogues {
-        let Some(&last) = probe.regions[region].ops.last() else { continue };
-        let yielded = probe.ops[last].operands.first().copied();
-        if matches!(probe.ops[last].kind, OpKind::Yield) && yielded.is_some_and(|y| probe.value_type(y) == probe.value_type(acc)) {
-            probe.ops[last].operands[0] = acc;
-        }
-    }
+    let probe = yielding_accumulators(f).unwrap_or_else(|| f.clone());
     let magnitudes: Option<Vec<Tensor>> = inputs
         .iter()
         .map(|t| {
@@ -531,6 +527,55 @@ fn magnitude_scale(f: &tilec::ir::Function, inputs: &[Tensor]) -> f64 {
         Ok(results) => results.iter().map(max_finite_magnitude).fold(0.0, f64::max),
         Err(_) => 0.0,
     }
+}
+
+/// `f` with every epilogue that keeps its accumulator's type yielding the
+/// accumulator itself; `None` where no epilogue does.
+fn yielding_accumulators(f: &tilec::ir::Function) -> Option<tilec::ir::Function> {
+    let mut probe = f.clone();
+    let mut changed = false;
+    let epilogues: Vec<(Region, Value)> = probe
+        .ops
+        .iter()
+        .filter(|(_, op)| op.kind.as_compute().is_some_and(|c| c.has_epilogue))
+        .filter_map(|(_, op)| op.regions.get(1).map(|&r| (r, probe.regions[r].args[0])))
+        .collect();
+    for (region, acc) in epilogues {
+        let Some(&last) = probe.regions[region].ops.last() else { continue };
+        let yielded = probe.ops[last].operands.first().copied();
+        if matches!(probe.ops[last].kind, OpKind::Yield) && yielded.is_some_and(|y| probe.value_type(y) == probe.value_type(acc)) {
+            probe.ops[last].operands[0] = acc;
+            changed = true;
+        }
+    }
+    changed.then_some(probe)
+}
+
+/// After a mismatch of function `i`: do its accumulators still agree when
+/// every epilogue yields its accumulator, before and after the same
+/// transformation? Then the mismatch is the epilogue amplifying a
+/// reordered sum's rounding — `log`, `rsqrt` or a division of an
+/// accumulator that cancels to near 0 (`log(acc)` with `acc` 0.0005 in
+/// f16 against 0.001 after tiling: 7.6 against 6.9; fuzz finding
+/// interp/log-of-cancelling-sum.tile) — which the spec allows. The
+/// epilogue's own lowering is still checked by every program whose
+/// epilogue does not amplify.
+fn accumulators_agree(original: &Module, i: usize, inputs: &[Tensor], transform: &dyn Fn(&mut Module) -> bool) -> bool {
+    let Some(probe) = yielding_accumulators(&original.funcs[i]) else { return false };
+    let mut before = original.clone();
+    before.funcs[i] = probe;
+    let mut after = before.clone();
+    if !transform(&mut after) {
+        return false;
+    }
+    let (Ok(want), Some(Ok(got))) = (
+        run_function_with(&before.funcs[i], inputs, &interp_limits()),
+        after.funcs.get(i).map(|f| run_function_with(f, inputs, &interp_limits())),
+    ) else {
+        return false;
+    };
+    let floor = magnitude_scale(&before.funcs[i], inputs);
+    first_mismatch(&got, &want, tolerance_for(&before.funcs[i]), floor).is_none()
 }
 
 fn max_finite_magnitude(t: &Tensor) -> f64 {
@@ -646,10 +691,13 @@ fn interp(input: &[u8]) -> Outcome {
     let file = sources.add("<pipeline>", text.clone());
     let pipeline =
         parse_pipeline(&text, file, registry()).expect("the interp target's pipeline parses");
+    let transform = |m: &mut Module| {
+        let mut pm = PassManager::new(pipeline.clone());
+        pm.set_target(target.clone());
+        pm.run(m)
+    };
     let mut after = module.clone();
-    let mut pm = PassManager::new(pipeline);
-    pm.set_target(target);
-    if let Err(d) = pm.run(&mut after) {
+    if let Err(d) = transform(&mut after) {
         if d.iter().any(|x| x.message.contains("produced invalid IR")) {
             return Outcome::Finding(
                 Kind::Invariant,
@@ -661,7 +709,7 @@ fn interp(input: &[u8]) -> Outcome {
     if let Err(why) = round_trip(&after) {
         return Outcome::Finding(Kind::Invariant, format!("after `{text}`: {why}"));
     }
-    compare_runs(&module.funcs, &before, &after, &inputs, &format!("after `{text}`"))
+    compare_runs(&module, &before, &after, &inputs, &format!("after `{text}`"), &|m| transform(m).is_ok())
 }
 
 /// What `tilec-run --backend=cpu` runs when no pipeline is given
@@ -865,5 +913,41 @@ mod tolerance_tests {
             let (_, shorter) = results(&gemm("i, k", 63), &inputs);
             assert!(first_mismatch(&shorter, &want, rtol, floor).is_some(), "{elem}: a dropped term passes");
         }
+    }
+
+    /// A mismatch is forgiven as the epilogue's amplification only when the
+    /// accumulators agree through the same transformation: one that reads
+    /// the wrong element changes them.
+    #[test]
+    fn only_agreeing_accumulators_excuse_an_amplifying_epilogue() {
+        let gemm = |a_index: &str| {
+            format!(
+                "func @f(%A: tensor<16x16xf16>, %B: tensor<16x4xf16>) -> tensor<16x4xf16> {{
+  %C = compute (i: 16, j: 4) reduce sum (k: 16) reads(%a = %A[{a_index}], %b = %B[k, j]) -> tensor<16x4xf16>[i, j] {{
+    %0 = mul %a, %b : f16
+    yield %0 : f16
+  }} epilogue(%acc) {{
+    %1 = log %acc : f16
+    yield %1 : f16
+  }}
+  return %C
+}}"
+            )
+        };
+        let parse = |src: &str| match tilec::syntax::parse_str("<test>", src) {
+            Ok((m, _)) => m,
+            Err(_) => panic!("does not parse"),
+        };
+        let original = parse(&gemm("i, k"));
+        let inputs = seeded_inputs(&original, 5).remove(0);
+        let identity = |_: &mut Module| true;
+        assert!(accumulators_agree(&original, 0, &inputs, &identity));
+        // The "transformation" reads A transposed, in the probe as well.
+        let transposing = |m: &mut Module| {
+            let wrong = yielding_accumulators(&parse(&gemm("k, i")).funcs[0]).expect("has an epilogue");
+            m.funcs[0] = wrong;
+            true
+        };
+        assert!(!accumulators_agree(&original, 0, &inputs, &transposing));
     }
 }
