@@ -1431,23 +1431,38 @@ impl<'f> Emitter<'f> {
             }
             (true, false) => {
                 // Saturate, and map NaN to 0, as the dialect's cast does.
+                // The clamp keeps `fptosi` in range, except at the top: the
+                // i32 maximum rounds up to 2^31 in f32, whose conversion
+                // is poison (inf became 0; found by tilec-fuzz). Values at
+                // or above max + 1 (exact in every float type, or inf)
+                // select the maximum instead.
                 let (lo, hi) = to.int_range().expect("integer type");
                 let lo_c = self.scalar_constant(Literal::Float(lo as f64), from);
                 let hi_c = self.scalar_constant(Literal::Float(hi as f64), from);
-                let (lo_v, hi_v) = if vector {
+                let over_c = self.scalar_constant(Literal::Float(hi as f64 + 1.0), from);
+                let max_c = self.scalar_constant(Literal::Int(hi), to);
+                let (lo_v, hi_v, over_v, max_v) = if vector {
                     let w = self.lanes.map(|l| l.width).unwrap_or(1);
-                    (self.as_vector(Ev::Scalar(lo_c, from), w)?, self.as_vector(Ev::Scalar(hi_c, from), w)?)
+                    (
+                        self.as_vector(Ev::Scalar(lo_c, from), w)?,
+                        self.as_vector(Ev::Scalar(hi_c, from), w)?,
+                        self.as_vector(Ev::Scalar(over_c, from), w)?,
+                        self.as_vector(Ev::Scalar(max_c, to), w)?,
+                    )
                 } else {
-                    (lo_c, hi_c)
+                    (lo_c, hi_c, over_c, max_c)
                 };
                 let (a, b, nan, z, i) = (self.fresh("c"), self.fresh("c"), self.fresh("c"), self.fresh("c"), self.fresh("c"));
+                let (over, top) = (self.fresh("c"), self.fresh("c"));
                 self.line(&format!("{a} = arith.maxnumf {xn}, {lo_v} : {ft}"));
                 self.line(&format!("{b} = arith.minnumf {a}, {hi_v} : {ft}"));
                 self.line(&format!("{i} = arith.fptosi {b} : {ft} to {tt}"));
                 let bool_t = if vector { mask_type(self.lanes.map(|l| l.width).unwrap_or(1)) } else { "i1".into() };
+                self.line(&format!("{over} = arith.cmpf oge, {xn}, {over_v} : {ft}"));
+                self.line(&format!("{top} = arith.select {over}, {max_v}, {i} : {bool_t}, {tt}"));
                 self.line(&format!("{nan} = arith.cmpf uno, {xn}, {xn} : {ft}"));
                 let zero = self.zero_like(to, vector)?;
-                self.line(&format!("{z} = arith.select {nan}, {zero}, {i} : {bool_t}, {tt}"));
+                self.line(&format!("{z} = arith.select {nan}, {zero}, {top} : {bool_t}, {tt}"));
                 return Ok(self.result(z, to, vector));
             }
         }
