@@ -278,6 +278,16 @@ fn f32_ulps(got: f64, want: f64) -> f64 {
     (got - want).abs() / ulp
 }
 
+/// Can this machine run `x86-avx2` code? Says so when it cannot (the
+/// test that asks is then skipped).
+fn host_runs_avx2() -> bool {
+    let ok = driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_ok();
+    if !ok {
+        eprintln!("this machine cannot run x86-avx2 code: skipped");
+    }
+    ok
+}
+
 /// Every math function, in f32, f16 and bf16, in a vectorised kernel with
 /// whole and partial (masked) vector tiles: vector code with no library
 /// call (the functions MLIR approximates by polynomials, the others as
@@ -286,8 +296,7 @@ fn f32_ulps(got: f64, want: f64) -> f64 {
 #[test]
 fn vectorised_math_functions_are_vector_code_and_match_the_interpreter() {
     use tilec::ir::{ElemType, TensorType};
-    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
-        eprintln!("this machine cannot run x86-avx2 code: skipped");
+    if !host_runs_avx2() {
         return;
     }
     let dir = tempfile::tempdir().expect("temporary folder");
@@ -326,8 +335,7 @@ fn vectorised_math_functions_are_vector_code_and_match_the_interpreter() {
 #[test]
 fn integer_abs_compiles_and_wraps_at_the_minimum() {
     use tilec::ir::{ElemType, TensorType};
-    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
-        eprintln!("this machine cannot run x86-avx2 code: skipped");
+    if !host_runs_avx2() {
         return;
     }
     let dir = tempfile::tempdir().expect("temporary folder");
@@ -356,8 +364,7 @@ fn integer_abs_compiles_and_wraps_at_the_minimum() {
 #[test]
 fn bf16_arithmetic_rounds_per_op_and_matches_the_interpreter_exactly() {
     use tilec::ir::{ElemType, TensorType};
-    if driver::host_can_run(&llvm_target(&tilec::target::builtin("x86-avx2").unwrap())).is_err() {
-        eprintln!("this machine cannot run x86-avx2 code: skipped");
+    if !host_runs_avx2() {
         return;
     }
     let src = "func @gemm_bf16(%A: tensor<13x16xbf16>, %B: tensor<16x21xbf16>) -> tensor<13x21xbf16> {
