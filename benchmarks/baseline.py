@@ -7,6 +7,11 @@ onnxruntime (conv2d, pooling) on random inputs, and prints one JSON object:
 {"library": ..., "median_s": ...} or {"skipped": why}. Installs nothing:
 a missing package is a skip, not an error.
 
+With --device=cuda the baseline is PyTorch on GPU 0 (cuBLAS, cuDNN) in
+strict f32 (TF32 off, as tilec's kernels are f32 FMAs), timed with CUDA
+events around the operator alone. Several workloads give one JSON line
+each, with its "workload".
+
 Thread counts come from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (set by
 tilec-bench) and --threads (onnxruntime's intra-op threads).
 """
@@ -106,26 +111,89 @@ def onnx_case(header, threads):
     return {"library": "onnxruntime " + ort.__version__, "median_s": median_time(lambda: session.run(None, feeds))}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workload")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
-    with open(args.workload) as f:
+def torch_cuda_case(header):
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return {"skipped": "torch is not installed (CUDA baseline)"}
+    if not torch.cuda.is_available():
+        return {"skipped": "torch sees no GPU"}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rand = lambda *shape: torch.rand(*shape, generator=gen, device="cuda", dtype=torch.float32)
+    n = numbers(header)
+    if header.startswith("C[b, i, j]"):
+        batch = int(re.search(r"batch (\d+)", header).group(1))
+        a, b = rand(batch, n["M"], n["K"]), rand(batch, n["K"], n["N"])
+        fn = lambda: torch.bmm(a, b)
+    elif header.startswith("C[i, j]"):
+        a, b = rand(n["M"], n["K"]), rand(n["K"], n["N"])
+        fn = lambda: a @ b
+    elif header.startswith("y[i] = sum"):
+        a, x = rand(n["M"], n["N"]), rand(n["N"])
+        fn = lambda: torch.mv(a, x)
+    elif header.startswith("conv2d NCHW") and "transposed" not in header:
+        stride = int(re.search(r"stride (\d+)", header).group(1))
+        pad = int(re.search(r"padding (\d+)", header).group(1))
+        k = int(re.search(r"R=S=(\d+)", header).group(1))
+        groups = int((re.search(r"groups (\d+)", header) or [None, 1])[1])
+        dilation = int((re.search(r"dilation (\d+)", header) or [None, 1])[1])
+        x, w = rand(n["N"], n["C"], n["H"], n["W"]), rand(n["F"], n["C"] // groups, k, k)
+        fn = lambda: F.conv2d(x, w, stride=stride, padding=pad, dilation=dilation, groups=groups)
+    elif "pooling" in header:
+        stride = int(re.search(r"stride (\d+)", header).group(1))
+        pad = int(re.search(r"padding (\d+)", header).group(1))
+        k = int(re.search(r"window (\d+)", header).group(1))
+        x = rand(n["N"], n["C"], n["H"], n["W"])
+        pool = F.max_pool2d if header.startswith("max") else F.avg_pool2d
+        fn = lambda: pool(x, k, stride=stride, padding=pad)
+    else:
+        return {"skipped": "no baseline for this operator"}
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(RUNS * 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return {"library": f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}", "median_s": times[len(times) // 2]}
+
+
+def baseline(workload, threads, device):
+    with open(workload) as f:
         lines = [l[2:].strip() for l in f if l.startswith("//")]
     header = next((l for l in lines if re.match(r"(C\[|y\[i\] = sum|conv2d NCHW|average pooling|max pooling)", l)), None)
     if header is None:
-        result = {"skipped": "no baseline for this operator"}
-    elif header.startswith(("C[", "y[i] = sum")):
-        result = numpy_case(header)
-    elif header.startswith("conv2d NCHW") and "transposed" not in header:
-        result = onnx_case(header, args.threads)
-    elif "pooling" in header:
-        result = onnx_case(header, args.threads)
-    else:
-        result = {"skipped": "no baseline for this operator"}
-    json.dump(result, sys.stdout)
-    print()
+        return {"skipped": "no baseline for this operator"}
+    if device == "cuda":
+        return torch_cuda_case(header)
+    if header.startswith(("C[", "y[i] = sum")):
+        return numpy_case(header)
+    if header.startswith("conv2d NCHW") and "transposed" not in header:
+        return onnx_case(header, threads)
+    if "pooling" in header:
+        return onnx_case(header, threads)
+    return {"skipped": "no baseline for this operator"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", nargs="+")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    args = parser.parse_args()
+    for workload in args.workload:
+        result = baseline(workload, args.threads, args.device)
+        if len(args.workload) > 1:
+            result = {"workload": workload, **result}
+        json.dump(result, sys.stdout)
+        print(flush=True)
 
 
 if __name__ == "__main__":
