@@ -51,7 +51,7 @@
 //! size at the `threads` level), at most `max_threads_per_block`. Registers
 //! per thread are estimated as the accumulator tile in 32-bit registers,
 //! plus the reads cached in registers (their footprint in 32-bit words),
-//! plus one register per other read, plus [`INDEX_REGISTERS`] for indices,
+//! plus one register per other read, plus [`INDEX_REGISTERS`](super::resources::INDEX_REGISTERS) for indices,
 //! addresses and loop counters; at most `max_registers_per_thread`. Virtual
 //! threads split spatial axes only.
 //!
@@ -59,16 +59,16 @@
 //!
 //! `vector = {a = w}` needs `w × bits ≤ isa.vector_bits` (when that is not
 //! 0), where `bits` is the widest element the lanes carry: the accumulator
-//! and output (when `a` is spatial) and every read indexed by `a`.
+//! (along a reduction axis each lane accumulates its own partial result),
+//! the output when `a` is spatial, and every read indexed by `a`.
+//!
+//! The counting itself (footprints, capacities, threads, registers, lanes)
+//! is `resources.rs`'s [`OpResources`], which the search's model shares.
 
-use super::{Binding, MemoryLevel, Per, Target, TargetKind};
+use super::resources::{FootprintPart, LaneElement, OpResources};
+use super::{MemoryLevel, Target, TargetKind};
 use crate::diag::{Diagnostic, Diagnostics, Span, closest};
-use crate::ir::affine::AffineExpr;
 use crate::ir::{AxisId, AxisKind, Compute, ElemType, Function, Op, OpKind, Schedule, TensorType};
-
-/// Registers assumed for indices, addresses and loop counters in the
-/// per-thread register estimate.
-pub const INDEX_REGISTERS: u64 = 16;
 
 /// What [`check_schedule`] needs about a compute op that [`Compute`] does
 /// not carry: the tensors' types and the reads' names. Build it with
@@ -127,31 +127,12 @@ impl ComputeInfo {
     }
 }
 
-/// How many distinct values affine index `e` takes over a tile whose axes
-/// range over `0..t(axis)`, at most `dim` (the tensor's extent along that
-/// dimension), at least 1: the lesser of the points of the axes it uses and
-/// the width of its range over the divisor. A read's footprint is the
-/// product of this over its indices; the resource check and the search's
-/// model both count footprints with it.
-pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
-    let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
-    let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
-        Some((lo, hi)) => {
-            let width = (hi as i128 - lo as i128 + 1) as u128;
-            let d = e.divisor().max(1) as u128;
-            width.div_ceil(d).min(u64::MAX as u128) as u64
-        }
-        None => u64::MAX,
-    };
-    by_range.min(points).min(dim).max(1)
-}
-
 /// Checks that schedule `s` of compute op `c` fits the resources of target
 /// `t` (see the module documentation for the definitions). Errors point at
 /// `span` (the schedule), with the axes and reads involved as secondary
 /// labels.
 pub fn check_schedule(c: &Compute, info: &ComputeInfo, s: &Schedule, t: &Target, span: Span) -> Diagnostics {
-    let mut k = Checker { c, info, s, t, span, diags: Diagnostics::new() };
+    let mut k = Checker::new(c, info, s, t, span);
     let counts_ok = k.tile_counts();
     k.cache_directives();
     k.vthreads();
@@ -180,6 +161,7 @@ struct Checker<'a> {
     info: &'a ComputeInfo,
     s: &'a Schedule,
     t: &'a Target,
+    res: OpResources<'a>,
     span: Span,
     diags: Diagnostics,
 }
@@ -193,7 +175,11 @@ struct Part {
     read: bool,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    fn new(c: &'a Compute, info: &'a ComputeInfo, s: &'a Schedule, t: &'a Target, span: Span) -> Self {
+        Checker { c, info, s, t, res: OpResources::new(c, info, t), span, diags: Diagnostics::new() }
+    }
+
     fn error(&self, message: String, label: &str) -> Diagnostic {
         Diagnostic::error(message).at(self.span, label)
     }
@@ -295,24 +281,7 @@ impl Checker<'_> {
         if bits_limit == 0 {
             return;
         }
-        // The widest element the lanes carry, and who carries it.
-        let mut widest: Option<(u64, ElemType, String)> = None;
-        let mut consider = |ty: ElemType, who: String| {
-            let bits = ty.size_bytes() * 8;
-            if widest.as_ref().is_none_or(|(b, _, _)| bits > *b) {
-                widest = Some((bits, ty, who));
-            }
-        };
-        if self.c.axis(id).kind == AxisKind::Spatial {
-            consider(self.info.acc, "the accumulator".into());
-            consider(self.info.output.elem, "the output".into());
-        }
-        for (i, r) in self.c.all_reads() {
-            if let Some(ri) = self.info.reads.get(i).filter(|_| r.indices.iter().any(|e| e.uses(id))) {
-                consider(ri.tensor.elem, ri.name.clone());
-            }
-        }
-        let Some((bits, ty, who)) = widest else { return };
+        let Some(LaneElement { bits, ty, who }) = self.res.lane_element(id) else { return };
         let total = bits.saturating_mul(*width);
         if total > bits_limit {
             let d = self
@@ -339,35 +308,13 @@ impl Checker<'_> {
 
     /// `t(a)` at `level`: see the module documentation.
     fn range_of(&self, a: AxisId, level: usize) -> u64 {
-        let decl = self.c.axis(a);
-        if decl.kind == AxisKind::Reduction && !self.t.has_reduction_loops(level) {
-            return decl.extent.max(1);
-        }
-        self.raw_size(a, level).min(decl.extent).max(1)
+        self.res.range(a, level, self.raw_size(a, level))
     }
 
-    fn read_footprint(&self, read: usize, level: usize) -> u64 {
-        let Some((_, r)) = self.c.all_reads().nth(read) else { return 0 };
-        let Some(ri) = self.info.reads.get(read) else { return 0 };
-        let t = |a: AxisId| self.range_of(a, level);
-        let elems = r.indices.iter().enumerate().fold(1u64, |p, (d, e)| {
-            let dim = ri.tensor.shape.get(d).copied().unwrap_or(1);
-            p.saturating_mul(distinct_values(e, &t, dim))
-        });
-        elems.saturating_mul(ri.tensor.elem.size_bytes())
-    }
-
-    fn output_tile(&self, level: usize) -> u64 {
-        let t = |a: AxisId| self.range_of(a, level);
-        let elems = self.c.output.iter().enumerate().fold(1u64, |p, (d, e)| {
-            let dim = self.info.output.shape.get(d).copied().unwrap_or(1);
-            p.saturating_mul(distinct_values(e, &t, dim))
-        });
-        elems.saturating_mul(self.info.output.elem.size_bytes())
-    }
-
-    fn accumulator_tile(&self, level: usize) -> u64 {
-        self.c.spatial_axes().fold(1u64, |p, a| p.saturating_mul(self.range_of(a, level))).saturating_mul(self.info.acc.size_bytes())
+    /// Bytes of read `r` in a tile of `level`.
+    #[cfg(test)]
+    fn read_footprint(&self, r: usize, level: usize) -> u64 {
+        self.res.read_bytes(r, &|a| self.range_of(a, level))
     }
 
     /// Reads the schedule caches at memory level `m` (valid positions only).
@@ -378,17 +325,21 @@ impl Checker<'_> {
         v
     }
 
-    /// The capacity one tile of `level` gets in memory `m`, and how it was
-    /// derived when it is a share.
-    fn capacity(&self, level: usize, m: &MemoryLevel) -> (u64, Option<String>) {
-        let parallel = self.t.tile_levels[..=level].iter().any(|l| matches!(l.binding, Binding::Parallel | Binding::Grid));
-        if m.per == Per::Device && parallel && self.t.compute.units > 1 {
-            let units = self.t.compute.units as u64;
-            let what = if self.t.kind == TargetKind::Cuda { "SMs" } else { "cores" };
-            (m.capacity_bytes / units, Some(format!("{} bytes / {units} {what}", m.capacity_bytes)))
-        } else {
-            (m.capacity_bytes, None)
-        }
+    /// The parts of the footprint in `m` of a tile of `level` (the
+    /// resource model's, named for messages).
+    fn parts(&self, level: usize, m: &MemoryLevel) -> Vec<Part> {
+        let cached = self.cached_at(&m.name);
+        let t = |a: AxisId| self.range_of(a, level);
+        let mut parts = Vec::new();
+        self.res.footprint_parts(level, m, &|r| cached.contains(&r), &mut |p| {
+            let bytes = self.res.part_bytes(p, &t);
+            parts.push(match p {
+                FootprintPart::Read(r) => Part { what: self.read_name(r), bytes, span: self.read_span(r), read: true },
+                FootprintPart::Output => Part { what: "output".into(), bytes, span: Span::DUMMY, read: false },
+                FootprintPart::Accumulator => Part { what: "accumulator".into(), bytes, span: Span::DUMMY, read: false },
+            })
+        });
+        parts
     }
 
     fn footprints(&mut self) {
@@ -396,20 +347,7 @@ impl Checker<'_> {
         let mut register_check_ok = true;
         for (level, tl) in self.t.tile_levels.iter().enumerate() {
             let Some(m) = self.t.memory_level(&tl.memory) else { continue };
-            let mut parts: Vec<Part> = Vec::new();
-            if m.managed {
-                for r in self.cached_at(&m.name) {
-                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r), read: true });
-                }
-                if level == innermost {
-                    parts.push(Part { what: "accumulator".into(), bytes: self.accumulator_tile(level), span: Span::DUMMY, read: false });
-                }
-            } else {
-                for r in 0..self.info.reads.len().min(self.c.reads.len() + self.c.epilogue_reads.len()) {
-                    parts.push(Part { what: self.read_name(r), bytes: self.read_footprint(r, level), span: self.read_span(r), read: true });
-                }
-                parts.push(Part { what: "output".into(), bytes: self.output_tile(level), span: Span::DUMMY, read: false });
-            }
+            let parts = self.parts(level, m);
             let fits = self.report_footprint(level, m, &parts);
             if level == innermost && !fits {
                 register_check_ok = false;
@@ -421,8 +359,7 @@ impl Checker<'_> {
             if !m.managed || self.t.tile_levels.iter().any(|l| l.memory == m.name) {
                 continue;
             }
-            let parts: Vec<Part> =
-                self.cached_at(&m.name).into_iter().map(|r| Part { what: self.read_name(r), bytes: self.read_footprint(r, innermost), span: self.read_span(r), read: true }).collect();
+            let parts = self.parts(innermost, m);
             if !parts.is_empty() {
                 self.report_footprint(innermost, m, &parts);
             }
@@ -435,10 +372,13 @@ impl Checker<'_> {
     /// Reports a footprint over its memory's capacity; true if it fits.
     fn report_footprint(&mut self, level: usize, m: &MemoryLevel, parts: &[Part]) -> bool {
         let total = parts.iter().fold(0u64, |s, p| s.saturating_add(p.bytes));
-        let (cap, share) = self.capacity(level, m);
+        let capacity = self.res.capacity(level, m);
+        let cap = capacity.bytes;
         if total <= cap {
             return true;
         }
+        let what_units = if self.t.kind == TargetKind::Cuda { "SMs" } else { "cores" };
+        let share = capacity.shared_by.map(|units| format!("{} bytes / {units} {what_units}", m.capacity_bytes));
         let list: Vec<String> = parts.iter().map(|p| format!("{}: {}", p.what, p.bytes)).collect();
         let of = match &share {
             Some(how) => format!("the {cap} bytes of `{}` per tile ({how})", m.name),
@@ -469,15 +409,12 @@ impl Checker<'_> {
     /// Threads per block within `max_threads_per_block`.
     fn threads_per_block(&mut self) {
         let t = self.t;
-        let Some(g) = t.tile_levels.iter().position(|l| l.binding == Binding::Grid) else { return };
-        let Some(th) = t.tile_levels.iter().position(|l| l.binding == Binding::Threads) else { return };
-        let mut threads = 1u64;
+        let Some(block) = self.res.block_threads(&|a, l| self.raw_size(a, l)) else { return };
+        let (g, th, threads) = (block.grid_level, block.thread_level, block.threads);
         let mut parts = Vec::new();
         for a in self.c.spatial_axes() {
             let (outer, inner) = (self.raw_size(a, g), self.raw_size(a, th));
-            let n = outer.div_ceil(inner);
-            threads = threads.saturating_mul(n);
-            if n > 1 {
+            if outer.div_ceil(inner) > 1 {
                 parts.push(format!("{}: {outer} / {inner}", self.c.axis(a).name));
             }
         }
@@ -507,17 +444,8 @@ impl Checker<'_> {
         if !m.managed {
             return;
         }
-        let words = |bytes: u64| bytes.div_ceil(4);
-        let mut parts: Vec<(String, u64)> = vec![("accumulator".into(), words(self.accumulator_tile(innermost)))];
         let cached = self.cached_at(&m.name);
-        for &r in &cached {
-            parts.push((self.read_name(r), words(self.read_footprint(r, innermost))));
-        }
-        let others = (self.info.reads.len() as u64).saturating_sub(cached.len() as u64);
-        if others > 0 {
-            parts.push(("other reads".into(), others));
-        }
-        parts.push(("indexing (assumed)".into(), INDEX_REGISTERS));
+        let parts = self.res.register_parts(&cached, &|a| self.range_of(a, innermost));
         let total = parts.iter().fold(0u64, |s, (_, n)| s.saturating_add(*n));
         let limit = t.compute.max_registers_per_thread as u64;
         if total > limit {

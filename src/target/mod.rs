@@ -10,15 +10,19 @@
 //! - `load.rs`: TOML → [`Target`] with diagnostics pointing into the file,
 //!   semantic validation, the built-in files, [`TargetSet`].
 //! - `host.rs`: the `host` target, detected at run time.
+//! - `resources.rs`: the resource and footprint model of an op on a target,
+//!   shared by the resource check and the search.
 //! - `check.rs`: does a schedule fit the target's resources?
 //! - `show.rs`: the text of `tilec --list-targets`.
 
 pub mod check;
 pub mod host;
+pub mod resources;
 mod load;
 mod show;
 
-pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule, distinct_values};
+pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule};
+pub use resources::{Capacity, FootprintPart, OpResources, distinct_values};
 pub use load::{BUILTIN, Builtin, Origin, TargetSet, load_target_file, parse_target};
 
 use serde::Deserialize;

@@ -25,7 +25,7 @@ use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
-use tilec::target::{Binding, ComputeInfo, MemoryLevel, Per, Target, TargetKind, check_schedule, distinct_values};
+use tilec::target::{Binding, ComputeInfo, MemoryLevel, OpResources, Per, Target, TargetKind, check_schedule, distinct_values};
 
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -237,18 +237,9 @@ impl Problem {
         let elem = info.acc.size_bytes().max(1);
         let bank_width_elems = banks.map_or(1, |m| (m.bank_width_bytes as u64 / elem).max(1));
         let default_vector = c.axes.iter().rposition(|a| a.kind == AxisKind::Spatial);
-        // The widest element the vector lanes carry (as the resource check
-        // computes it): accumulator, output, reads indexed by the axis.
-        let mut lanes = Vec::new();
-        for id in c.axis_ids() {
-            let mut bits = info.acc.size_bytes().max(info.output.elem.size_bytes()) * 8;
-            for (i, r) in c.all_reads() {
-                if r.indices.iter().any(|e| e.uses(id)) {
-                    bits = bits.max(info.reads.get(i)?.tensor.elem.size_bytes() * 8);
-                }
-            }
-            lanes.push(if target.isa.vector_bits > 0 { (target.isa.vector_bits as u64 / bits.max(8)).max(1) } else { 1 });
-        }
+        // The widest element the vector lanes carry, as the resource check
+        // counts it.
+        let lanes = c.axis_ids().map(|id| OpResources::new(&c, &info, &target).lanes(id)).collect::<Vec<u64>>();
         let mut vector_axes: Vec<usize> = default_vector.into_iter().collect();
         if !gpu {
             vector_axes.extend((0..axes.len()).filter(|&a| axes[a].spatial && axes[a].extent > 1 && Some(a) != default_vector));
@@ -289,6 +280,11 @@ impl Problem {
 
     pub fn gpu(&self) -> bool {
         self.target.kind == TargetKind::Cuda
+    }
+
+    /// The resource model the verifier's check counts with.
+    pub fn resources(&self) -> OpResources<'_> {
+        OpResources::new(&self.compute, &self.info, &self.target)
     }
 
     /// Is the size of axis `a` at `level` fixed at the extent (a reduction
@@ -353,24 +349,12 @@ impl Problem {
 
     /// `t(a)` at `level`, as the resource check defines it.
     fn range_of(&self, cfg: &Config, a: usize, level: usize) -> u64 {
-        if !self.axes[a].spatial && !self.red_loop[level] {
-            return self.axes[a].extent;
-        }
-        cfg.tiles[a][level].min(self.axes[a].extent).max(1)
+        self.resources().range(AxisId::new(a), level, cfg.tiles[a][level])
     }
 
     /// Bytes of read `r` over a tile with ranges `t`.
     fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
-        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0 };
-        let ty = &self.info.reads[r].tensor;
-        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
-        elems.saturating_mul(ty.elem.size_bytes())
-    }
-
-    fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
-        let ty = &self.info.output;
-        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
-        elems.saturating_mul(ty.elem.size_bytes())
+        self.resources().read_bytes(r, t)
     }
 
     fn nreads(&self) -> usize {
@@ -379,34 +363,18 @@ impl Problem {
 
     /// Gensor's/Roller's footprint `F` of a tile of `level`, in bytes, as
     /// the resource check counts it for the schedule [`Problem::schedule`]
-    /// makes.
+    /// makes (which stages the stageable reads in the shared level).
     pub fn footprint(&self, cfg: &Config, level: usize) -> u64 {
-        let t = |id: AxisId| self.range_of(cfg, id.index(), level);
         let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return 0 };
-        let innermost = level + 1 == self.levels;
-        if m.managed {
-            let mut b = 0u64;
-            if self.shared_level.as_deref() == Some(m.name.as_str()) {
-                for &r in &self.stageable {
-                    b = b.saturating_add(self.read_bytes(r, &t));
-                }
-            }
-            if innermost {
-                let acc = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).fold(1u64, |p, (i, _)| p.saturating_mul(self.range_of(cfg, i, level)));
-                b = b.saturating_add(acc.saturating_mul(self.info.acc.size_bytes()));
-            }
-            b
-        } else {
-            (0..self.nreads()).fold(self.output_bytes(&t), |b, r| b.saturating_add(self.read_bytes(r, &t)))
-        }
+        let staged = self.shared_level.as_deref() == Some(m.name.as_str());
+        self.resources().footprint(level, m, &|r| staged && self.stageable.contains(&r), &|id| self.range_of(cfg, id.index(), level))
     }
 
     /// The capacity a tile of `level` gets (a per-device cache is shared by
     /// the tiles running at once on the cores or SMs).
     pub fn capacity(&self, level: usize) -> u64 {
         let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return u64::MAX };
-        let parallel = self.target.tile_levels[..=level].iter().any(|l| matches!(l.binding, Binding::Parallel | Binding::Grid));
-        if m.per == Per::Device && parallel && self.target.compute.units > 1 { m.capacity_bytes / self.target.compute.units as u64 } else { m.capacity_bytes }
+        self.resources().capacity(level, m).bytes
     }
 
     /// Roller's memory traffic `Q` into tiles of `level` over the whole op:
@@ -445,8 +413,7 @@ impl Problem {
 
     /// GPU threads per block.
     pub fn threads(&self, cfg: &Config) -> u64 {
-        let Some(tl) = self.thread_level.filter(|&l| l > 0) else { return 1 };
-        self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, _)| (cfg.tiles[i][tl - 1] / cfg.tiles[i][tl].max(1)).max(1)).product()
+        self.resources().block_threads(&|a, l| cfg.tiles[a.index()][l]).map_or(1, |b| b.threads)
     }
 
     /// Does `level` of `cfg` fit (footprint within capacity; on GPUs at the

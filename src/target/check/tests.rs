@@ -1,7 +1,9 @@
 use super::*;
 use crate::diag::SourceMap;
 use crate::ir::{CacheDirective, EntityRef, Module};
+use crate::ir::affine::AffineExpr;
 use crate::target::TargetSet;
+use crate::target::resources::distinct_values;
 use std::sync::Arc;
 
 const GEMM: &str = "
@@ -148,28 +150,31 @@ fn footprints_follow_the_definition() {
     let c = Case::new(GEMM);
     let t = target_named("x86-avx2");
     let s = cpu_gemm("x86-avx2", 8);
-    let k = Checker { c: c.compute(), info: &c.info(), s: &s, t: &t, span: Span::DUMMY, diags: Diagnostics::new() };
+    let info = c.info();
+    let k = Checker::new(c.compute(), &info, &s, &t, Span::DUMMY);
     // core: no R.core loop, so k spans its extent.
     assert_eq!(k.read_footprint(0, 0), 64 * 1024 * 4);
     assert_eq!(k.read_footprint(1, 0), 1024 * 256 * 4);
-    assert_eq!(k.output_tile(0), 64 * 256 * 4);
+    assert_eq!(k.res.output_bytes(&|a| k.range_of(a, 0)), 64 * 256 * 4);
     // l2 and l1 use the k tiles.
     assert_eq!(k.read_footprint(0, 1), 32 * 128 * 4);
     assert_eq!(k.read_footprint(1, 2), 32 * 16 * 4);
-    assert_eq!(k.accumulator_tile(2), 8 * 16 * 4);
+    assert_eq!(k.res.accumulator_bytes(&|a| k.range_of(a, 2)), 8 * 16 * 4);
     // The share of L3 a core's tile gets.
-    assert_eq!(k.capacity(0, t.memory_level("l3").unwrap()).0, 256 << 20 >> 6);
+    assert_eq!(k.res.capacity(0, t.memory_level("l3").unwrap()).bytes, 256 << 20 >> 6);
 
     // Strided, padded convolution input: 2h + r - 3 over h < 8, r < 7 takes
     // 21 values (of the 32 rows), w likewise with s.
     let conv = Case::new(CONV);
     let s = sched("x86-avx2", &[("h", &[8, 8, 8]), ("w", &[4, 4, 4])]);
-    let k = Checker { c: conv.compute(), info: &conv.info(), s: &s, t: &t, span: Span::DUMMY, diags: Diagnostics::new() };
+    let info = conv.info();
+    let k = Checker::new(conv.compute(), &info, &s, &t, Span::DUMMY);
     // n: 1, c: 3 (untiled), rows 21, cols 2*3 + 6 + 1 = 13.
     assert_eq!(k.read_footprint(0, 2), 3 * 21 * 13 * 4);
     // Clamped to the dimension: h over all 16 rows reaches 2*15 + 6 + 1 = 37 > 32 values.
     let s = sched("x86-avx2", &[("h", &[16, 16, 16]), ("w", &[16, 16, 16])]);
-    let k = Checker { c: conv.compute(), info: &conv.info(), s: &s, t: &t, span: Span::DUMMY, diags: Diagnostics::new() };
+    let info = conv.info();
+    let k = Checker::new(conv.compute(), &info, &s, &t, Span::DUMMY);
     assert_eq!(k.read_footprint(0, 2), 3 * 32 * 32 * 4);
 }
 
@@ -348,9 +353,9 @@ fn epilogue_reads_and_accumulator_types() {
     // l1: a 4x16 i8, b 16x32 i8, bias 32 f32, output 4x32 f32.
     let s = sched("x86-avx512", &[("i", &[64, 32, 4]), ("j", &[256, 64, 32]), ("k", &[256, 64, 16])]);
     let t = target_named("x86-avx512");
-    let k = Checker { c: g.compute(), info: &info, s: &s, t: &t, span: Span::DUMMY, diags: Diagnostics::new() };
-    assert_eq!((k.read_footprint(0, 2), k.read_footprint(1, 2), k.read_footprint(2, 2), k.output_tile(2)), (64, 512, 128, 512));
-    assert_eq!(k.accumulator_tile(2), 4 * 32 * 4);
+    let k = Checker::new(g.compute(), &info, &s, &t, Span::DUMMY);
+    assert_eq!((k.read_footprint(0, 2), k.read_footprint(1, 2), k.read_footprint(2, 2), k.res.output_bytes(&|a| k.range_of(a, 2))), (64, 512, 128, 512));
+    assert_eq!(k.res.accumulator_bytes(&|a| k.range_of(a, 2)), 4 * 32 * 4);
 }
 
 #[test]

@@ -1,0 +1,254 @@
+//! The resource and footprint model of one compute op on one target: what
+//! a tile of each tile level holds, what one tile may hold, GPU threads and
+//! registers, vector lanes.
+//!
+//! The verifier's resource check (`check.rs`, whose module documentation
+//! gives the definitions) and the search's model
+//! (`tilec_passes::search::space`) both count with [`OpResources`], so a
+//! point the search accepts is a schedule the verifier accepts. Tile sizes
+//! come in through closures (`t(axis)` for one tile's ranges, `size(axis,
+//! level)` for raw sizes): the check reads them from a [`Schedule`], the
+//! search from its own points, without building one.
+//!
+//! [`Schedule`]: crate::ir::Schedule
+
+use super::{Binding, MemoryLevel, Per, Target, TargetKind};
+use crate::ir::affine::AffineExpr;
+use crate::ir::{AxisId, AxisKind, Compute, ElemType};
+
+use super::check::ComputeInfo;
+
+/// Registers assumed for indices, addresses and loop counters in the
+/// per-thread register estimate.
+pub const INDEX_REGISTERS: u64 = 16;
+
+/// How many distinct values affine index `e` takes over a tile whose axes
+/// range over `0..t(axis)`, at most `dim` (the tensor's extent along that
+/// dimension), at least 1: the lesser of the points of the axes it uses and
+/// the width of its range over the divisor. A read's footprint is the
+/// product of this over its indices.
+pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
+    let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
+    let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
+        Some((lo, hi)) => {
+            let width = (hi as i128 - lo as i128 + 1) as u128;
+            let d = e.divisor().max(1) as u128;
+            width.div_ceil(d).min(u64::MAX as u128) as u64
+        }
+        None => u64::MAX,
+    };
+    by_range.min(points).min(dim).max(1)
+}
+
+/// One item a footprint counts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FootprintPart {
+    /// Read `r` (body reads, then epilogue reads).
+    Read(usize),
+    /// The output tile (hardware caches).
+    Output,
+    /// One accumulator per spatial point (the innermost tile level's own
+    /// managed memory: GPU registers).
+    Accumulator,
+}
+
+/// What one tile of a tile level may hold in a memory level.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub bytes: u64,
+    /// The units (cores, SMs) that share a per-device memory, when the
+    /// tiles running at once split it.
+    pub shared_by: Option<u64>,
+}
+
+/// A GPU block's threads: their number and the tile levels that make them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BlockThreads {
+    pub threads: u64,
+    /// The `grid` tile level (one block's tile) and the `threads` level
+    /// (one thread's).
+    pub grid_level: usize,
+    pub thread_level: usize,
+}
+
+/// The widest element vector lanes along an axis carry, and who carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneElement {
+    pub bits: u64,
+    pub ty: ElemType,
+    pub who: String,
+}
+
+/// The model for compute op `compute` (with `info`) on `target`.
+#[derive(Copy, Clone)]
+pub struct OpResources<'a> {
+    pub compute: &'a Compute,
+    pub info: &'a ComputeInfo,
+    pub target: &'a Target,
+}
+
+impl<'a> OpResources<'a> {
+    pub fn new(compute: &'a Compute, info: &'a ComputeInfo, target: &'a Target) -> Self {
+        OpResources { compute, info, target }
+    }
+
+    /// The reads both the op and its information know (they agree on a
+    /// well-formed op).
+    pub fn reads(&self) -> usize {
+        self.info.reads.len().min(self.compute.reads.len() + self.compute.epilogue_reads.len())
+    }
+
+    /// `t(a)` at `level` for a raw tile size `size`: the values axis `a`
+    /// ranges over in one tile (a reduction axis covers its extent where
+    /// the loop order has no reduction loops at `level`).
+    pub fn range(&self, a: AxisId, level: usize, size: u64) -> u64 {
+        let decl = self.compute.axis(a);
+        if decl.kind == AxisKind::Reduction && !self.target.has_reduction_loops(level) {
+            return decl.extent.max(1);
+        }
+        size.min(decl.extent).max(1)
+    }
+
+    /// Bytes read `r` touches over a tile with ranges `t`.
+    pub fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return 0 };
+        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, info.tensor.shape.get(d).copied().unwrap_or(1))));
+        elems.saturating_mul(info.tensor.elem.size_bytes())
+    }
+
+    /// Bytes of the output tile over a tile with ranges `t`.
+    pub fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        let ty = &self.info.output;
+        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+        elems.saturating_mul(ty.elem.size_bytes())
+    }
+
+    /// Bytes of the accumulators of a tile with ranges `t`: one per spatial
+    /// point.
+    pub fn accumulator_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(t(a))).saturating_mul(self.info.acc.size_bytes())
+    }
+
+    /// Bytes of one footprint part over a tile with ranges `t`.
+    pub fn part_bytes(&self, part: FootprintPart, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        match part {
+            FootprintPart::Read(r) => self.read_bytes(r, t),
+            FootprintPart::Output => self.output_bytes(t),
+            FootprintPart::Accumulator => self.accumulator_bytes(t),
+        }
+    }
+
+    /// The parts of the footprint in memory `m` of a tile of `level`, in
+    /// order, where `cached(r)` says whether the schedule stages read `r`
+    /// in `m`: in a hardware cache every read and the output tile; in a
+    /// managed memory the staged reads, plus the accumulators when `m` is
+    /// the innermost tile level's own memory. (`m` need not be `level`'s
+    /// memory: the reads staged in a managed memory no tile level uses
+    /// count over the innermost tile.)
+    pub fn footprint_parts(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, each: &mut dyn FnMut(FootprintPart)) {
+        let reads = self.reads();
+        if m.managed {
+            (0..reads).filter(|&r| cached(r)).for_each(|r| each(FootprintPart::Read(r)));
+            let levels = &self.target.tile_levels;
+            if level + 1 == levels.len() && levels[level].memory == m.name {
+                each(FootprintPart::Accumulator);
+            }
+        } else {
+            (0..reads).for_each(|r| each(FootprintPart::Read(r)));
+            each(FootprintPart::Output);
+        }
+    }
+
+    /// The footprint's total bytes (see [`OpResources::footprint_parts`]).
+    pub fn footprint(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, t: &dyn Fn(AxisId) -> u64) -> u64 {
+        let mut total = 0u64;
+        self.footprint_parts(level, m, cached, &mut |p| total = total.saturating_add(self.part_bytes(p, t)));
+        total
+    }
+
+    /// What one tile of `level` gets of memory `m`: its capacity, or, for a
+    /// per-device memory used by tiles that run at once (at or inside a
+    /// `parallel`/`grid` level), its share per core or SM.
+    pub fn capacity(&self, level: usize, m: &MemoryLevel) -> Capacity {
+        let t = self.target;
+        let parallel = t.tile_levels[..=level].iter().any(|l| matches!(l.binding, Binding::Parallel | Binding::Grid));
+        if m.per == Per::Device && parallel && t.compute.units > 1 {
+            let units = t.compute.units as u64;
+            Capacity { bytes: m.capacity_bytes / units, shared_by: Some(units) }
+        } else {
+            Capacity { bytes: m.capacity_bytes, shared_by: None }
+        }
+    }
+
+    /// A GPU block's threads: the product over spatial axes of the `grid`
+    /// size over the `threads` size (`size(axis, level)`: raw sizes).
+    /// `None` on targets without both levels.
+    pub fn block_threads(&self, size: &dyn Fn(AxisId, usize) -> u64) -> Option<BlockThreads> {
+        let levels = &self.target.tile_levels;
+        let grid_level = levels.iter().position(|l| l.binding == Binding::Grid)?;
+        let thread_level = levels.iter().position(|l| l.binding == Binding::Threads)?;
+        let threads = self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(size(a, grid_level).div_ceil(size(a, thread_level).max(1))));
+        Some(BlockThreads { threads, grid_level, thread_level })
+    }
+
+    /// The per-thread register estimate of a GPU tile with ranges `t` at
+    /// the innermost level, part by part (32-bit registers): accumulators,
+    /// the reads `cached` in registers, one per other read, and
+    /// [`INDEX_REGISTERS`] for indexing.
+    pub fn register_parts(&self, cached: &[usize], t: &dyn Fn(AxisId) -> u64) -> Vec<(String, u64)> {
+        let words = |bytes: u64| bytes.div_ceil(4);
+        let mut parts: Vec<(String, u64)> = vec![("accumulator".into(), words(self.accumulator_bytes(t)))];
+        for &r in cached {
+            parts.push((self.read_name(r), words(self.read_bytes(r, t))));
+        }
+        let others = (self.info.reads.len() as u64).saturating_sub(cached.len() as u64);
+        if others > 0 {
+            parts.push(("other reads".into(), others));
+        }
+        parts.push(("indexing (assumed)".into(), INDEX_REGISTERS));
+        parts
+    }
+
+    /// A name for read `r` in messages (`%a`).
+    pub fn read_name(&self, r: usize) -> String {
+        self.info.reads.get(r).map_or_else(|| format!("read {r}"), |i| i.name.clone())
+    }
+
+    /// The widest element vector lanes along axis `a` carry: the
+    /// accumulator (along a reduction axis each lane accumulates its own
+    /// partial result), the output along a spatial axis, and every read
+    /// indexed by `a`. `None` only for an op without reads or output.
+    pub fn lane_element(&self, a: AxisId) -> Option<LaneElement> {
+        let mut widest: Option<LaneElement> = None;
+        let mut consider = |ty: ElemType, who: &dyn Fn() -> String| {
+            let bits = ty.size_bytes() * 8;
+            if widest.as_ref().is_none_or(|w| bits > w.bits) {
+                widest = Some(LaneElement { bits, ty, who: who() });
+            }
+        };
+        consider(self.info.acc, &|| "the accumulator".into());
+        if self.compute.axis(a).kind == AxisKind::Spatial {
+            consider(self.info.output.elem, &|| "the output".into());
+        }
+        for (i, r) in self.compute.all_reads() {
+            if let Some(ri) = self.info.reads.get(i).filter(|_| r.indices.iter().any(|e| e.uses(a))) {
+                consider(ri.tensor.elem, &|| ri.name.clone());
+            }
+        }
+        widest
+    }
+
+    /// The lanes of a vector register along axis `a` (1 without vectors).
+    pub fn lanes(&self, a: AxisId) -> u64 {
+        let bits = self.target.isa.vector_bits as u64;
+        match self.lane_element(a) {
+            Some(e) if bits > 0 => (bits / e.bits.max(8)).max(1),
+            _ => 1,
+        }
+    }
+
+    /// Is this a GPU target?
+    pub fn gpu(&self) -> bool {
+        self.target.kind == TargetKind::Cuda
+    }
+}
