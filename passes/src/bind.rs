@@ -48,7 +48,7 @@ impl Pass for Bind {
                         .iter()
                         .copied()
                         .filter(|&o| {
-                            for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|t| t.level == level.name && !t.reduction)
+                            for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|t| t.level.tile() == Some(level.name.as_str()) && !t.reduction)
                         })
                         .collect();
                     // Outermost first: loops of one level are directly nested.

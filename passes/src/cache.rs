@@ -120,26 +120,31 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         .rposition(|e| *e == OrderEntry::Reduction(li))
         .or_else(|| order.iter().rposition(|e| *e == OrderEntry::Spatial(li)))
         .ok_or_else(|| Diagnostic::error(format!("tile level `{level}` has no loops in the loop order")).at(span, "in this kernel"))?;
+    // How the target runs the tile level a loop's tag names (none for the
+    // loops below the tile levels).
+    let tile_binding = |tag: &LoopTag| tag.level.tile().and_then(|name| t.tile_level(name)).map(|(_, l)| l.binding);
     let position_of = |f: &Function, o: Op| -> Option<usize> {
         let tag = for_loop(f, o)?.tag.as_ref()?;
-        let entry = match tag.level.as_str() {
-            "point" | "vector" => {
+        let entry = match &tag.level {
+            TagLevel::Point | TagLevel::Vector => {
                 if tag.reduction {
                     OrderEntry::ReductionPoint
                 } else {
                     OrderEntry::SpatialPoint
                 }
             }
-            "vthread" => OrderEntry::VThread,
-            name => {
+            TagLevel::VThread => OrderEntry::VThread,
+            TagLevel::Tile(name) => {
                 let (l, _) = t.tile_level(name)?;
                 return entry_of_level(&order, tag.reduction, l);
             }
+            // The fold of a reduction vector axis' lanes has no entry.
+            TagLevel::Lanes => return None,
         };
         order.iter().position(|&e| e == entry)
     };
     let is_thread_level = |f: &Function, o: Op| {
-        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| !tag.reduction && t.tile_level(&tag.level).is_some_and(|(_, l)| l.binding == Binding::Threads))
+        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| !tag.reduction && tile_binding(tag) == Some(Binding::Threads))
             || matches!(for_loop(f, o).map(|l| l.mapping), Some(Mapping::Thread(_)))
     };
 
@@ -150,7 +155,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         _ => None,
     };
     let is_vector_loop = |f: &Function, o: Op| {
-        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| Some(&tag.axis) == vector_axis.as_ref() && !tag.reduction && tag.level == "point")
+        for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| Some(&tag.axis) == vector_axis.as_ref() && !tag.reduction && tag.level == TagLevel::Point)
     };
     let loads: Vec<Op> = subtree(f, kernel)
         .into_iter()
@@ -229,7 +234,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             while j > 0 {
                 let l = loops[j - 1];
                 let Some(lp) = for_loop(f, l) else { break };
-                let serial_level = lp.tag.as_ref().is_some_and(|tag| t.tile_level(&tag.level).is_some_and(|(_, lv)| lv.binding == Binding::Serial));
+                let serial_level = lp.tag.as_ref().is_some_and(|tag| tile_binding(tag) == Some(Binding::Serial));
                 if !serial_level {
                     break;
                 }

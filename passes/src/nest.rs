@@ -104,10 +104,10 @@ pub fn subtree(f: &Function, op: Op) -> Vec<Op> {
 }
 
 /// The loops in `op`'s subtree tagged `axis.level`.
-pub fn tagged_loops(f: &Function, op: Op, axis: &str, level: &str) -> Vec<Op> {
+pub fn tagged_loops(f: &Function, op: Op, axis: &str, level: &TagLevel) -> Vec<Op> {
     subtree(f, op)
         .into_iter()
-        .filter(|&o| matches!(&f.ops[o].kind, OpKind::For(l) if l.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == level)))
+        .filter(|&o| matches!(&f.ops[o].kind, OpKind::For(l) if l.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == *level)))
         .collect()
 }
 

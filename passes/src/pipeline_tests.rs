@@ -123,7 +123,7 @@ fn cpu_pipeline_with_packing_and_vectors() {
     assert_eq!(count(f, |k| matches!(k, OpKind::Copy(c) if !c.cooperative)), 2);
     // `unroll` after `vectorize`: a vector loop is one step, so the point
     // loops around it (4 rows of one vector) are unrolled.
-    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll && l.tag.as_ref().is_some_and(|t| t.axis == "i" && t.level == "point"))) >= 1, "{}", tilec::syntax::print_module(&out));
+    assert!(count(f, |k| matches!(k, OpKind::For(l) if l.mapping == Mapping::Unroll && l.tag.as_ref().is_some_and(|t| t.axis == "i" && t.level == TagLevel::Point))) >= 1, "{}", tilec::syntax::print_module(&out));
 }
 
 #[test]

@@ -213,8 +213,8 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
 impl Builder<'_> {
     fn tag(&self, axis: usize, level: Level) -> LoopTag {
         let level = match level {
-            Level::Tile(l) => self.level_names[l].clone(),
-            Level::Point => "point".to_string(),
+            Level::Tile(l) => TagLevel::Tile(self.level_names[l].clone()),
+            Level::Point => TagLevel::Point,
         };
         LoopTag { axis: self.axes[axis].name.clone(), level, reduction: self.axes[axis].kind == AxisKind::Reduction }
     }
@@ -392,7 +392,7 @@ impl Builder<'_> {
     /// (`at_first` indexes the first).
     fn fold_lanes(&mut self, region: Region, acc: Value, at_first: &[AffineExpr<Value>], v: usize) {
         let points = self.axes[v].point_trip();
-        let tag = LoopTag { axis: self.axes[v].name.clone(), level: "lanes".into(), reduction: true };
+        let tag = LoopTag { axis: self.axes[v].name.clone(), level: TagLevel::Lanes, reduction: true };
         let hint = format!("{}_lanes", self.axes[v].name);
         let (_, body, t) = self.f.build_for(Cursor::end(region), points - 1, Mapping::Serial, Some(tag), &hint, self.span);
         self.loops += 1;

@@ -45,7 +45,7 @@ impl Pass for Vectorize {
                 } else {
                     continue;
                 };
-                let loops = tagged_loops(f, kernel, &axis, "point");
+                let loops = tagged_loops(f, kernel, &axis, &TagLevel::Point);
                 if loops.is_empty() && width > 1 {
                     diags.push(
                         Diagnostic::error(format!("cannot vectorise `{axis}` by {width}: this kernel has no point loop of `{axis}`"))
@@ -82,7 +82,7 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
     if width == 0 || l.extent % width != 0 {
         // Virtual threads of the axis share its innermost tile out.
         let vthreads = f.ancestors(lp).into_iter().find_map(|a| {
-            for_loop(f, a).filter(|x| x.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == "vthread")).map(|x| x.extent)
+            for_loop(f, a).filter(|x| x.tag.as_ref().is_some_and(|t| t.axis == axis && t.level == TagLevel::VThread)).map(|x| x.extent)
         });
         let help = match vthreads {
             Some(v) => format!("the innermost tile of `{axis}` is split into {v} virtual threads: make it a multiple of {v} x {width}"),
@@ -94,7 +94,7 @@ fn vectorize_loop(f: &mut Function, lp: Op, axis: &str, width: u64) -> Result<()
     }
     let old_iv = induction_var(f, lp);
     let reduction = l.tag.as_ref().is_some_and(|t| t.reduction);
-    let tag = LoopTag { axis: axis.to_string(), level: "vector".into(), reduction };
+    let tag = LoopTag { axis: axis.to_string(), level: TagLevel::Vector, reduction };
     if l.extent == width {
         if let OpKind::For(x) = &mut f.ops[lp].kind {
             x.mapping = Mapping::Vector;

@@ -59,7 +59,7 @@ impl Pass for VThread {
                     if v <= 1 {
                         continue;
                     }
-                    let loops = tagged_loops(f, kernel, &axis, "point");
+                    let loops = tagged_loops(f, kernel, &axis, &TagLevel::Point);
                     if loops.is_empty() {
                         diags.push(
                             Diagnostic::error(format!("cannot split `{axis}` into {v} virtual threads: this kernel has no point loop of `{axis}`"))
@@ -107,7 +107,7 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     // The thread's index at the innermost tile level, if that loop exists.
     let last_level = levels.last().map(String::as_str).unwrap_or("");
     let t_iv = f.ancestors(lp).into_iter().find_map(|a| {
-        for_loop(f, a).and_then(|l| l.tag.as_ref()).filter(|t| t.axis == axis && t.level == last_level).map(|_| induction_var(f, a))
+        for_loop(f, a).and_then(|l| l.tag.as_ref()).filter(|t| t.axis == axis && t.level.tile() == Some(last_level)).map(|_| induction_var(f, a))
     });
     let p_iv = induction_var(f, lp);
     let (t, s, vv) = (t_size as i64, parent as i64, v as i64);
@@ -122,7 +122,7 @@ fn split(f: &mut Function, lp: Op, axis: &str, v: u64, sizes: &[u64], levels: &[
     let region = f.ops[lp].parent;
     let pos = f.regions[region].ops.iter().position(|&o| o == lp).expect("loop in its region");
     f.regions[region].ops.remove(pos);
-    let tag = LoopTag { axis: axis.to_string(), level: "vthread".into(), reduction: false };
+    let tag = LoopTag { axis: axis.to_string(), level: TagLevel::VThread, reduction: false };
     let (vt, vt_body, v_iv) = f.build_for(Cursor::at(region, pos), v, Mapping::VThread, Some(tag), &format!("{axis}_vthread"), span);
     f.regions[vt_body].ops.push(lp);
     f.ops[lp].parent = vt_body;
@@ -229,7 +229,7 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
         let region = f.ops[c_op].parent;
         let pos = f.regions[region].ops.iter().position(|&o| o == c_op).expect("copy in its region");
         f.regions[region].ops.remove(pos);
-        let tag = LoopTag { axis: axis.to_string(), level: "vthread".into(), reduction: false };
+        let tag = LoopTag { axis: axis.to_string(), level: TagLevel::VThread, reduction: false };
         let (_, body, w) = f.build_for(Cursor::at(region, pos), vv as u64, Mapping::VThread, Some(tag), &format!("{axis}_vthread"), span);
         f.regions[body].ops.push(c_op);
         f.ops[c_op].parent = body;

@@ -87,15 +87,75 @@ impl fmt::Display for Mapping {
     }
 }
 
+/// The level part of a loop tag (`block` in `axis(i.block)`): a tile level
+/// of the target, or one of the loops the passes make below the tile
+/// levels. Passes match on it; its textual form is defined here alone
+/// (`name`, `from_name`), for the printer and the parser.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TagLevel {
+    /// The loop of a tile level of the target, by the level's name.
+    Tile(String),
+    /// The loop over the innermost tile (`point`).
+    Point,
+    /// A virtual-thread loop split off a point loop (`vthread`).
+    VThread,
+    /// What is left of a point loop after vectorising it (`vector`).
+    Vector,
+    /// The loop folding the per-lane partial results of a reduction vector
+    /// axis (`lanes`).
+    Lanes,
+}
+
+impl TagLevel {
+    /// The words that name the levels below the tile levels; no tile level
+    /// of a target may take one (the target loader rejects it), or its tags
+    /// would read as another level's.
+    pub const KEYWORDS: [&'static str; 4] = ["point", "vthread", "vector", "lanes"];
+
+    /// The level as tags print it.
+    pub fn name(&self) -> &str {
+        match self {
+            TagLevel::Tile(name) => name,
+            TagLevel::Point => "point",
+            TagLevel::VThread => "vthread",
+            TagLevel::Vector => "vector",
+            TagLevel::Lanes => "lanes",
+        }
+    }
+
+    /// The level a tag names: a keyword, else a tile level of that name.
+    pub fn from_name(s: &str) -> TagLevel {
+        match s {
+            "point" => TagLevel::Point,
+            "vthread" => TagLevel::VThread,
+            "vector" => TagLevel::Vector,
+            "lanes" => TagLevel::Lanes,
+            _ => TagLevel::Tile(s.to_string()),
+        }
+    }
+
+    /// The name of the target's tile level, for a tile level's loop.
+    pub fn tile(&self) -> Option<&str> {
+        match self {
+            TagLevel::Tile(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TagLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which axis and tile level a loop came from, so later passes can find
 /// the loops a schedule speaks of: `axis(i.block)` for a spatial axis,
 /// `reduce(k.block)` for a reduction axis.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LoopTag {
     pub axis: String,
-    /// A tile level of the target, or `point` (the innermost tile),
-    /// `vthread` or `vector`.
-    pub level: String,
+    pub level: TagLevel,
     pub reduction: bool,
 }
 

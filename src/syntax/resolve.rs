@@ -996,7 +996,7 @@ impl Resolver {
     /// it; `reduce(...)` tags a reduction axis' loop.
     fn loop_tag(&mut self, w: &Word, reduction: bool) -> Option<LoopTag> {
         match w.text.split_once('.') {
-            Some((axis, level)) if !level.contains('.') => Some(LoopTag { axis: axis.to_string(), level: level.to_string(), reduction }),
+            Some((axis, level)) if !level.contains('.') => Some(LoopTag { axis: axis.to_string(), level: TagLevel::from_name(level), reduction }),
             Some(_) => {
                 self.error(
                     Diagnostic::error(format!("loop tag `{}` has more than one dot", w.text))

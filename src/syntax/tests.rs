@@ -2,7 +2,7 @@
 //! in the repository, op examples, and robustness against bad input.
 
 use super::*;
-use crate::ir::{Dim, EntityRef, OpKind};
+use crate::ir::{Dim, EntityRef, OpKind, TagLevel};
 use crate::verify::verify_module;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -252,6 +252,61 @@ fn loop_level_ops_round_trip() {
     assert!(out.contains("copy %x[%b * 4, 0] -> %s[0, 0] box [4, 8] pad(0.0) cooperative"), "{out}");
     assert!(out.contains("fill %acc, -inf"), "{out}");
     assert!(out.contains("  kernel \"k\" schedule \"sm90\" {\n    tile = {i = [4, 1]},\n    cache = {a = shared}\n  } {\n"), "{out}");
+}
+
+/// Each kind of tag level: a tile level of the target, `point`, `vthread`,
+/// `vector` and `lanes`, on spatial and reduction axes.
+const TAGGED_LOOPS: &str = "func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %y = alloc : buffer<8xf32, global>
+  kernel \"k\" schedule \"sm90\" {} {
+    for %i_block = 0 to 2 map(block.x) axis(i.block) {
+      for %i_vthread = 0 to 2 map(vthread) axis(i.vthread) {
+        for %k_point = 0 to 2 reduce(k.point) {
+          for %k_lanes = 0 to 1 reduce(k.lanes) {
+            for %i_point = 0 to 2 map(unroll) axis(i.point) {
+              for %i_vector = 0 to 1 map(vector) axis(i.vector) {
+                %a = load %x[%i_block * 4 + %i_vthread * 2 + %i_point] : f32
+                store %a, %y[%i_block * 4 + %i_vthread * 2 + %i_point]
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return %y
+}
+";
+
+#[test]
+fn loop_tags_parse_to_their_levels_and_print_unchanged() {
+    let m = module(TAGGED_LOOPS);
+    let tags: Vec<(String, TagLevel, bool)> = m.funcs[0]
+        .ops
+        .values()
+        .filter_map(|o| match &o.kind {
+            OpKind::For(l) => l.tag.clone().map(|t| (t.axis, t.level, t.reduction)),
+            _ => None,
+        })
+        .collect();
+    let expected = [
+        ("i", TagLevel::Tile("block".into()), false),
+        ("i", TagLevel::VThread, false),
+        ("k", TagLevel::Point, true),
+        ("k", TagLevel::Lanes, true),
+        ("i", TagLevel::Point, false),
+        ("i", TagLevel::Vector, false),
+    ];
+    for e in &expected {
+        assert!(tags.iter().any(|t| (t.0.as_str(), &t.1, t.2) == (e.0, &e.1, e.2)), "{e:?} not among {tags:?}");
+    }
+    assert_eq!(tags.len(), expected.len(), "{tags:?}");
+    assert_eq!(print_module(&m), TAGGED_LOOPS, "a tag does not print as it was written");
+    // The keywords are the names of the levels that are not tile levels.
+    for k in TagLevel::KEYWORDS {
+        assert!(TagLevel::from_name(k).tile().is_none() && TagLevel::from_name(k).name() == k, "{k}");
+    }
+    assert_eq!(TagLevel::from_name("thread"), TagLevel::Tile("thread".into()));
 }
 
 #[test]

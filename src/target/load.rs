@@ -9,7 +9,7 @@
 
 use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, OrderEntry, Per, Target, TargetKind, host};
 use crate::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span, closest};
-use crate::ir::{ElemType, MemScope};
+use crate::ir::{ElemType, MemScope, TagLevel};
 use serde::Deserialize;
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
@@ -358,10 +358,17 @@ impl Validator<'_, '_, '_> {
         let mut last_memory: Option<(usize, &str)> = None;
         for (i, l) in t.tile_levels.iter().enumerate() {
             let at = |f: &'static str| [K("tile_levels"), I(i), K(f)];
-            let bad_name = l.name.is_empty() || l.name == "point" || l.name.contains('.') || l.name == "V";
+            let tag_keyword = TagLevel::KEYWORDS.contains(&l.name.as_str());
+            let bad_name = l.name.is_empty() || tag_keyword || l.name.contains('.') || l.name == "V";
             if bad_name {
                 let span = self.loc.value(&at("name"));
-                self.err(span, format!("invalid tile level name `{}`", l.name), "").notes.push("note: `point` and `V` name the innermost loops, and `.` separates `S.<level>`".into());
+                let note = if tag_keyword {
+                    let keywords = TagLevel::KEYWORDS.map(|k| format!("`{k}`")).join(", ");
+                    format!("note: {keywords} name loops below the tile levels, as in the loop tag `axis(i.{})`", l.name)
+                } else {
+                    "note: `point` and `V` name the innermost loops, and `.` separates `S.<level>`".to_string()
+                };
+                self.err(span, format!("invalid tile level name `{}`", l.name), "").notes.push(note);
             } else if let Some(j) = t.tile_levels[..i].iter().position(|o| o.name == l.name) {
                 let span = self.loc.value(&at("name"));
                 let first = self.loc.value(&[K("tile_levels"), I(j), K("name")]);
