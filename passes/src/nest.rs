@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tilec::diag::{Diagnostic, Span};
 use tilec::ir::*;
 use tilec::pass::PassContext;
-use tilec::target::Target;
+use tilec::target::{SchedulePlan, Target};
 
 /// The target a schedule names: the `--target` one if the names agree.
 pub fn target_for(cx: &PassContext, name: &str, span: Span) -> Result<Arc<Target>, Diagnostic> {
@@ -62,20 +62,11 @@ impl AxisTiles {
     }
 }
 
-/// The axes of a compute op with their tile sizes from `s` (an axis the
-/// schedule does not mention is untiled: every level spans the extent).
-pub fn axis_tiles(c: &Compute, s: &Schedule, levels: usize) -> Vec<AxisTiles> {
-    c.axes
-        .iter()
-        .map(|a| AxisTiles {
-            name: a.name.clone(),
-            kind: a.kind,
-            extent: a.extent,
-            sizes: s.tiles_of(&a.name).map(|t| t.to_vec()).unwrap_or_else(|| vec![a.extent; levels]),
-        })
-        .collect()
+/// The axes of a compute op with their tile sizes from its plan (an axis
+/// the schedule does not tile spans the extent at every level).
+pub fn axis_tiles(c: &Compute, plan: &SchedulePlan) -> Vec<AxisTiles> {
+    c.axes.iter().zip(&plan.sizes).map(|(a, sizes)| AxisTiles { name: a.name.clone(), kind: a.kind, extent: a.extent, sizes: sizes.clone() }).collect()
 }
-
 
 /// The kernels of a function with their schedules.
 pub fn kernels(f: &Function) -> Vec<(Op, Schedule)> {

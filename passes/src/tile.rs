@@ -18,7 +18,7 @@ use tilec::diag::{Diagnostic, Diagnostics, Span};
 use tilec::ir::builder::Cursor;
 use tilec::ir::*;
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
-use tilec::target::{Target, TargetKind};
+use tilec::target::{SchedulePlan, Target, TargetKind};
 
 pub static DECL: PassDecl = PassDecl {
     name: "tile",
@@ -194,12 +194,13 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     }
     let (_, kernel_body) = f.build_kernel(Cursor::at(f.body, pos + 1), Kernel { label: c.label.clone(), schedule: kernel_schedule }, span);
 
-    let axes = axis_tiles(&c, schedule, levels);
+    let plan = SchedulePlan::new(&c, schedule, target);
+    let axes = axis_tiles(&c, &plan);
     let has_reduction = c.reduction_axes().next().is_some();
     let acc_pos = order.iter().position(|e| matches!(e, OrderEntry::Reduction(_) | OrderEntry::ReductionPoint)).unwrap_or(order.len());
     let level_names = target.tile_levels.iter().map(|l| l.name.clone()).collect();
-    let vector_axis = schedule.vector.as_ref().and_then(|(name, _)| axes.iter().position(|a| &a.name == name));
-    let rank = schedule.axis_ranks(axes.iter().map(|a| a.name.as_str()));
+    let vector_axis = plan.vector.map(|(a, _)| a.index());
+    let rank = plan.ranks.clone();
     let lane_axis = vector_axis.filter(|&v| axes[v].kind == AxisKind::Reduction && axes[v].point_trip() > 1);
     let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis, lane_axis, rank };
     b.nest(0, kernel_body, false, has_reduction, &read_names);

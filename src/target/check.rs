@@ -65,6 +65,7 @@
 //! The counting itself (footprints, capacities, threads, registers, lanes)
 //! is `resources.rs`'s [`OpResources`], which the search's model shares.
 
+use super::plan::{MemoryId, SchedulePlan};
 use super::resources::{FootprintPart, LaneElement, OpResources};
 use super::{MemoryLevel, Target, TargetKind};
 use crate::diag::{Diagnostic, Diagnostics, Span, closest};
@@ -132,17 +133,26 @@ impl ComputeInfo {
 /// `span` (the schedule), with the axes and reads involved as secondary
 /// labels.
 pub fn check_schedule(c: &Compute, info: &ComputeInfo, s: &Schedule, t: &Target, span: Span) -> Diagnostics {
-    let mut k = Checker::new(c, info, s, t, span);
-    let counts_ok = k.tile_counts();
-    k.cache_directives();
-    k.vthreads();
-    k.vector();
+    let plan = SchedulePlan::new(c, s, t);
+    let mut k = Checker::new(c, info, &plan, t, span);
+    let counts_ok = k.tile_counts(s);
+    k.cache_directives(s);
+    k.vthreads(s);
+    k.vector(s);
     if counts_ok {
-        k.footprints();
-        if t.kind == TargetKind::Cuda {
-            k.threads_per_block();
-        }
+        k.resources();
     }
+    k.diags
+}
+
+/// The resource part of [`check_schedule`] for a plan that is well formed
+/// by construction (the search's points: one size per tile level, virtual
+/// threads on spatial axes where the target has `V` loops, vector widths
+/// within the lanes, reads staged in memory levels that take buffers):
+/// footprints against capacities, and on GPUs threads and registers.
+pub fn check_resources(c: &Compute, info: &ComputeInfo, plan: &SchedulePlan, t: &Target, span: Span) -> Diagnostics {
+    let mut k = Checker::new(c, info, plan, t, span);
+    k.resources();
     k.diags
 }
 
@@ -159,7 +169,7 @@ pub fn check_op_schedule(f: &Function, op: Op, t: &Target) -> Diagnostics {
 struct Checker<'a> {
     c: &'a Compute,
     info: &'a ComputeInfo,
-    s: &'a Schedule,
+    plan: &'a SchedulePlan,
     t: &'a Target,
     res: OpResources<'a>,
     span: Span,
@@ -176,8 +186,17 @@ struct Part {
 }
 
 impl<'a> Checker<'a> {
-    fn new(c: &'a Compute, info: &'a ComputeInfo, s: &'a Schedule, t: &'a Target, span: Span) -> Self {
-        Checker { c, info, s, t, res: OpResources::new(c, info, t), span, diags: Diagnostics::new() }
+    fn new(c: &'a Compute, info: &'a ComputeInfo, plan: &'a SchedulePlan, t: &'a Target, span: Span) -> Self {
+        Checker { c, info, plan, t, res: OpResources::new(c, info, t), span, diags: Diagnostics::new() }
+    }
+
+    /// Footprints, and on GPUs threads per block (registers are checked
+    /// with the footprints).
+    fn resources(&mut self) {
+        self.footprints();
+        if self.t.kind == TargetKind::Cuda {
+            self.threads_per_block();
+        }
     }
 
     fn error(&self, message: String, label: &str) -> Diagnostic {
@@ -193,10 +212,10 @@ impl<'a> Checker<'a> {
     }
 
     /// Each tiled axis has one size per tile level.
-    fn tile_counts(&mut self) -> bool {
+    fn tile_counts(&mut self, s: &Schedule) -> bool {
         let n = self.t.tile_levels.len();
         let mut ok = true;
-        for (axis, sizes) in &self.s.tiles {
+        for (axis, sizes) in &s.tiles {
             // Unknown axes are the structural check's to report.
             if sizes.len() != n && self.c.axis_by_name(axis).is_some() {
                 ok = false;
@@ -222,8 +241,8 @@ impl<'a> Checker<'a> {
     }
 
     /// Cache directives name memory levels that exist and take buffers.
-    fn cache_directives(&mut self) {
-        for dir in &self.s.cache {
+    fn cache_directives(&mut self, s: &Schedule) {
+        for dir in &s.cache {
             let read = if dir.read < self.info.reads.len() { self.read_name(dir.read) } else { format!("%{}", dir.read_name) };
             match self.t.memory_level(&dir.level) {
                 None => {
@@ -257,9 +276,9 @@ impl<'a> Checker<'a> {
     }
 
     /// Virtual threads split spatial axes only, and need a `V` loop.
-    fn vthreads(&mut self) {
+    fn vthreads(&mut self, s: &Schedule) {
         let has_v = self.t.has_vthread_loops();
-        for (axis, v) in &self.s.vthreads {
+        for (axis, v) in &s.vthreads {
             let Some(id) = self.c.axis_by_name(axis) else { continue };
             if self.c.axis(id).kind == AxisKind::Reduction {
                 let d = self
@@ -274,8 +293,8 @@ impl<'a> Checker<'a> {
     }
 
     /// Vector lanes fit a vector register.
-    fn vector(&mut self) {
-        let Some((axis, width)) = &self.s.vector else { return };
+    fn vector(&mut self, s: &Schedule) {
+        let Some((axis, width)) = &s.vector else { return };
         let bits_limit = self.t.isa.vector_bits as u64;
         let Some(id) = self.c.axis_by_name(axis) else { return };
         if bits_limit == 0 {
@@ -302,8 +321,7 @@ impl<'a> Checker<'a> {
     /// The raw schedule size of `axis` at tile level `level` (its extent
     /// when the axis is not tiled).
     fn raw_size(&self, a: AxisId, level: usize) -> u64 {
-        let decl = self.c.axis(a);
-        self.s.tiles_of(&decl.name).and_then(|t| t.get(level).copied()).unwrap_or(decl.extent).max(1)
+        self.plan.size(a, level).max(1)
     }
 
     /// `t(a)` at `level`: see the module documentation.
@@ -317,12 +335,10 @@ impl<'a> Checker<'a> {
         self.res.read_bytes(r, &|a| self.range_of(a, level))
     }
 
-    /// Reads the schedule caches at memory level `m` (valid positions only).
+    /// Reads the schedule stages in memory level `m` (valid positions only).
     fn cached_at(&self, m: &str) -> Vec<usize> {
-        let mut v: Vec<usize> = self.s.cache.iter().filter(|d| d.level == m && d.read < self.info.reads.len()).map(|d| d.read).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
+        let Some(m) = self.t.memory_index(m) else { return Vec::new() };
+        self.plan.staged_in(MemoryId(m)).filter(|&r| r < self.info.reads.len()).collect()
     }
 
     /// The parts of the footprint in `m` of a tile of `level` (the

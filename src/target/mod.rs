@@ -10,6 +10,7 @@
 //! - `load.rs`: TOML → [`Target`] with diagnostics pointing into the file,
 //!   semantic validation, the built-in files, [`TargetSet`].
 //! - `host.rs`: the `host` target, detected at run time.
+//! - `plan.rs`: a schedule read against its target once, typed.
 //! - `resources.rs`: the resource and footprint model of an op on a target,
 //!   shared by the resource check and the search.
 //! - `check.rs`: does a schedule fit the target's resources?
@@ -17,11 +18,13 @@
 
 pub mod check;
 pub mod host;
+pub mod plan;
 pub mod resources;
 mod load;
 mod show;
 
-pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_schedule};
+pub use check::{ComputeInfo, ReadInfo, check_op_schedule, check_resources, check_schedule};
+pub use plan::{MemoryId, SchedulePlan};
 pub use resources::{Capacity, FootprintPart, OpResources, distinct_values};
 pub use load::{BUILTIN, Builtin, Origin, TargetSet, load_target_file, parse_target};
 

@@ -16,6 +16,7 @@
 //! it then). Strategies: `markov` (Gensor), `roller`, `random`,
 //! `exhaustive`, each declared once in `registry.rs` (`docs/search.md`).
 
+mod analytic;
 mod baseline;
 pub mod knobs;
 mod markov;

@@ -151,7 +151,8 @@ fn footprints_follow_the_definition() {
     let t = target_named("x86-avx2");
     let s = cpu_gemm("x86-avx2", 8);
     let info = c.info();
-    let k = Checker::new(c.compute(), &info, &s, &t, Span::DUMMY);
+    let plan = SchedulePlan::new(c.compute(), &s, &t);
+    let k = Checker::new(c.compute(), &info, &plan, &t, Span::DUMMY);
     // core: no R.core loop, so k spans its extent.
     assert_eq!(k.read_footprint(0, 0), 64 * 1024 * 4);
     assert_eq!(k.read_footprint(1, 0), 1024 * 256 * 4);
@@ -168,13 +169,15 @@ fn footprints_follow_the_definition() {
     let conv = Case::new(CONV);
     let s = sched("x86-avx2", &[("h", &[8, 8, 8]), ("w", &[4, 4, 4])]);
     let info = conv.info();
-    let k = Checker::new(conv.compute(), &info, &s, &t, Span::DUMMY);
+    let plan = SchedulePlan::new(conv.compute(), &s, &t);
+    let k = Checker::new(conv.compute(), &info, &plan, &t, Span::DUMMY);
     // n: 1, c: 3 (untiled), rows 21, cols 2*3 + 6 + 1 = 13.
     assert_eq!(k.read_footprint(0, 2), 3 * 21 * 13 * 4);
     // Clamped to the dimension: h over all 16 rows reaches 2*15 + 6 + 1 = 37 > 32 values.
     let s = sched("x86-avx2", &[("h", &[16, 16, 16]), ("w", &[16, 16, 16])]);
     let info = conv.info();
-    let k = Checker::new(conv.compute(), &info, &s, &t, Span::DUMMY);
+    let plan = SchedulePlan::new(conv.compute(), &s, &t);
+    let k = Checker::new(conv.compute(), &info, &plan, &t, Span::DUMMY);
     assert_eq!(k.read_footprint(0, 2), 3 * 32 * 32 * 4);
 }
 
@@ -239,23 +242,25 @@ fn shared_memory_over_capacity() {
 }
 
 #[test]
-fn registers_over_capacity() {
+fn registers_over_capacity_and_the_register_estimate() {
     let c = Case::new(GEMM);
-    // 16x16 accumulators of 4 bytes: 1024 bytes of registers, 1020 allowed.
-    let s = sched("sm80", &[("i", &[128, 16]), ("j", &[128, 16]), ("k", &[32, 8])]);
-    c.one_error(&s, "sm80", &["`local` footprint of tile level `thread` is 1024 bytes (accumulator: 1024), 4 bytes over the 1020 bytes of `local`"]);
-    // Staging %a's 16x8 thread tile in registers adds 512 bytes.
-    let s = cache(sched("sm80", &[("i", &[128, 16]), ("j", &[128, 8]), ("k", &[32, 8])]), &c, "a", "local");
-    c.one_error(&s, "sm80", &["`local` footprint of tile level `thread` is 1024 bytes (%a: 512, accumulator: 512)"]);
-}
-
-#[test]
-fn register_estimate() {
-    let c = Case::new(GEMM);
-    // 15x16 accumulators fit the 1020 bytes, but with two reads and
-    // indexing the estimate is 240 + 2 + 16 = 258 registers.
-    let s = sched("sm80", &[("i", &[120, 15]), ("j", &[128, 16]), ("k", &[32, 8])]);
-    c.one_error(&s, "sm80", &["a `thread` tile needs about 258 registers per thread (accumulator: 240, other reads: 2, indexing (assumed): 16), 3 over the 255 registers per thread of `sm80`"]);
+    // (thread tiles of i and j, read staged in registers, the error).
+    let cases: [(u64, u64, Option<&str>, &str); 3] = [
+        // 16x16 accumulators of 4 bytes: 1024 bytes of registers, 1020 allowed.
+        (16, 16, None, "`local` footprint of tile level `thread` is 1024 bytes (accumulator: 1024), 4 bytes over the 1020 bytes of `local`"),
+        // Staging %a's 16x8 thread tile in registers adds 512 bytes.
+        (16, 8, Some("a"), "`local` footprint of tile level `thread` is 1024 bytes (%a: 512, accumulator: 512)"),
+        // 15x16 accumulators fit the 1020 bytes, but with two reads and
+        // indexing the estimate is 240 + 2 + 16 = 258 registers.
+        (15, 16, None, "a `thread` tile needs about 258 registers per thread (accumulator: 240, other reads: 2, indexing (assumed): 16), 3 over the 255 registers per thread of `sm80`"),
+    ];
+    for (ti, tj, staged, error) in cases {
+        let mut s = sched("sm80", &[("i", &[8 * ti, ti]), ("j", &[128, tj]), ("k", &[32, 8])]);
+        if let Some(read) = staged {
+            s = cache(s, &c, read, "local");
+        }
+        c.one_error(&s, "sm80", &[error]);
+    }
 }
 
 #[test]
@@ -353,7 +358,8 @@ fn epilogue_reads_and_accumulator_types() {
     // l1: a 4x16 i8, b 16x32 i8, bias 32 f32, output 4x32 f32.
     let s = sched("x86-avx512", &[("i", &[64, 32, 4]), ("j", &[256, 64, 32]), ("k", &[256, 64, 16])]);
     let t = target_named("x86-avx512");
-    let k = Checker::new(g.compute(), &info, &s, &t, Span::DUMMY);
+    let plan = SchedulePlan::new(g.compute(), &s, &t);
+    let k = Checker::new(g.compute(), &info, &plan, &t, Span::DUMMY);
     assert_eq!((k.read_footprint(0, 2), k.read_footprint(1, 2), k.read_footprint(2, 2), k.res.output_bytes(&|a| k.range_of(a, 2))), (64, 512, 128, 512));
     assert_eq!(k.res.accumulator_bytes(&|a| k.range_of(a, 2)), 4 * 32 * 4);
 }

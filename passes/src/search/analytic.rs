@@ -1,0 +1,555 @@
+//! The analytic cost model (Roller's and Gensor's roofline, with our CPU
+//! micro-kernel and cache-conflict terms): how long the schedule of a
+//! point of the space runs, predicted from the target's numbers. The
+//! space itself (its points, their sizes and footprints) is `space.rs`;
+//! this file is the model `AnalyticModel` (`model.rs`) puts behind the
+//! `CostModel` trait, and the model-driven choices the strategies share
+//! (the best loop order and packing of a point).
+//!
+//! Definitions (`docs/search.md`): the **traffic** `Q(T, l)` is the bytes
+//! moved into tiles of level `l` over the whole op: the number of spatial
+//! tiles times each read's tile with the reduction axes at their full
+//! extent, plus the output. The **prediction** is a roofline: the larger
+//! of the compute time (peak throughput, scaled by how evenly the
+//! outermost tiles fill the cores or SMs, by vector-lane use on CPUs and
+//! warp use on GPUs) and, per tile level, its traffic over the bandwidth
+//! of the memory it is filled from.
+
+use super::space::{Axis, Config, Problem};
+use crate::nest::OrderEntry;
+use tilec::ir::affine::AffineExpr;
+use tilec::ir::*;
+use tilec::target::{Binding, MemoryLevel, Per, Target, distinct_values};
+
+/// The source stride a packed copy takes along an index: the common
+/// divisor of the coefficients of the axes that vary (a strided
+/// convolution's `2·oh + r` with `r` of extent 1 is packed every second
+/// element, densely; the `cache` pass does the same with the loops inside
+/// the copy, which may be fewer).
+pub(super) struct PackedStrides<'a> {
+    axes: &'a [Axis],
+}
+
+impl PackedStrides<'_> {
+    fn of(&self, e: &AffineExpr<AxisId>) -> i64 {
+        e.terms().iter().filter(|&&(a, _)| self.axes.get(a.index()).is_some_and(|axis| axis.extent > 1)).fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
+/// The tile level whose reduction sizes bound the accumulator's run: the
+/// reduction loops after the last spatial tile loop of `order` cover the
+/// tile of the level above the outermost of them (`None`: they start at
+/// the outermost level, or there are none).
+pub(super) fn run_level_of(order: &[OrderEntry], levels: usize) -> Option<usize> {
+    let last_s = order.iter().rposition(|e| matches!(e, OrderEntry::Spatial(_))).unwrap_or(0);
+    let inner = order[last_s..]
+        .iter()
+        .filter_map(|e| match *e {
+            OrderEntry::Reduction(l) => Some(l),
+            OrderEntry::ReductionPoint => Some(levels),
+            _ => None,
+        })
+        .min()?;
+    inner.checked_sub(1)
+}
+
+impl Problem {
+    /// Roller's memory traffic `Q` into tiles of `level` over the whole op:
+    /// spatial tiles × (each read's tile with the reduction at full extent)
+    /// plus the output, in bytes.
+    pub fn traffic(&self, cfg: &Config, level: usize) -> f64 {
+        let t = |id: AxisId| {
+            let a = id.index();
+            if self.axes[a].spatial { cfg.tiles[a][level].min(self.axes[a].extent).max(1) } else { self.axes[a].extent }
+        };
+        let tiles: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][level].max(1)) as f64).product();
+        let per: u64 = (0..self.nreads()).fold(0u64, |b, r| b.saturating_add(self.read_bytes(r, &t)));
+        tiles * per as f64 + self.info.output.shape.iter().product::<u64>() as f64 * self.info.output.elem.size_bytes() as f64
+    }
+
+    /// The register tile of a CPU schedule: the accumulator's vector
+    /// registers (the innermost tile's spatial points over the vector
+    /// width; with a reduction vector axis, the spatial points times that
+    /// axis' innermost tile over the width), and per reduction step (a
+    /// reduction vector axis' whole innermost tile) the loads that feed it
+    /// (a vector per `w` contiguous elements of a read along the vector
+    /// axis; one broadcast or scalar load per element otherwise) and how
+    /// many of those are held in registers while the step runs (vector
+    /// loads, and broadcasts that feed a single FMA).
+    pub fn register_tile(&self, cfg: &Config) -> (f64, f64, f64) {
+        let inner = self.levels - 1;
+        let w = self.vector_width(cfg).max(1);
+        let lane_axis = self.lane_axis(cfg);
+        let points: u64 = self.axes.iter().enumerate().filter(|&(i, a)| a.spatial || Some(i) == lane_axis).map(|(i, _)| self.range_of(cfg, i, inner)).product();
+        let acc = points.div_ceil(w) as f64;
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let t = |id: AxisId| {
+            let a = id.index();
+            if self.axes[a].spatial || Some(a) == lane_axis { self.range_of(cfg, a, inner) } else { 1 }
+        };
+        let (mut loads, mut vector_loads) = (0.0, 0.0);
+        for (r, read) in self.compute.all_reads() {
+            let elems = (self.read_bytes(r, &t) / self.info.reads[r].tensor.elem.size_bytes().max(1)).max(1);
+            // Guarded loads are scalar for a padded read that no packed
+            // copy (which holds the padding) stands in for. (Partial tiles
+            // are not: a guard on another axis is a branch around vector
+            // code, and the vector axis' own partial tile masks its lanes,
+            // which `predict` charges.)
+            if read.pad.is_some() && cfg.pack_level(r).is_none() {
+                loads += elems as f64 * self.target.model.guarded_load_cost;
+                continue;
+            }
+            let packed = cfg.pack_level(r).map(|_| self.packed_strides());
+            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], packed.as_ref()));
+            if contiguous {
+                let v = elems.div_ceil(w) as f64;
+                loads += v;
+                vector_loads += v;
+            } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(ids[v]))) {
+                // Lanes gathered one element at a time.
+                loads += elems as f64 * self.target.model.gather_load_cost;
+            } else {
+                loads += elems as f64;
+                // A broadcast that feeds a single FMA (a register tile one
+                // vector wide) becomes that FMA's destination register:
+                // LLVM issues the step's loads ahead of its FMAs, so each
+                // is held meanwhile. (An 8x8 GEMM register tile, 8
+                // accumulators, 1 vector and 8 such broadcasts, spilled an
+                // accumulator and ran at 41 GFLOP/s against 81 for 4x16 on
+                // the AMD EPYC host.)
+                if acc <= elems as f64 {
+                    vector_loads += elems as f64;
+                }
+            }
+        }
+        (acc, loads, vector_loads)
+    }
+
+    /// Does an access with `indices` walk axis `id` with unit stride in
+    /// memory: through its last dimension alone, or, for a packed copy
+    /// (`packed`: the stride each index is packed with; the `cache` pass
+    /// puts the dimension the vector walks innermost and packs a strided
+    /// one densely), through any one dimension alone with its packed
+    /// stride?
+    pub(super) fn walks_contiguously(indices: &[AffineExpr<AxisId>], id: AxisId, packed: Option<&PackedStrides<'_>>) -> bool {
+        let using: Vec<&AffineExpr<AxisId>> = indices.iter().filter(|e| e.uses(id)).collect();
+        let [e] = using.as_slice() else { return false };
+        if e.divisor() != 1 {
+            return false;
+        }
+        match packed {
+            Some(stride) => e.coeff(id) == stride.of(e),
+            None => e.coeff(id) == 1 && indices.last().is_some_and(|l| std::ptr::eq(l, *e)),
+        }
+    }
+
+    /// The strides of a packed copy's dimensions (see [`PackedStrides`]).
+    fn packed_strides(&self) -> PackedStrides<'_> {
+        PackedStrides { axes: &self.axes }
+    }
+
+    /// Cycles per element a packed copy of read `r` takes beyond moving its
+    /// bytes: the target's `guarded_load_cost` for a padded read (each element's
+    /// bounds are checked), the target's `gather_load_cost` for one the `cache` pass
+    /// permutes (the vector axis walks a dimension other than its last: a
+    /// transpose) or packs densely from a read with a stride above 2
+    /// (element by element), else 0 (rows copied as runs; stride 2 goes by
+    /// vector shuffles).
+    fn pack_cycles_per_element(&self, cfg: &Config, r: usize) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        if read.pad.is_some() {
+            return self.target.model.guarded_load_cost;
+        }
+        let permuted = self.vector_width(cfg) > 1 && self.packed_innermost(cfg, &read.indices).is_some();
+        let strides = self.packed_strides();
+        // Stride 2 is copied a vector at a time (two loads and a shuffle,
+        // `docs/codegen.md`); larger strides element by element.
+        let strided = read.indices.iter().any(|e| strides.of(e) > 2);
+        // A permuted copy is transposed in 16 x 16 register blocks now,
+        // about 0.4 cycles an element (ResNet-50 R10's weights per L1
+        // tile), but charging that made markov pack weights where it did
+        // not pay (R8 at 78-82 GFLOP/s against 94-97, R4 79 against
+        // 84-86, side by side): the gather cost stays until the model
+        // sees why.
+        if permuted || strided { self.target.model.gather_load_cost } else { 0.0 }
+    }
+
+    /// The dimension of a read with `indices` that its packed copy moves
+    /// innermost (the `cache` pass's permutation): the one `cfg`'s vector
+    /// axis walks with unit stride, where that is not already the last.
+    fn packed_innermost(&self, cfg: &Config, indices: &[AffineExpr<AxisId>]) -> Option<usize> {
+        let v = self.compute.axis_ids().nth(cfg.vector?)?;
+        if !Self::walks_contiguously(indices, v, Some(&self.packed_strides())) || Self::walks_contiguously(indices, v, None) {
+            return None;
+        }
+        indices.iter().position(|e| e.uses(v))
+    }
+
+    /// The target's peak GFLOP/s for the accumulator's type (else f32's).
+    fn peak_gflops(&self) -> f64 {
+        let t = &self.target;
+        t.peak_gflops.get(&self.info.acc.to_string()).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0)
+    }
+
+    /// The reduction steps a CPU register tile accumulates before its
+    /// accumulator is stored: the span of the reduction loops after the
+    /// last spatial tile loop of the target's loop order (∞ without
+    /// reduction axes).
+    pub fn reduction_run(&self, cfg: &Config) -> f64 {
+        let level = self.run_level();
+        let mut run = 1.0;
+        let mut any = false;
+        for (a, axis) in self.axes.iter().enumerate() {
+            if axis.spatial {
+                continue;
+            }
+            any = true;
+            run *= match level {
+                None => axis.extent as f64,
+                Some(l) => self.range_of(cfg, a, l) as f64,
+            };
+        }
+        if any { run } else { f64::INFINITY }
+    }
+
+    /// How close a CPU schedule's micro-kernel comes to the FMA peak, in
+    /// (0, 1]: the product of
+    /// - issue: FMAs per step over the larger of FMA and load issue time
+    ///   (FMA and load units per cycle come from the target's peak and L1
+    ///   bandwidth);
+    /// - latency: enough independent accumulators to cover
+    ///   the target's `fma_latency_cycles` on every FMA unit;
+    /// - registers: the accumulators plus the step's vector operands and a
+    ///   broadcast must fit the register file, else they spill (half speed
+    ///   per register short);
+    /// - the accumulator's load and store once per reduction run, and the
+    ///   output's lane-by-lane store where it is not contiguous along the
+    ///   vector axis.
+    pub fn kernel_efficiency(&self, cfg: &Config) -> f64 {
+        self.kernel_terms(cfg).iter().product::<f64>().clamp(1e-6, 1.0)
+    }
+
+    /// The factors of [`Problem::kernel_efficiency`]: issue, latency,
+    /// registers (decided by the innermost tile level), and the
+    /// accumulator's run (decided at [`Problem::run_level`]).
+    pub fn kernel_terms(&self, cfg: &Config) -> [f64; 4] {
+        let t = &self.target;
+        let (acc, loads, vector_loads) = self.register_tile(cfg);
+        let lanes = self.lanes_of(cfg).max(1) as f64;
+        let per_clock = t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3);
+        let peak = self.peak_gflops();
+        let fma_units = (peak / (per_clock * lanes * 2.0)).round().max(1.0);
+        let vector_bytes = (t.isa.vector_bits.max(8) / 8) as f64;
+        let l1 = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory));
+        let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
+        let fma_cycles = acc / fma_units;
+        let issue = fma_cycles / fma_cycles.max(loads / load_units);
+        let latency = (acc / (fma_units * self.target.compute.fma_latency_cycles)).min(1.0);
+        let regs = t.isa.vector_registers.max(1) as f64;
+        let need = acc + vector_loads + 1.0;
+        let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };
+        // Loading and storing the accumulator costs about as many cycles
+        // as this many reduction steps.
+        let lane_axis = self.lane_axis(cfg);
+        // A reduction vector axis' innermost tile is one step.
+        let step = lane_axis.map_or(1.0, |v| self.range_of(cfg, v, self.levels - 1) as f64);
+        let run = self.reduction_run(cfg) / step;
+        let overhead = fma_units / load_units + fma_units;
+        let mut accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        let w = self.vector_width(cfg);
+        let reduction: f64 = self.axes.iter().filter(|a| !a.spatial).map(|a| a.extent as f64).product();
+        if lane_axis.is_some() {
+            // Each output point folds its `step` partial results, a scalar
+            // load and combine each, against its FMAs.
+            let fma = reduction / (w as f64 * fma_units);
+            accumulate *= fma / (fma + step);
+        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], None)) {
+            // An output not contiguous along the vector axis is stored lane
+            // by lane (the target's `scatter_lane_cost` cycles each), once per output
+            // vector after the whole reduction: against the FMAs of that
+            // reduction.
+            let fma = reduction / fma_units;
+            accumulate *= fma / (fma + w as f64 * self.target.model.scatter_lane_cost);
+        }
+        [issue, latency, registers, accumulate]
+    }
+
+    /// The tile level whose reduction sizes set [`Problem::reduction_run`]
+    /// (`None`: the run is the whole extent, or the register tile's own).
+    pub fn run_level(&self) -> Option<usize> {
+        self.run_level
+    }
+
+    /// Does unpacked read `r`'s tile at `level` evict itself from that
+    /// level's cache? Its rows (runs contiguous in memory) start a stride
+    /// apart; rows whose starts fall on the same cache sets compete for the
+    /// set's `ways` lines, so only `ways × (set span / gcd(stride, set
+    /// span))` rows stay. (A 256-row panel of a 1024-float-wide matrix
+    /// keeps 12 rows in a 48 KiB 12-way L1: every row starts on the same
+    /// set.) A read packed at an outer level is a tile of its packed copy,
+    /// whose rows are that copy's box wide (a B panel packed per core tile,
+    /// 512 floats wide, puts the rows of its L1 tiles 2 KiB apart: 16 of
+    /// them stay in a 32 KiB 8-way L1). False for a read packed at this
+    /// level or deeper, hardware levels without a known associativity, and
+    /// tiles that are one run.
+    pub fn conflicts(&self, cfg: &Config, r: usize, level: usize) -> bool {
+        let t = &self.target;
+        let Some(m) = t.memory_level(&t.tile_levels[level].memory) else { return false };
+        let packed = cfg.pack_level(r);
+        if m.managed || m.ways == 0 || packed.is_some_and(|l| l >= level) {
+            return false;
+        }
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return false };
+        let ty = &self.info.reads[r].tensor;
+        let n = read.indices.len();
+        if n < 2 {
+            return false;
+        }
+        let box_at = |l: usize| -> Vec<u64> {
+            let range = |id: AxisId| self.range_of(cfg, id.index(), l);
+            read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
+        };
+        let mut dims = box_at(level);
+        let mut shape = packed.map_or_else(|| ty.shape.clone(), box_at);
+        if let Some(d) = packed.and_then(|_| self.packed_innermost(cfg, &read.indices)) {
+            let (a, b) = (dims.remove(d), shape.remove(d));
+            dims.push(a);
+            shape.push(b);
+        }
+        // The contiguous run: the trailing dimensions the tile covers whole,
+        // and the first one it covers in part.
+        let mut d = n;
+        while d > 1 && dims[d - 1] == shape[d - 1] {
+            d -= 1;
+        }
+        let rows: u64 = dims[..d - 1].iter().product();
+        if rows <= 1 {
+            return false;
+        }
+        let stride = shape[d - 1..].iter().product::<u64>() * ty.elem.size_bytes();
+        let span = m.capacity_bytes / m.ways as u64;
+        if span == 0 {
+            return false;
+        }
+        let offsets = span / gcd(stride, span);
+        rows > m.ways as u64 * offsets
+    }
+
+    /// Bytes read `r` moves when every tile of the given sizes (per axis)
+    /// loads its box once.
+    fn read_traffic(&self, r: usize, size: &dyn Fn(usize) -> u64) -> f64 {
+        let tiles: f64 = self.axes.iter().enumerate().map(|(a, axis)| axis.extent.div_ceil(size(a).max(1)) as f64).product();
+        tiles * self.read_bytes(r, &|id: AxisId| size(id.index()).min(self.axes[id.index()].extent).max(1)) as f64
+    }
+
+    /// Bytes read `r` moves into the tiles of `level` (Roller's `Q` for one
+    /// read); `level == levels` is the register tile's loads, one
+    /// reduction step at a time.
+    fn read_traffic_at(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        if level >= self.levels {
+            return self.read_traffic(r, &|a| if self.axes[a].spatial { self.range_of(cfg, a, self.levels - 1) } else { 1 });
+        }
+        self.read_traffic(r, &|a| if self.axes[a].spatial { cfg.tiles[a][level] } else { self.axes[a].extent })
+    }
+
+    /// Bytes the packed copies of read `r` at tile level `level` move: one
+    /// copy of its box per iteration of the loops around the copy (the
+    /// target's loop order, and `cfg.order` within each level, down to that
+    /// level's innermost loop), except the innermost loops the box does not
+    /// depend on, which `cache` hoists the copy out of.
+    pub fn pack_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
+        // (axis, trip, bound to cores): a copy moves out of the serial loops
+        // its box does not depend on, never out of a parallel one (each
+        // core packs its own).
+        let mut loops: Vec<(usize, u64, bool)> = Vec::new();
+        for e in &self.order {
+            let (spatial, l) = match *e {
+                OrderEntry::Spatial(l) => (true, l),
+                OrderEntry::Reduction(l) => (false, l),
+                _ => continue,
+            };
+            if l > level {
+                continue;
+            }
+            for &a in &cfg.order {
+                let axis = &self.axes[a];
+                if axis.spatial != spatial || self.fixed(a, l) {
+                    continue;
+                }
+                let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
+                let parallel = spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
+                loops.push((a, outer.div_ceil(self.range_of(cfg, a, l).max(1)), parallel));
+            }
+        }
+        while let Some(&(a, trip, parallel)) = loops.last() {
+            if parallel || (trip > 1 && read.indices.iter().any(|e| e.uses(ids[a]))) {
+                break;
+            }
+            loops.pop();
+        }
+        let copies: f64 = loops.iter().map(|&(_, trip, _)| trip as f64).product();
+        let box_bytes = self.read_bytes(r, &|id: AxisId| self.range_of(cfg, id.index(), level));
+        copies * box_bytes as f64
+    }
+
+    /// Predicted run time in seconds (the roofline of the module docs).
+    pub fn predict(&self, cfg: &Config) -> f64 {
+        let t = &self.target;
+        let peak = self.peak_gflops().max(1e-3) * 1e9;
+        let units = t.compute.units.max(1) as f64;
+        let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
+        let waves = (par / units).ceil().max(1.0);
+        let par_eff = par / (waves * units);
+        let mut eff = par_eff;
+        if self.gpu() {
+            let th = self.threads(cfg) as f64;
+            let warp = t.compute.warp_size.max(1) as f64;
+            eff *= th / ((th / warp).ceil() * warp);
+            // Too few threads per SM cannot hide latency.
+            eff *= (th / (self.target.compute.min_warps_per_block as f64 * warp)).min(1.0);
+        } else {
+            let w = self.vector_width(cfg).max(1) as f64;
+            eff *= w / self.lanes_of(cfg).max(1) as f64;
+            // The vector axis' partial last tile runs whole vectors, its
+            // lanes past the extent masked off.
+            if let Some(v) = cfg.vector {
+                let (extent, tile) = (self.axes[v].extent, cfg.tiles[v][0].max(1));
+                eff *= extent as f64 / (extent.div_ceil(tile) * tile) as f64;
+            }
+            eff *= self.kernel_efficiency(cfg);
+        }
+        let compute = self.flops / (peak * eff.max(1e-9));
+        // Every byte the op touches once: what crosses into a hardware
+        // cache that holds all of it (the re-reads of neighbouring tiles hit
+        // that cache, at its own bandwidth).
+        let unique: f64 = self.info.reads.iter().map(|r| (r.tensor.shape.iter().product::<u64>() * r.tensor.elem.size_bytes()) as f64).sum::<f64>()
+            + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64;
+        let mut mem: f64 = 0.0;
+        let mut mem_sum: f64 = 0.0;
+        let mut stall: f64 = 0.0;
+        // The time a CPU core waits on memory shared by the cores (L3,
+        // DRAM): a miss there outlasts what the core can run ahead, so the
+        // kernel does not compute meanwhile (measured on BERT M5, a 4-row
+        // strip streaming B from L3: 48 ms, the sum of its compute and its
+        // L3 time, not their maximum).
+        let mut exposed: f64 = 0.0;
+        // Packed copies: loops of their own, between the compute's, so
+        // they add to it at every level (measured on BERT M1: A packed per
+        // L1 tile, copied again for each of 16 column tiles, 75 GFLOP/s;
+        // packed per L2 tile, 82).
+        let mut copies: f64 = 0.0;
+        for level in 0..self.levels {
+            let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
+            let m = &t.memory[mi];
+            // Filled from the next slower memory level.
+            let from = &t.memory[mi.saturating_sub(1)];
+            // What the cores at work draw: a per-core level's bandwidth is
+            // theirs alone; a shared level's is the device's, up to what
+            // that many cores can draw.
+            let scale = |m: &MemoryLevel| if m.per != Per::Device { m.bandwidth_gbs * 1e9 * par_eff } else { Target::bandwidth_for_units(m, units * par_eff) * 1e9 };
+            let q = self.traffic(cfg, level);
+            let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
+            let (from_bw, m_bw) = (scale(from), scale(m));
+            let mut time = if !m.managed && unique <= total { (unique / from_bw).max(q / m_bw) } else { q / from_bw };
+            let mut copy = 0.0;
+            if !self.gpu() {
+                for r in 0..self.nreads() {
+                    // A tile that evicts itself gives no reuse here: the
+                    // next level's tiles come from the slower memory.
+                    if self.conflicts(cfg, r, level) {
+                        // What re-reads the tile: the next level's tiles,
+                        // or, for a read packed deeper, the packed copies
+                        // (which may read each element just once).
+                        let bytes = match cfg.pack_level(r) {
+                            Some(p) if p > level => (self.pack_traffic(cfg, r, p) - self.read_traffic_at(cfg, r, level)).max(0.0),
+                            _ => self.read_traffic_at(cfg, r, level + 1),
+                        };
+                        time += bytes / from_bw;
+                        // And the misses stall the kernel: a line's latency
+                        // each, the target's `misses_in_flight` at a time per core.
+                        stall += bytes / from.line_bytes.max(1) as f64 * from.latency_ns * 1e-9 / (self.target.compute.misses_in_flight * units * par_eff);
+                    }
+                    // A packed copy reads its box there and writes it here,
+                    // at memory speed where its rows are plain runs; a
+                    // padded copy checks every element's bounds, and a
+                    // permuted one loads element by element.
+                    if cfg.pack_level(r) == Some(level) {
+                        let bytes = self.pack_traffic(cfg, r, level);
+                        copy += bytes / from_bw + bytes / m_bw;
+                        let cycles = self.pack_cycles_per_element(cfg, r);
+                        if cycles > 0.0 {
+                            let elems = bytes / self.info.reads[r].tensor.elem.size_bytes().max(1) as f64;
+                            copy += elems * cycles / (t.compute.clock_ghz.max(1e-3) * 1e9 * units * par_eff);
+                        }
+                    }
+                }
+            }
+            if !self.gpu() && from.per == Per::Device {
+                exposed = exposed.max(time);
+            }
+            copies += copy;
+            time += copy;
+            mem = mem.max(time);
+            mem_sum += time;
+        }
+        // The roofline, plus a hundredth of every term: between schedules
+        // the roofline ties (a memory-bound op), the one that also computes
+        // and moves data faster wins.
+        (compute + exposed + copies).max(mem) + stall + 0.01 * (compute + mem_sum)
+    }
+
+    /// The loop order the packed copies of `cfg` move the fewest bytes
+    /// under (the order changes nothing else the model sees: which loops a
+    /// copy is hoisted out of). Ties, and nothing packed: the earlier order
+    /// of [`Problem::orders`], declaration order first.
+    pub fn best_order(&self, cfg: &Config) -> Vec<usize> {
+        let packed: Vec<(usize, usize)> = (0..self.nreads()).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
+        if packed.is_empty() || self.orders.len() == 1 {
+            return self.orders[0].clone();
+        }
+        let mut n = cfg.clone();
+        let mut best: Option<(f64, &Vec<usize>)> = None;
+        for o in &self.orders {
+            n.order.clone_from(o);
+            let bytes: f64 = packed.iter().map(|&(r, l)| self.pack_traffic(&n, r, l)).sum();
+            if best.is_none_or(|(b, _)| bytes < b) {
+                best = Some((bytes, o));
+            }
+        }
+        best.map_or_else(|| self.orders[0].clone(), |(_, o)| o.clone())
+    }
+
+    /// `cfg` with each packable read, in turn, given the pack choice the
+    /// model predicts fastest (ties: the earlier choice, unpacked first),
+    /// each choice with its [`Problem::best_order`].
+    pub fn best_packing(&self, cfg: &Config) -> Config {
+        self.best_packing_with(cfg, &|c| self.predict(c))
+    }
+
+    /// [`Problem::best_packing`] by another prediction (a cost model's).
+    pub fn best_packing_with(&self, cfg: &Config, predict: &dyn Fn(&Config) -> f64) -> Config {
+        let mut best = cfg.clone();
+        best.order = self.best_order(&best);
+        for &r in &self.packable {
+            let mut time = predict(&best);
+            for c in self.pack_choices(r) {
+                let mut n = best.clone();
+                n.pack[r] = c;
+                n.order = self.best_order(&n);
+                let t = predict(&n);
+                if t < time {
+                    time = t;
+                    best = n;
+                }
+            }
+        }
+        best
+    }
+}
