@@ -86,7 +86,7 @@ fn parse_registered(sources: &SourceMap, file: FileId) -> Result<(Target, Span),
     let name_span = loc.value(&[K("name")]);
     let (diags, order) = (v.diags, v.order);
     diags.into_result().map(|()| {
-        target.order = order;
+        target.set_order(order);
         (target, name_span)
     })
 }

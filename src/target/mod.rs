@@ -68,6 +68,11 @@ pub struct Target {
     /// [`parse_target`]/[`TargetSet`], which nothing should do.)
     #[serde(skip)]
     pub order: Vec<OrderEntry>,
+    /// Per tile level, whether `order` has its reduction loops (`R.<l>`),
+    /// set with `order`: the search's model asks this in its innermost
+    /// loops ([`Target::has_reduction_loops`]).
+    #[serde(skip)]
+    reduction_loops: Vec<bool>,
     #[serde(default)]
     pub intrinsics: Vec<Intrinsic>,
     /// What the search's performance model charges a CPU micro-kernel
@@ -330,8 +335,16 @@ impl Target {
 
     /// Whether tile level `l` has reduction loops (`R.<level>`); without
     /// them a tile of that level spans whole reduction axes.
+    #[inline]
     pub fn has_reduction_loops(&self, l: usize) -> bool {
-        self.order.contains(&OrderEntry::Reduction(l))
+        self.reduction_loops.get(l).copied().unwrap_or(false)
+    }
+
+    /// Sets the parsed loop order (the loader's, once it has validated
+    /// `loop_order`) and what is derived from it.
+    pub(crate) fn set_order(&mut self, order: Vec<OrderEntry>) {
+        self.reduction_loops = (0..self.tile_levels.len()).map(|l| order.contains(&OrderEntry::Reduction(l))).collect();
+        self.order = order;
     }
 }
 

@@ -27,6 +27,7 @@ pub const INDEX_REGISTERS: u64 = 16;
 /// dimension), at least 1: the lesser of the points of the axes it uses and
 /// the width of its range over the divisor. A read's footprint is the
 /// product of this over its indices.
+#[inline]
 pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
     let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
     let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
@@ -101,6 +102,7 @@ impl<'a> OpResources<'a> {
     /// `t(a)` at `level` for a raw tile size `size`: the values axis `a`
     /// ranges over in one tile (a reduction axis covers its extent where
     /// the loop order has no reduction loops at `level`).
+    #[inline]
     pub fn range(&self, a: AxisId, level: usize, size: u64) -> u64 {
         let decl = self.compute.axis(a);
         if decl.kind == AxisKind::Reduction && !self.target.has_reduction_loops(level) {
@@ -180,15 +182,26 @@ impl<'a> OpResources<'a> {
         }
     }
 
-    /// A GPU block's threads: the product over spatial axes of the `grid`
-    /// size over the `threads` size (`size(axis, level)`: raw sizes).
+    /// The `grid` tile level (one block's tile) and the `threads` level
+    /// (one thread's), on targets that have both.
+    pub fn block_levels(&self) -> Option<(usize, usize)> {
+        let levels = &self.target.tile_levels;
+        Some((levels.iter().position(|l| l.binding == Binding::Grid)?, levels.iter().position(|l| l.binding == Binding::Threads)?))
+    }
+
+    /// The threads of a block whose tiles at the `grid` and `threads`
+    /// levels have raw sizes `size(axis, level)`: the product over spatial
+    /// axes of the one over the other.
+    #[inline]
+    pub fn threads_between(&self, grid_level: usize, thread_level: usize, size: &dyn Fn(AxisId, usize) -> u64) -> u64 {
+        self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(size(a, grid_level).div_ceil(size(a, thread_level).max(1))))
+    }
+
+    /// A GPU block's threads (see [`OpResources::threads_between`]);
     /// `None` on targets without both levels.
     pub fn block_threads(&self, size: &dyn Fn(AxisId, usize) -> u64) -> Option<BlockThreads> {
-        let levels = &self.target.tile_levels;
-        let grid_level = levels.iter().position(|l| l.binding == Binding::Grid)?;
-        let thread_level = levels.iter().position(|l| l.binding == Binding::Threads)?;
-        let threads = self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(size(a, grid_level).div_ceil(size(a, thread_level).max(1))));
-        Some(BlockThreads { threads, grid_level, thread_level })
+        let (grid_level, thread_level) = self.block_levels()?;
+        Some(BlockThreads { threads: self.threads_between(grid_level, thread_level, size), grid_level, thread_level })
     }
 
     /// The per-thread register estimate of a GPU tile with ranges `t` at

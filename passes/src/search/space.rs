@@ -73,6 +73,9 @@ pub struct Problem {
     pub shared_level: Option<String>,
     /// The tile level whose spatial loops become GPU threads.
     pub thread_level: Option<usize>,
+    /// The `grid` and `threads` tile levels a block's threads count
+    /// between ([`OpResources::block_levels`]).
+    block_levels: Option<(usize, usize)>,
     /// Virtual threads: Gensor's Formula 3 needs banks; only targets whose
     /// innermost staged memory has banks (GPU shared memory) get them.
     pub vthread_ok: bool,
@@ -206,6 +209,7 @@ impl Problem {
                 !axes[a].spatial && axes[a].extent >= lanes[a] && lanes[a] > 1 && c.all_reads().any(|(_, r)| Self::walks_contiguously(&r.indices, ids[a], None))
             }));
         }
+        let block_levels = OpResources::new(&c, &info, &target).block_levels();
         Some(Problem {
             func: f.name.clone(),
             op,
@@ -219,6 +223,7 @@ impl Problem {
             pack_levels,
             shared_level,
             thread_level,
+            block_levels,
             vthread_ok,
             bank_width_elems,
             vector_axes,
@@ -355,7 +360,7 @@ impl Problem {
 
     /// GPU threads per block.
     pub fn threads(&self, cfg: &Config) -> u64 {
-        self.resources().block_threads(&|a, l| cfg.tiles[a.index()][l]).map_or(1, |b| b.threads)
+        self.block_levels.map_or(1, |(g, t)| self.resources().threads_between(g, t, &|a, l| cfg.tiles[a.index()][l]))
     }
 
     /// Does `level` of `cfg` fit (footprint within capacity; on GPUs at the
