@@ -67,7 +67,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 if [[ $phases == *1* ]]; then
 echo "== 1. correctness, CPU-sized workloads and examples ($target)"
-examples=$(grep -l "target = \"$target\"\|target=\"$target\"\|\"$target\"" examples/*.tile 2>/dev/null)
+examples=$(grep -l "schedule \"$target\"" examples/*.tile 2>/dev/null)
 printf '%s\n' benchmarks/workloads/*_small.tile $examples |
   xargs -P "$jobs" -I{} bash -c 'check_one {} 120' | sort | tee "$out/check-small.tsv"
 echo "passed: $(grep -c $'\tpassed' "$out/check-small.tsv") of $(wc -l <"$out/check-small.tsv")"

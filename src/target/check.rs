@@ -233,7 +233,7 @@ impl<'a> Checker<'a> {
     }
 
     fn read_name(&self, read: usize) -> String {
-        self.info.reads.get(read).map_or_else(|| format!("read {read}"), |r| r.name.clone())
+        self.res.read_name(read)
     }
 
     fn read_span(&self, read: usize) -> Span {
@@ -300,7 +300,7 @@ impl<'a> Checker<'a> {
         if bits_limit == 0 {
             return;
         }
-        let Some(LaneElement { bits, ty, who }) = self.res.lane_element(id) else { return };
+        let LaneElement { bits, ty, who } = self.res.lane_element(id);
         let total = bits.saturating_mul(*width);
         if total > bits_limit {
             let d = self

@@ -12,9 +12,9 @@
 //!
 //! [`Schedule`]: crate::ir::Schedule
 
-use super::{Binding, MemoryLevel, Per, Target, TargetKind};
+use super::{Binding, MemoryLevel, Per, Target};
 use crate::ir::affine::AffineExpr;
-use crate::ir::{AxisId, AxisKind, Compute, ElemType};
+use crate::ir::{AxisId, AxisKind, Compute, ElemType, TensorType};
 
 use super::check::ComputeInfo;
 
@@ -39,6 +39,13 @@ pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u
         None => u64::MAX,
     };
     by_range.min(points).min(dim).max(1)
+}
+
+/// Bytes an access with `indices` into a tensor of type `ty` touches over
+/// a tile with ranges `t`: the distinct values of each index, multiplied.
+fn access_bytes(indices: &[AffineExpr<AxisId>], ty: &TensorType, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    let elems = indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
+    elems.saturating_mul(ty.elem.size_bytes())
 }
 
 /// One item a footprint counts.
@@ -114,15 +121,12 @@ impl<'a> OpResources<'a> {
     /// Bytes read `r` touches over a tile with ranges `t`.
     pub fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
         let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return 0 };
-        let elems = read.indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, info.tensor.shape.get(d).copied().unwrap_or(1))));
-        elems.saturating_mul(info.tensor.elem.size_bytes())
+        access_bytes(&read.indices, &info.tensor, t)
     }
 
     /// Bytes of the output tile over a tile with ranges `t`.
     pub fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
-        let ty = &self.info.output;
-        let elems = self.compute.output.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
-        elems.saturating_mul(ty.elem.size_bytes())
+        access_bytes(&self.compute.output, &self.info.output, t)
     }
 
     /// Bytes of the accumulators of a tile with ranges `t`: one per spatial
@@ -230,16 +234,15 @@ impl<'a> OpResources<'a> {
     /// The widest element vector lanes along axis `a` carry: the
     /// accumulator (along a reduction axis each lane accumulates its own
     /// partial result), the output along a spatial axis, and every read
-    /// indexed by `a`. `None` only for an op without reads or output.
-    pub fn lane_element(&self, a: AxisId) -> Option<LaneElement> {
-        let mut widest: Option<LaneElement> = None;
+    /// indexed by `a`.
+    pub fn lane_element(&self, a: AxisId) -> LaneElement {
+        let mut widest = LaneElement { bits: self.info.acc.size_bytes() * 8, ty: self.info.acc, who: "the accumulator".into() };
         let mut consider = |ty: ElemType, who: &dyn Fn() -> String| {
             let bits = ty.size_bytes() * 8;
-            if widest.as_ref().is_none_or(|w| bits > w.bits) {
-                widest = Some(LaneElement { bits, ty, who: who() });
+            if bits > widest.bits {
+                widest = LaneElement { bits, ty, who: who() };
             }
         };
-        consider(self.info.acc, &|| "the accumulator".into());
         if self.compute.axis(a).kind == AxisKind::Spatial {
             consider(self.info.output.elem, &|| "the output".into());
         }
@@ -253,15 +256,9 @@ impl<'a> OpResources<'a> {
 
     /// The lanes of a vector register along axis `a` (1 without vectors).
     pub fn lanes(&self, a: AxisId) -> u64 {
-        let bits = self.target.isa.vector_bits as u64;
-        match self.lane_element(a) {
-            Some(e) if bits > 0 => (bits / e.bits.max(8)).max(1),
-            _ => 1,
+        match self.target.isa.vector_bits as u64 {
+            0 => 1,
+            bits => (bits / self.lane_element(a).bits.max(8)).max(1),
         }
-    }
-
-    /// Is this a GPU target?
-    pub fn gpu(&self) -> bool {
-        self.target.kind == TargetKind::Cuda
     }
 }

@@ -441,6 +441,18 @@ impl Problem {
     /// memory, on CPUs the packed reads staged in their tile level's
     /// memory, the vector width, the unroll limit.
     pub fn plan(&self, cfg: &Config) -> SchedulePlan {
+        let mut plan = self.resource_plan(cfg);
+        // The register tile unrolls whole, so its accumulators stay in
+        // registers (a vector step counts once).
+        if !self.gpu() {
+            plan.unroll = plan.unroll.max(self.register_tile(cfg).0 as u64);
+        }
+        plan
+    }
+
+    /// [`Problem::plan`] without the unroll limit the register tile sets:
+    /// all the resource check reads, without the register-tile model.
+    fn resource_plan(&self, cfg: &Config) -> SchedulePlan {
         let shared = self.shared_level.as_deref().and_then(|m| self.target.memory_index(m));
         let staged = (0..self.nreads())
             .map(|r| {
@@ -449,16 +461,13 @@ impl Problem {
                 in_shared.or(packed).map(MemoryId)
             })
             .collect();
-        // The register tile unrolls whole, so its accumulators stay in
-        // registers (a vector step counts once).
-        let unroll = if self.gpu() { self.unroll } else { self.unroll.max(self.register_tile(cfg).0 as u64) };
         let w = self.vector_width(cfg);
         let vector = cfg.vector.filter(|_| w > 1).map(|a| (AxisId::new(a), w));
         let mut ranks = vec![0; self.axes.len()];
         for (rank, &a) in cfg.order.iter().enumerate() {
             ranks[a] = rank;
         }
-        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll, vector, ranks }
+        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks }
     }
 
     /// The schedule of a state (its plan, as the IR writes it).
@@ -471,7 +480,7 @@ impl Problem {
     /// level, virtual threads on spatial axes where the target has `V`
     /// loops, vector widths within the lanes.)
     pub fn valid(&self, cfg: &Config) -> bool {
-        (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+        (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
     }
 
     /// `cfg`'s vector axis when it is a reduction axis with a vector width.
