@@ -180,7 +180,7 @@ fn check_results(reference: &[Tensor], dir: &Path) -> Result<(), Failure> {
 /// and the worker is found. `Ok(None)`: nothing measures; `Err`: why there
 /// is no evaluator (the search report says it).
 pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec::target::Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
-    let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && p.options.uint("measure-top-k") > 0);
+    let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && tilec_passes::search::measures(&p.options));
     let Some(t) = target.filter(|_| measures) else { return Ok(None) };
     if t.kind != tilec::target::TargetKind::Cpu {
         return Err(format!("`{}` is a GPU target; only CPU candidates are measured here", t.name));

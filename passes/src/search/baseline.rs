@@ -8,12 +8,13 @@ use super::space::{Config, Problem};
 use super::{SearchCx, Strategy};
 use tilec::pass::{OptionDecl, OptionKind, PassOptions};
 
-pub const RANDOM: StrategyDecl = StrategyDecl { name: "random", summary: "seeded draws", options: &[], create: |_: &PassOptions| Box::new(Random) };
+pub const RANDOM: StrategyDecl = StrategyDecl { name: "random", summary: "seeded draws", options: &[], measures: false, create: |_: &PassOptions| Box::new(Random) };
 
 pub const EXHAUSTIVE: StrategyDecl = StrategyDecl {
     name: "exhaustive",
     summary: "every point of a small space",
     options: &[OptionDecl { name: "max-space", kind: OptionKind::UInt, default: "100000", help: "exhaustive: refuse spaces with more points than this" }],
+    measures: false,
     create: |o: &PassOptions| Box::new(Exhaustive { max_space: o.uint("max-space") }),
 };
 

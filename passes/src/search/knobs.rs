@@ -244,6 +244,23 @@ impl<'a> KnobSpace<'a> {
         })
     }
 
+    /// Up to `n` distinct valid points drawn with
+    /// [`KnobSpace::sample_uniform`], in the order drawn; fewer when the
+    /// space has fewer (the draws stop after `n` · [`MAX_TRIES`] misses).
+    pub fn distinct_samples(&self, rng: &mut Rng, n: usize) -> Vec<Config> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        let mut misses = 0;
+        while out.len() < n && misses < n.max(1) * MAX_TRIES {
+            match self.sample_uniform(rng) {
+                Some(c) if seen.insert(c.clone()) => out.push(c),
+                Some(_) => misses += 1,
+                None => break,
+            }
+        }
+        out
+    }
+
     /// The valid points `n` hops from `cfg` ([`n_hop`]), in its
     /// deterministic order.
     pub fn neighbours(&self, cfg: &Config, n: usize) -> Vec<Config> {

@@ -54,6 +54,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
         OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
         OptionDecl { name: "polish", kind: OptionKind::UInt, default: "16", help: "markov: the best states improved by steepest descent on the model after the walks (0: none, the paper's algorithm alone)" },
     ],
+    measures: false,
     create: |o: &PassOptions| Box::new(Markov { temperature: o.float("temperature"), threshold: o.float("threshold"), cache_scale: o.float("cache-scale"), polish: o.uint("polish") }),
 };
 

@@ -18,9 +18,14 @@
 
 mod analytic;
 mod baseline;
+mod evolutionary;
+pub mod features;
+mod gradient;
 pub mod knobs;
+pub mod learned;
 mod markov;
 pub mod model;
+pub mod quality;
 pub mod registry;
 pub(crate) mod rng;
 mod roller;
@@ -38,6 +43,7 @@ use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptio
 use tilec::records::{Latency, Record, RecordSchedule};
 use tilec::target::{Target, TargetKind};
 
+pub use learned::LearnedModel;
 pub use model::{AnalyticModel, CostModel};
 pub use registry::{STRATEGIES, StrategyDecl, StrategyRegistry};
 
@@ -71,6 +77,9 @@ that file has times for. Options that only some strategies read say so. See
             OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
             OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
             OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
+            OptionDecl { name: "trials", kind: OptionKind::UInt, default: "64", help: "measurements per op of a strategy that learns from them (gradient, evolutionary); the others measure measure-top-k" },
+            OptionDecl { name: "cost-model", kind: OptionKind::Enum(&["auto", "analytic", "gbdt"]), default: "auto", help: "what ranks candidates: the analytic model, or gradient-boosted trees learning from measurements on top of it (auto: gbdt for gradient and evolutionary, else analytic)" },
+            OptionDecl { name: "features", kind: OptionKind::Enum(&features::FeatureSet::NAMES), default: "af", help: "the features the gbdt model sees: af (Ansor-AF-DS's analytical features) or loops (a richer Ansor-style set from the loop nest)" },
             OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
             OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
             OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
@@ -88,6 +97,8 @@ pub struct Search {
     /// Wall-clock limit per op in seconds (0: none).
     pub max_seconds: f64,
     pub measure_k: u64,
+    /// Measurements per op of a strategy that measures in its loop.
+    pub trials: u64,
     pub final_rounds: u64,
     pub final_margin: f64,
     pub only: String,
@@ -112,19 +123,27 @@ impl Search {
     /// the option's list does not have) and the strategies of
     /// `strategies`.
     pub fn with_strategies(o: &PassOptions, strategies: StrategyRegistry) -> Search {
+        let learning = strategies.get(o.str("strategy")).is_some_and(|d| d.measures);
+        let features = features::FeatureSet::from_name(o.str("features")).unwrap_or(features::FeatureSet::Analytical);
+        let model: Box<dyn CostModel> = match o.str("cost-model") {
+            "gbdt" => Box::new(LearnedModel::new(features)),
+            "auto" if learning => Box::new(LearnedModel::new(features)),
+            _ => Box::new(AnalyticModel),
+        };
         Search {
             strategy: o.str("strategy").to_string(),
             seed: o.uint("seed"),
             budget: o.uint("budget"),
             max_seconds: o.float("max-seconds"),
             measure_k: o.uint("measure-top-k"),
+            trials: o.uint("trials"),
             final_rounds: o.uint("final-rounds"),
             final_margin: o.float("final-margin"),
             only: o.str("op").to_string(),
             unroll: o.uint("unroll"),
             options: o.clone(),
             strategies,
-            model: Box::new(AnalyticModel),
+            model,
         }
     }
 
@@ -161,6 +180,11 @@ pub struct SearchCx<'a> {
     /// Set once [`SearchCx::spent`] found the deadline passed.
     timed_out: bool,
     measure_k: u64,
+    /// Measurements a strategy that measures in its loop may make
+    /// ([`SearchCx::trials_spent`]).
+    trials: u64,
+    /// Does the strategy measure in its loop (`StrategyDecl::measures`)?
+    measures: bool,
     evaluator: Option<&'a mut (dyn Evaluator + 'static)>,
     /// The op alone in a function, for measurement.
     base: Module,
@@ -197,7 +221,54 @@ impl SearchCx<'_> {
 
     /// Will the pass measure candidates?
     pub fn will_measure(&self) -> bool {
-        self.measure_k > 0 && self.evaluator.is_some()
+        (self.measure_k > 0 || self.measures) && self.evaluator.is_some()
+    }
+
+    /// Measurements made for this op so far (those the records had
+    /// included).
+    pub fn measurements(&self) -> usize {
+        self.measured.len()
+    }
+
+    /// Has a strategy that measures in its loop made its `trials`
+    /// measurements?
+    pub fn trials_spent(&self) -> bool {
+        self.measured.len() as u64 >= self.trials
+    }
+
+    /// Measurements left of `trials`.
+    pub fn trials_left(&self) -> usize {
+        self.trials.saturating_sub(self.measured.len() as u64) as usize
+    }
+
+    /// Every point measured so far, in measurement order.
+    pub fn measured_points(&self) -> Vec<Config> {
+        self.measured.iter().map(|(c, _, _)| c.clone()).collect()
+    }
+
+    /// The best throughput measured so far, GFLOP/s (0 if none succeeded).
+    pub fn best_gflops(&self, p: &Problem) -> f64 {
+        self.measured.iter().filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| p.flops / t.median_s / 1e9).fold(0.0, f64::max)
+    }
+
+    /// The successfully measured points, fastest first (ties in the
+    /// points' order), then `rest` ranked by the model: what a strategy
+    /// that measures returns.
+    pub fn ranked_by_measurement(&self, p: &Problem, rest: Vec<Config>) -> Vec<Config> {
+        let mut ok: Vec<(f64, Config)> = self.measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
+        ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let mut out: Vec<Config> = ok.into_iter().map(|(_, c)| c).collect();
+        let have: std::collections::BTreeSet<Config> = out.iter().cloned().collect();
+        out.extend(self.rank(p, rest.into_iter().filter(|c| !have.contains(c)).collect()));
+        out
+    }
+
+    /// [`SearchCx::measure`], and the model learns the result at once.
+    pub fn measure_and_learn(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
+        let m = self.measure(p, cfg)?;
+        let seconds = m.as_ref().map_or(f64::INFINITY, |t| t.median_s);
+        self.model.update(p, &[(cfg.clone(), seconds)]);
+        Some(m)
     }
 
     /// A line for the report.
@@ -360,6 +431,8 @@ impl<'a> SearchCx<'a> {
             deadline: None,
             timed_out: false,
             measure_k: 0,
+            trials: 0,
+            measures: false,
             evaluator: None,
             base,
             measured: Vec::new(),
@@ -372,6 +445,13 @@ impl<'a> SearchCx<'a> {
             model,
         }
     }
+}
+
+/// Does a `search` with `options` measure (an evaluator must be
+/// installed): `measure-top-k` above 0, or a strategy that measures in its
+/// loop?
+pub fn measures(options: &PassOptions) -> bool {
+    options.uint("measure-top-k") > 0 || STRATEGIES.iter().any(|d| d.measures && d.name == options.str("strategy"))
 }
 
 /// At most this many candidates go to the final rounds.
@@ -434,8 +514,20 @@ impl Search {
             .records(tilec::records::RESUME)
             .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
             .unwrap_or_default();
+        let measures = self.strategies.get(&self.strategy).is_some_and(|d| d.measures);
         let (evaluator, recorder) = cx.evaluator_and_recorder();
-        let evaluator = if self.measure_k > 0 { evaluator } else { None };
+        let evaluator = if self.measure_k > 0 || measures { evaluator } else { None };
+        if measures && evaluator.is_none() {
+            return Err(at(Diagnostic::error(format!("search strategy `{}` learns from measurements, and nothing measures here", self.strategy)))
+                .with_note(format!("no evaluator: {}", no_eval.as_deref().unwrap_or("none installed")))
+                .with_help("run it for a CPU target this machine runs (e.g. --target=host); markov and roller construct without measuring"));
+        }
+        if self.model.learns() {
+            // The records of this op teach the model before the search
+            // (its persistence: learned.rs).
+            let rows: Vec<(Config, f64)> = known.iter().filter_map(|r| Some((p.config_of(&r.schedule.to_schedule(&target.name))?, r.latency.as_ref()?.median_s))).collect();
+            self.model.update(&p, &rows);
+        }
         let mut checked: Result<(), String> = Ok(());
         let evaluator = match evaluator {
             Some(e) => {
@@ -453,6 +545,8 @@ impl Search {
             deadline: (self.max_seconds > 0.0).then(|| start + Duration::from_secs_f64(self.max_seconds.min(1e9))),
             timed_out: false,
             measure_k: self.measure_k,
+            trials: self.trials,
+            measures,
             evaluator,
             base,
             measured: Vec::new(),
@@ -518,7 +612,10 @@ impl Search {
             r.push_str(&format!(" ({resumed} from the records)"));
         }
         r.push('\n');
-        if self.measure_k == 0 {
+        if self.model.learns() {
+            r.push_str(&format!("  cost model: {}, learned from {} measurements\n", self.model.name(), self.model.rows()));
+        }
+        if self.measure_k == 0 && !measures {
             r.push_str("  construction only: measure-top-k=0\n");
         } else if !had_evaluator {
             r.push_str(&format!("  construction only: no evaluator ({})\n", no_eval.as_deref().unwrap_or("none installed")));
@@ -538,7 +635,12 @@ impl Search {
                 r.push_str(&format!("    {} ms (median {:.4}): {}\n", ms.join(", "), median(times) * 1e3, one_line(&p.schedule(c), &p)));
             }
         }
-        r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
+        if measures {
+            // Its measurements are in its loop: no construction time of its own.
+            r.push_str(&format!("  time: {:.3} s (search and its measurements {:.3} s, final rounds {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
+        } else {
+            r.push_str(&format!("  time: {:.3} s (construction {:.3} s, measurement {:.3} s)\n", elapsed.as_secs_f64(), constructed.as_secs_f64(), (elapsed - constructed).as_secs_f64()));
+        }
         r.push_str(&format!("  chosen: {}\n", one_line(&schedule, &p)));
         r.push_str(&format!("  predicted: {}", fmt_gflops(p.flops, self.model.predict_one(&p, &chosen))));
         match measured_s {

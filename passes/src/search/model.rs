@@ -28,7 +28,8 @@ pub trait CostModel {
     /// are whole states of `p`'s space (not necessarily valid ones).
     fn predict(&self, p: &Problem, points: &[Config]) -> Vec<f64>;
 
-    /// Learns from measured points: `(point, median seconds)`. The pass
+    /// Learns from measured points: `(point, median seconds)`, a failed
+    /// measurement (crash, timeout, wrong result) as `f64::INFINITY`. The pass
     /// calls it with each op's successful measurements once that op is
     /// done; strategies that measure in their loops may call it too
     /// ([`SearchCx::model_mut`](super::SearchCx::model_mut)). A model
@@ -38,6 +39,18 @@ pub trait CostModel {
     /// The feature vector the model sees for `point` (for a learned model's
     /// training data); `None` for a model without features.
     fn features(&self, p: &Problem, point: &Config) -> Option<Vec<f32>>;
+
+    /// Does [`CostModel::update`] change its predictions? (The search
+    /// hands a learning model the op's records before its strategy runs.)
+    fn learns(&self) -> bool {
+        false
+    }
+
+    /// Measured points it has learned from (0 for a model that does not
+    /// learn).
+    fn rows(&self) -> usize {
+        0
+    }
 
     /// [`CostModel::predict`] of one point.
     fn predict_one(&self, p: &Problem, point: &Config) -> f64 {

@@ -15,7 +15,7 @@
 //! The pass declaration is a `static`, so the lists and texts it takes are
 //! put together at compile time, by the `const fn`s below.
 
-use super::{Strategy, baseline, markov, roller};
+use super::{Strategy, baseline, evolutionary, gradient, markov, roller};
 use tilec::pass::{OptionDecl, OptionKind, PassOptions};
 
 /// One strategy: its name (the `strategy` option's value), a line saying
@@ -28,6 +28,10 @@ pub struct StrategyDecl {
     /// strategy's name (`markov: ...`). Names must not clash with another
     /// strategy's or the pass's own options.
     pub options: &'static [OptionDecl],
+    /// Does it measure in its own loop (learning from measurements), so
+    /// that it needs an evaluator whatever `measure-top-k` says, spends
+    /// `trials`, and gets the learned cost model under `cost-model=auto`?
+    pub measures: bool,
     /// The strategy for a run, from the pass's options (all of them: the
     /// common ones and every strategy's).
     pub create: fn(&PassOptions) -> Box<dyn Strategy>,
@@ -41,7 +45,7 @@ impl std::fmt::Debug for StrategyDecl {
 
 /// Every built-in strategy, the default (`markov`) first. Add a strategy
 /// here.
-pub const STRATEGIES: &[StrategyDecl] = &[markov::DECL, roller::DECL, baseline::RANDOM, baseline::EXHAUSTIVE];
+pub const STRATEGIES: &[StrategyDecl] = &[markov::DECL, roller::DECL, baseline::RANDOM, baseline::EXHAUSTIVE, gradient::DECL, evolutionary::DECL];
 
 /// The strategies a search may run, by name: the built-in ones, and any
 /// added at run time.

@@ -17,6 +17,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
     name: "roller",
     summary: "greedy tree construction by data reuse",
     options: &[OptionDecl { name: "beam", kind: OptionKind::UInt, default: "8", help: "roller: candidates kept per level" }],
+    measures: false,
     create: |o: &PassOptions| Box::new(Roller { k: o.uint("beam") as usize }),
 };
 

@@ -55,6 +55,9 @@ impl Config {
 pub struct Problem {
     pub func: String,
     pub op: Op,
+    /// The op's workload key (`tilec::records::workload_key`): what records
+    /// and a learned model's rows of this op are filed under.
+    pub workload: String,
     pub compute: Compute,
     pub info: ComputeInfo,
     pub target: Arc<Target>,
@@ -213,6 +216,7 @@ impl Problem {
         Some(Problem {
             func: f.name.clone(),
             op,
+            workload: tilec::records::workload_key(f, op).unwrap_or_default(),
             compute: c,
             info,
             target,
@@ -473,6 +477,52 @@ impl Problem {
     /// The schedule of a state (its plan, as the IR writes it).
     pub fn schedule(&self, cfg: &Config) -> Schedule {
         self.plan(cfg).to_schedule(&self.compute, &self.target, &|r| self.info.reads[r].name.trim_start_matches('%').to_string())
+    }
+
+    /// The point of this space whose schedule is `s` (a record's, read
+    /// back), or `None` when no point gives exactly `s` (a schedule written
+    /// by hand, or for another version of the space). The unroll limit is
+    /// not compared: the space's own follows from the point.
+    pub fn config_of(&self, s: &Schedule) -> Option<Config> {
+        let axis = |name: &str| self.axes.iter().position(|a| a.name == name);
+        let mut cfg = self.initial();
+        for (name, sizes) in &s.tiles {
+            let a = axis(name)?;
+            if sizes.len() != self.levels {
+                return None;
+            }
+            cfg.tiles[a].clone_from(sizes);
+        }
+        for (name, v) in &s.vthreads {
+            cfg.vthreads[axis(name)?] = *v;
+        }
+        for c in &s.cache {
+            // Packed at the first tile level whose memory is the one named
+            // (on GPUs staging follows from the target: nothing to set).
+            if let Some(&l) = self.pack_levels.iter().find(|&&l| self.target.tile_levels[l].memory == c.level) {
+                *cfg.pack.get_mut(c.read)? = l as u8 + 1;
+            }
+        }
+        if !s.order.is_empty() {
+            let named: Vec<usize> = s.order.iter().map(|n| axis(n)).collect::<Option<_>>()?;
+            cfg.order = self.orders.iter().find(|o| o.starts_with(&named))?.clone();
+        }
+        let vectors: Vec<Option<usize>> = match &s.vector {
+            Some((name, _)) => vec![Some(axis(name)?)],
+            // No vector: an axis whose width comes out 1 (the space's
+            // points always name one where there is one), or none.
+            None => self.vector_choices().into_iter().chain(std::iter::once(None)).collect(),
+        };
+        let same = |t: &Schedule| {
+            let mut t = t.clone();
+            t.unroll = s.unroll;
+            t.span = s.span;
+            t == *s
+        };
+        vectors.into_iter().find_map(|v| {
+            let c = Config { vector: v, ..cfg.clone() };
+            same(&self.schedule(&c)).then_some(c)
+        })
     }
 
     /// Does the plan of `cfg` pass the target's resource check? (The

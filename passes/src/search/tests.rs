@@ -593,3 +593,84 @@ fn the_cpu_model_sees_held_broadcasts_and_waits_on_shared_caches() {
     assert!(t_narrow > 1.8 * t_hand, "{t_narrow} vs {t_hand}");
     assert!(t_strip > 1.4 * t_hand, "{t_strip} vs {t_hand}");
 }
+
+/// A made-up landscape: each candidate's time follows from its printed
+/// module (the same candidate, the same time, whatever the order), and
+/// about one in five crashes.
+struct Landscape {
+    calls: usize,
+}
+
+impl Evaluator for Landscape {
+    fn evaluate(&mut self, candidate: &Module, _: &str) -> Measurement {
+        self.calls += 1;
+        let text = tilec::syntax::print_module(candidate);
+        let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        if h % 5 == 0 {
+            return Err(Failure::Crash("landscape crash".into()));
+        }
+        let t = 1e-3 * (1.0 + (h % 1000) as f64 / 100.0);
+        Ok(Timing { median_s: t, min_s: t, max_s: t, runs: 1 })
+    }
+}
+
+/// GEMM on `x86-avx2` searched by `strategy` with the landscape evaluator:
+/// the records, the report, the chosen schedule.
+fn learning_search(strategy: &str, extra: &[(&'static str, &str)], known: Option<Vec<Record>>) -> (Vec<Record>, String, RecordSchedule) {
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::with_target(Some(t));
+    cx.set_evaluator(Some(Box::new(Landscape { calls: 0 })));
+    if let Some(k) = known {
+        cx.add_records(tilec::records::RESUME.into(), Arc::new(k));
+    }
+    let mut options = vec![("final-rounds", "0")];
+    options.extend_from_slice(extra);
+    search(strategy, &options).run(&mut m, &mut cx).unwrap_or_else(|d| panic!("{strategy}: {d:?}"));
+    let f = &m.funcs[0];
+    let c = f.walk().into_iter().find_map(|o| f.ops[o].kind.as_compute()).unwrap();
+    (cx.take_records(), cx.take_reports().join(""), RecordSchedule::of(c.schedule.as_ref().unwrap()))
+}
+
+#[test]
+fn learning_strategies_spend_their_trials_survive_failures_and_repeat_themselves() {
+    for (strategy, extra) in [("gradient", vec![("trials", "20"), ("start-samples", "64")]), ("evolutionary", vec![("trials", "20"), ("batch", "8"), ("population", "64")])] {
+        let (records, report, chosen) = learning_search(strategy, &extra, None);
+        assert_eq!(records.len(), 20, "{strategy}: every trial is one measurement\n{report}");
+        let distinct: std::collections::BTreeSet<String> = records.iter().map(|r| r.sentence.clone()).collect();
+        assert_eq!(distinct.len(), 20, "{strategy}: no point measured twice");
+        assert!(records.iter().any(|r| r.error.is_some()), "{strategy}: the landscape crashes some");
+        // The fastest measured point wins.
+        let fastest = records.iter().filter(|r| r.latency.is_some()).min_by(|a, b| a.latency.as_ref().unwrap().median_s.total_cmp(&b.latency.as_ref().unwrap().median_s)).unwrap();
+        assert_eq!(chosen, fastest.schedule, "{strategy}\n{report}");
+        assert!(report.contains("cost model: gbdt-af, learned from 20 measurements"), "{report}");
+        // The same seed and the same measurements: the same search.
+        let (again, _, chosen_again) = learning_search(strategy, &extra, None);
+        assert_eq!(again.iter().map(|r| &r.sentence).collect::<Vec<_>>(), records.iter().map(|r| &r.sentence).collect::<Vec<_>>(), "{strategy}");
+        assert_eq!(chosen_again, chosen);
+        // Another seed walks elsewhere.
+        let mut other = extra.clone();
+        other.push(("seed", "7"));
+        let (moved, _, _) = learning_search(strategy, &other, None);
+        assert_ne!(moved.iter().map(|r| &r.sentence).collect::<Vec<_>>(), records.iter().map(|r| &r.sentence).collect::<Vec<_>>(), "{strategy}");
+        // Given its records (a warm start), the model learns from the timed
+        // ones before the search, and a timed point is not timed again.
+        let (resumed, report, _) = learning_search(strategy, &extra, Some(records.clone()));
+        let learned: usize = report.split("learned from ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect("the model's line");
+        let timed = records.iter().filter(|r| r.latency.is_some()).count();
+        assert!(learned >= timed + resumed.len() - 1, "{learned} rows, {timed} timed records\n{report}");
+        let old: std::collections::BTreeSet<String> = records.iter().filter(|r| r.latency.is_some()).map(|r| r.sentence.clone()).collect();
+        assert!(resumed.iter().all(|r| !old.contains(&r.sentence)), "{strategy}: a timed point is not timed again");
+    }
+}
+
+#[test]
+fn learning_strategies_need_an_evaluator() {
+    for strategy in ["gradient", "evolutionary"] {
+        let mut m = parse(GEMM);
+        let mut cx = PassContext::with_target(Some(tilec::target::builtin("x86-avx2").unwrap()));
+        let d = search(strategy, &[]).run(&mut m, &mut cx).expect_err("no evaluator");
+        let d = d.iter().next().unwrap();
+        assert!(d.message.contains(&format!("search strategy `{strategy}` learns from measurements, and nothing measures here")), "{}", d.message);
+    }
+}

@@ -20,7 +20,7 @@ impl Strategy for Toy {
     }
 }
 
-static TOY: StrategyDecl = StrategyDecl { name: "toy", summary: "the initial state", options: &[], create: |_: &PassOptions| Box::new(Toy) };
+static TOY: StrategyDecl = StrategyDecl { name: "toy", summary: "the initial state", options: &[], measures: false, create: |_: &PassOptions| Box::new(Toy) };
 
 #[test]
 fn a_strategy_registered_at_run_time_picks_the_schedule() {
