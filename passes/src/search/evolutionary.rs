@@ -53,7 +53,7 @@ pub struct Evolutionary {
 }
 
 impl Evolutionary {
-    fn check(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.population < 2 {
             return Err(format!("population must be at least 2 (got {})", self.population));
         }
@@ -97,7 +97,6 @@ impl Strategy for Evolutionary {
     }
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
-        self.check()?;
         let space = KnobSpace::new(p);
         let mut rng = Rng::new(cx.seed);
         let first = space.distinct_samples(&mut rng, self.population);
@@ -157,6 +156,10 @@ impl Strategy for Evolutionary {
         Ok(cx.ranked_by_measurement(p, first))
     }
 
+    fn check_options(&self) -> Result<(), String> {
+        self.validate()
+    }
+
     fn failure_help(&self) -> String {
         "evolutionary needs an evaluator (a CPU target this machine runs); see docs/search.md, `evolutionary`".to_string()
     }
@@ -169,10 +172,10 @@ mod tests {
     #[test]
     fn bad_options_are_refused() {
         let e = Evolutionary { population: 1, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 64 };
-        assert!(e.check().unwrap_err().contains("population"));
+        assert!(e.validate().unwrap_err().contains("population"));
         let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 1.5, batch: 64 };
-        assert!(e.check().unwrap_err().contains("eps-greedy"));
+        assert!(e.validate().unwrap_err().contains("eps-greedy"));
         let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 0 };
-        assert!(e.check().unwrap_err().contains("batch"));
+        assert!(e.validate().unwrap_err().contains("batch"));
     }
 }

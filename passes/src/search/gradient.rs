@@ -92,7 +92,7 @@ pub(crate) enum Move {
 }
 
 impl Gradient {
-    fn check(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.hops == 0 || self.hops > super::knobs::MAX_HOPS {
             return Err(format!("hops must be between 1 and {} (got {})", super::knobs::MAX_HOPS, self.hops));
         }
@@ -187,7 +187,6 @@ impl Strategy for Gradient {
     }
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
-        self.check()?;
         let space = KnobSpace::new(p);
         let mut rng = Rng::new(cx.seed);
         if self.init_measured {
@@ -275,6 +274,10 @@ impl Strategy for Gradient {
         }
         cx.note(format!("gradient: {} measurements, {moves} moves, {restarts} local minima; best {best:.2} GFLOP/s", cx.measurements()));
         Ok(cx.ranked_by_measurement(p, samples))
+    }
+
+    fn check_options(&self) -> Result<(), String> {
+        self.validate()
     }
 
     fn failure_help(&self) -> String {
@@ -365,12 +368,12 @@ mod tests {
     fn bad_options_are_refused() {
         let mut g = gradient();
         g.hops = 0;
-        assert!(g.check().unwrap_err().contains("hops"));
+        assert!(g.validate().unwrap_err().contains("hops"));
         let mut g = gradient();
         g.score_threshold = 1.5;
-        assert!(g.check().unwrap_err().contains("score-threshold"));
+        assert!(g.validate().unwrap_err().contains("score-threshold"));
         let mut g = gradient();
         g.window = 0;
-        assert!(g.check().unwrap_err().contains("window"));
+        assert!(g.validate().unwrap_err().contains("window"));
     }
 }

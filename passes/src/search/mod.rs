@@ -77,7 +77,7 @@ that file has times for. Options that only some strategies read say so. See
             OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws)" },
             OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
             OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
-            OptionDecl { name: "trials", kind: OptionKind::UInt, default: "64", help: "measurements per op of a strategy that learns from them (gradient, evolutionary); the others measure measure-top-k" },
+            OptionDecl { name: "trials", kind: OptionKind::UInt, default: "64", help: "measurements per op of a strategy that learns from them (gradient, evolutionary; the op's timed records count, so a stopped search resumed with the same trials makes the rest); the others measure measure-top-k" },
             OptionDecl { name: "cost-model", kind: OptionKind::Enum(&["auto", "analytic", "gbdt"]), default: "auto", help: "what ranks candidates: the analytic model, or gradient-boosted trees learning from measurements on top of it (auto: gbdt for gradient and evolutionary, else analytic)" },
             OptionDecl { name: "features", kind: OptionKind::Enum(&features::FeatureSet::NAMES), default: "af", help: "the features the gbdt model sees: af (Ansor-AF-DS's analytical features) or loops (a richer Ansor-style set from the loop nest)" },
             OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
@@ -164,6 +164,12 @@ pub trait Strategy {
     /// for a diagnostic at the op (e.g. a space too large).
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String>;
 
+    /// Refuses option values the strategy cannot run with (checked before
+    /// anything is searched or measured); `Err` is the message.
+    fn check_options(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The hint under the diagnostic when [`Strategy::run`] fails.
     fn failure_help(&self) -> String {
         "see docs/search.md for the options".to_string()
@@ -230,15 +236,22 @@ impl SearchCx<'_> {
         self.measured.len()
     }
 
+    /// The op's measurements that count in `trials`: those made now, and
+    /// the timed ones the records already had (so a stopped search,
+    /// resumed with the same `trials`, makes only the rest).
+    fn trials_used(&self) -> u64 {
+        (self.measured.iter().filter(|(_, _, resumed)| !resumed).count() + self.known.len()) as u64
+    }
+
     /// Has a strategy that measures in its loop made its `trials`
-    /// measurements?
+    /// measurements ([`SearchCx::trials_used`])?
     pub fn trials_spent(&self) -> bool {
-        self.measured.len() as u64 >= self.trials
+        self.trials_used() >= self.trials
     }
 
     /// Measurements left of `trials`.
     pub fn trials_left(&self) -> usize {
-        self.trials.saturating_sub(self.measured.len() as u64) as usize
+        self.trials.saturating_sub(self.trials_used()) as usize
     }
 
     /// Every point measured so far, in measurement order.
@@ -514,6 +527,7 @@ impl Search {
             .records(tilec::records::RESUME)
             .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
             .unwrap_or_default();
+        strategy.check_options().map_err(|m| at(Diagnostic::error(format!("search strategy `{}` cannot run: {m}", self.strategy))).with_help("see docs/search.md for the options"))?;
         let measures = self.strategies.get(&self.strategy).is_some_and(|d| d.measures);
         let (evaluator, recorder) = cx.evaluator_and_recorder();
         let evaluator = if self.measure_k > 0 || measures { evaluator } else { None };
