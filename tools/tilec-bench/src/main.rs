@@ -5,11 +5,15 @@
 //!
 //! It installs nothing: baselines run where those Python packages are
 //! installed and are reported as skipped otherwise.
+//!
+//! With `--curve` it also records each search's tuning curve: the best
+//! GFLOP/s found after each measurement and when (`curve.rs`).
 
+mod curve;
 mod report;
 
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value as Json, json};
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
@@ -89,17 +93,35 @@ struct Cli {
     #[arg(long)]
     peak: bool,
 
+    /// Record each search's tuning curve: after every measurement, its
+    /// number, the wall seconds since the op's search started, the
+    /// candidate's GFLOP/s (none if it failed) and the best so far. Needs
+    /// a strategy that measures (e.g. `--strategy=random
+    /// --search-options='measure-top-k=20'`) and one thread (the search
+    /// measures on one). Prints a Markdown table of the curves, a row per
+    /// workload and strategy (measurements, failures, best GFLOP/s,
+    /// measurements and seconds to 95% of it, total seconds, the final
+    /// pick's GFLOP/s); with --json the curves go into the document
+    /// (`curves`); with --plot they are drawn. On a terminal a second bar
+    /// counts measurements (out of `trials`, else `measure-top-k`).
+    #[arg(long, conflicts_with = "from")]
+    curve: bool,
+
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
 
     /// Draw GFLOP/s per workload as an SVG bar chart into this file (with
-    /// the baselines and the peak).
+    /// the baselines and the peak); with --curve, or from saved runs with
+    /// curves, the tuning curves instead: per workload, best GFLOP/s so far
+    /// against measurements and against wall seconds, a line per strategy
+    /// and seed.
     #[arg(long, value_name = "OUT.svg")]
     plot: Option<PathBuf>,
 
     /// Measure nothing: read saved runs (`--json` documents), print them
-    /// side by side as one Markdown table, and with --plot draw them.
+    /// side by side as one Markdown table (then one of the tuning curves
+    /// of the runs that have them), and with --plot draw them.
     #[arg(long, value_name = "RUN.json")]
     from: Vec<PathBuf>,
 }
@@ -148,14 +170,18 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The machine, in words, for the report.
-fn machine() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU's model name (`/proc/cpuinfo`).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
-        .unwrap_or_else(|| "unknown CPU".into());
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// The machine, in words, for the report.
+fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model}, {cores} core(s)")
+    format!("{}, {cores} core(s)", cpu_model())
 }
 
 /// A measured peak: GFLOP/s for the threads used, and bandwidth.
@@ -178,6 +204,9 @@ struct Row {
     workload: String,
     strategy: String,
     result: Result<Measured, String>,
+    /// With `--curve`, the tuning curve of each op searched (none if the
+    /// pipeline did not run).
+    curves: Option<Vec<curve::OpCurve>>,
 }
 
 struct Measured {
@@ -207,7 +236,25 @@ fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
     tilec_codegen::driver::scheduling_pipeline(search.as_deref(), true, &[])
 }
 
-fn run_one(cli: &Cli, path: &Path, strategy: &str, targets: &TargetSet, target: &Arc<Target>, threads: usize, dir: &Path) -> Result<Measured, String> {
+/// `--curve`: where the run's measurements are logged, and the bar that
+/// shows them.
+struct CurveWatch {
+    log: curve::SharedLog,
+    progress: ProgressBar,
+}
+
+/// What every run of an invocation shares.
+#[derive(Clone, Copy)]
+struct Env<'a> {
+    targets: &'a TargetSet,
+    target: &'a Arc<Target>,
+    threads: usize,
+    /// Where the kernels' shared libraries go.
+    dir: &'a Path,
+}
+
+fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&CurveWatch>) -> Result<Measured, String> {
+    let Env { targets, target, threads, dir } = env;
     let render = |sources: &SourceMap, d: &Diagnostics| sources.render(&d.0);
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let (module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| render(&sm, &d))?;
@@ -246,8 +293,15 @@ fn run_one(cli: &Cli, path: &Path, strategy: &str, targets: &TargetSet, target: 
     }
     let mut scheduled = module.clone();
     let start = Instant::now();
-    let report = pm.run(&mut scheduled).map_err(|d| render(&sources, &d))?;
+    if let Some(w) = watch {
+        pm.set_record_sink(Box::new(curve::CurveSink::new(start, w.log.clone(), w.progress.clone())));
+    }
+    let ran = pm.run(&mut scheduled);
     let search_s = start.elapsed().as_secs_f64();
+    if let Some(w) = watch {
+        curve::finish(&w.log, search_s);
+    }
+    let report = ran.map_err(|d| render(&sources, &d))?;
     let measurements = report.statistics.iter().flat_map(|(_, counters)| counters.iter()).filter(|(name, _)| *name == "measured").map(|(_, n)| *n).reduce(|a, b| a + b);
 
     let f = scheduled.funcs.first().ok_or("the pipeline removed the function")?;
@@ -385,14 +439,111 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--from`: the saved runs as one table, and with `--plot` a chart.
+/// `--from`: the saved runs as one table (then one of the tuning curves of
+/// the runs that have them), and with `--plot` a chart: the curves if the
+/// runs have them, else the bar chart.
 fn report_from(cli: &Cli) -> Result<bool, Diagnostics> {
     let runs = cli.from.iter().map(|p| report::load(p)).collect::<Result<Vec<_>, _>>().map_err(|e| Diagnostic::error(e).with_help("pass files written by `tilec-bench --json`"))?;
+    let with_curves = runs.iter().filter(|r| curve::has_curves(r)).count();
+    if cli.plot.is_some() && with_curves > 0 && with_curves < runs.len() {
+        let (with, without): (Vec<&report::Run>, Vec<&report::Run>) = runs.iter().partition(|r| curve::has_curves(r));
+        let names = |rs: &[&report::Run]| rs.iter().map(|r| format!("`{}`", r.name)).collect::<Vec<_>>().join(", ");
+        return Err(Diagnostic::error("cannot draw saved runs with tuning curves and runs without them in one chart")
+            .with_note(format!("with curves: {}; without: {}", names(&with), names(&without)))
+            .with_help("pass the `--curve --json` documents alone to draw their curves, or the others alone for the bar chart")
+            .into());
+    }
     print!("{}", report::markdown(&runs));
+    if with_curves > 0 {
+        print!("\n{}", curve::markdown(&runs));
+    }
     if let Some(svg) = &cli.plot {
-        report::plot(&runs, svg).map_err(Diagnostic::error)?;
+        if with_curves > 0 {
+            curve::plot(&runs, svg).map_err(Diagnostic::error)?;
+        } else {
+            report::plot(&runs, svg).map_err(Diagnostic::error)?;
+        }
     }
     Ok(true)
+}
+
+/// `--curve` needs searches that measure, on one thread: checked before
+/// anything runs. A strategy whose pipeline does not parse is left to its
+/// rows, which report the error as without `--curve`.
+fn check_curve(cli: &Cli, strategies: &[String], target: &Target, threads: usize) -> Result<(), Diagnostics> {
+    let example = "e.g. --strategy=random --search-options='measure-top-k=20'";
+    if threads != 1 {
+        return Err(Diagnostic::error(format!("--curve needs --threads=1, not {threads}"))
+            .with_note("the search measures its candidates on one thread, so a tuning curve is a one-thread curve")
+            .with_help("pass --threads=1")
+            .into());
+    }
+    let registry = tilec_codegen::registry();
+    for s in strategies {
+        if s == "plain" {
+            return Err(Diagnostic::error("--curve needs a search that measures; strategy `plain` runs no search").with_help(format!("pass a search strategy that measures, {example}")).into());
+        }
+        let text = pipeline_for(s, cli.seed, &cli.search_options);
+        let mut sources = SourceMap::new();
+        let file = sources.add("<pipeline>", text.clone());
+        let Ok(pipeline) = parse_pipeline(&text, file, &registry) else { continue };
+        match tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target)) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(Diagnostic::error(format!("--curve needs a search that measures; strategy `{s}` with --search-options='{}' measures nothing", cli.search_options.trim()))
+                    .with_help(format!("ask for measurements in --search-options: measure-top-k=K (K > 0), or trials=N for a strategy that takes it; {example}"))
+                    .into());
+            }
+            Err(why) => return Err(Diagnostic::error(format!("--curve: strategy `{s}` cannot measure on this machine: {why}")).into()),
+        }
+    }
+    Ok(())
+}
+
+/// With `--curve`, the bar of one run's measurements: out of the planned
+/// count when the search options give it, with the best GFLOP/s so far.
+fn measurement_bar(multi: &MultiProgress, visible: bool, planned: Option<u64>) -> ProgressBar {
+    if !visible {
+        return ProgressBar::hidden();
+    }
+    let (bar, template) = match planned {
+        Some(n) => (ProgressBar::new(n), "  {spinner} {bar:24} {pos}/{len} measurements, {elapsed} {msg}"),
+        None => (ProgressBar::no_length(), "  {spinner} {pos} measurements, {elapsed} {msg}"),
+    };
+    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let bar = multi.add(bar);
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    bar
+}
+
+/// The `curves` of the `--json` document: per run and op searched, the
+/// run's fields, then the curve's, then the final pick's GFLOP/s
+/// (tilec-bench's timing of the compiled workload) and the run's error.
+fn curves_json(rows: &[Row], cli: &Cli, target: &str, threads: usize) -> Vec<Json> {
+    let cpu = cpu_model();
+    let mut out = Vec::new();
+    for r in rows {
+        for c in r.curves.iter().flatten() {
+            let head = json!({
+                "workload": r.workload,
+                "strategy": r.strategy,
+                "seed": cli.seed,
+                "search_options": cli.search_options.trim(),
+                "target": target,
+                "threads": threads,
+                "cpu": cpu,
+            });
+            let mut j = curve::curve_json(head, c);
+            let (final_gflops, error) = match &r.result {
+                Ok(m) => (Some(m.flops as f64 / m.median_s / 1e9), c.points.is_empty().then(|| "the search measured nothing".to_string())),
+                Err(e) => (None, Some(e.clone())),
+            };
+            j["final_gflops"] = json!(final_gflops);
+            j["error"] = json!(error);
+            out.push(j);
+        }
+    }
+    out
 }
 
 fn run(cli: &Cli) -> Result<bool, Diagnostics> {
@@ -414,6 +565,10 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     if let Err(missing) = tilec_codegen::driver::host_can_run(&tilec_codegen::driver::llvm_target_of(&target)) {
         return Err(Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name)).with_help("pass --target=host").into());
     }
+    let strategies: Vec<String> = if cli.strategy.is_empty() { vec!["plain".to_string()] } else { cli.strategy.clone() };
+    if cli.curve {
+        check_curve(cli, &strategies, &target, threads)?;
+    }
     let peak = if cli.peak {
         eprintln!("measuring this machine's peak ({threads} thread(s))...");
         Some(measure_peak(threads).map_err(|e| Diagnostic::error(format!("cannot measure the peak: {e}")))?)
@@ -421,7 +576,6 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         None
     };
     let peak_only = cli.peak && cli.files.is_empty() && cli.strategy.is_empty();
-    let strategies: Vec<String> = if cli.strategy.is_empty() { vec!["plain".to_string()] } else { cli.strategy.clone() };
     let files: Vec<PathBuf> = if peak_only {
         Vec::new()
     } else if cli.files.is_empty() {
@@ -440,25 +594,39 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     let total = (files.len() * strategies.len()) as u64;
     let bar = if total > 0 && std::io::stderr().is_terminal() { ProgressBar::new(total) } else { ProgressBar::hidden() };
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    // With --curve, a second bar under it counts each run's measurements.
+    let multi = MultiProgress::new();
+    let visible = !bar.is_hidden();
+    let bar = if cli.curve && visible { multi.add(bar) } else { bar };
+    let planned = curve::planned_measurements(&cli.search_options);
+    let env = Env { targets: &targets, target: &target, threads, dir: dir.path() };
     let mut rows = Vec::new();
     for path in &files {
         let workload = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         for strategy in &strategies {
             bar.set_message(format!("{workload} ({strategy})"));
-            let result = run_one(cli, path, strategy, &targets, &target, threads, dir.path());
-            if !cli.json && !bar.is_hidden() {
-                bar.println(format!("{workload} ({strategy}) done"));
+            let watch = cli.curve.then(|| CurveWatch { log: curve::SharedLog::default(), progress: measurement_bar(&multi, visible, planned) });
+            let result = run_one(cli, env, path, strategy, watch.as_ref());
+            let curves = watch.as_ref().and_then(|w| {
+                w.progress.finish_and_clear();
+                multi.remove(&w.progress);
+                curve::curves(&w.log)
+            });
+            if !cli.json && visible {
+                let best = curves.iter().flatten().filter_map(curve::OpCurve::best).reduce(f64::max).map_or(String::new(), |b| format!(": best {b:.2} GFLOP/s"));
+                bar.println(format!("{workload} ({strategy}) done{best}"));
             }
-            rows.push(Row { workload: workload.clone(), strategy: strategy.clone(), result });
+            rows.push(Row { workload: workload.clone(), strategy: strategy.clone(), result, curves });
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
 
-    let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)));
+    // A curve run that measured nothing failed, whatever its kernel did.
+    let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)) && r.curves.iter().flatten().all(|c| !c.points.is_empty()));
     let mut out = String::new();
     let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops)).collect();
-    let doc = json!({
+    let mut doc = json!({
         "machine": machine(),
         "target": target.name,
         "threads": threads,
@@ -469,8 +637,18 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         "seed": cli.seed,
         "records": records,
     });
+    if cli.curve {
+        doc["cpu"] = json!(cpu_model());
+        doc["search_options"] = json!(cli.search_options.trim());
+        doc["curves"] = json!(curves_json(&rows, cli, &target.name, threads));
+    }
+    let this_run = || [report::Run { name: "this run".into(), doc: doc.clone() }];
     if let Some(svg) = &cli.plot {
-        report::plot(&[report::Run { name: "this run".into(), doc: doc.clone() }], svg).map_err(Diagnostic::error)?;
+        if cli.curve {
+            curve::plot(&this_run(), svg).map_err(Diagnostic::error)?;
+        } else {
+            report::plot(&this_run(), svg).map_err(Diagnostic::error)?;
+        }
     }
     if cli.json {
         out = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -516,6 +694,9 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         let skipped: Vec<String> = rows.iter().filter_map(|r| r.result.as_ref().ok().and_then(|m| m.baseline.as_ref()).and_then(|b| b.as_ref().err()).map(|why| format!("{}: {why}", r.workload))).collect();
         if let Some(first) = skipped.first() {
             writeln!(out, "baselines skipped: {first}{}", if skipped.len() > 1 { format!(" (and {} more)", skipped.len() - 1) } else { String::new() }).ok();
+        }
+        if cli.curve {
+            write!(out, "\n{}", curve::markdown(&this_run())).ok();
         }
     }
     let _ = std::io::stdout().write_all(out.as_bytes());
