@@ -18,6 +18,7 @@
 
 mod analytic;
 mod baseline;
+pub mod features;
 pub mod knobs;
 mod markov;
 pub mod model;
