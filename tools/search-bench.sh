@@ -137,9 +137,11 @@ if [ "$summary_only" = 0 ]; then
         echo "==> [$n/$total] $w seed $seed $name ($options)" >&2
         # Written beside the result and renamed once complete: a run that is
         # stopped leaves no file that a rerun would take for finished.
+        rm -f "${file%.json}.records.jsonl"
         set +e
         "$bin" "benchmarks/workloads/$w.tile" --curve --json --threads=1 --seed="$seed" \
             --strategy="$name" --search-options="$options" $check \
+            --records="${file%.json}.records.jsonl" \
             > "$file.partial" 2> "${file%.json}.stderr"
         status=$?
         set -e

@@ -60,6 +60,9 @@ pub struct CurveSink {
     planned: Option<u64>,
     /// The best GFLOP/s of the current op so far, for the progress bar.
     best: Option<f64>,
+    /// Where each record is also appended (`--records`): the measured
+    /// points themselves, for the model-quality report.
+    file: Option<tilec::records::RecordsFile>,
 }
 
 impl CurveSink {
@@ -71,13 +74,22 @@ impl CurveSink {
             planned: progress.length(),
             progress,
             best: None,
+            file: None,
         }
+    }
+
+    /// This sink, also appending every record to `file`.
+    pub fn with_file(self, file: Option<tilec::records::RecordsFile>) -> CurveSink {
+        CurveSink { file, ..self }
     }
 }
 
 impl RecordSink for CurveSink {
     fn append(&mut self, record: &Record) -> Result<(), String> {
         let seconds = self.start.elapsed().as_secs_f64();
+        if let Some(f) = &self.file {
+            f.append_line(&record.to_json_line()).map_err(|e| format!("cannot append a record to `{}`: {e}", f.path().display()))?;
+        }
         let mut log = self
             .log
             .lock()

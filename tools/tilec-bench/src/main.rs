@@ -10,6 +10,7 @@
 //! GFLOP/s found after each measurement and when (`curve.rs`).
 
 mod curve;
+mod quality;
 mod report;
 
 use clap::Parser;
@@ -106,6 +107,21 @@ struct Cli {
     /// counts measurements (out of `trials`, else `measure-top-k`).
     #[arg(long, conflicts_with = "from")]
     curve: bool,
+
+    /// With --curve: also append every measurement to this records file
+    /// (JSON lines, as `tilec --records` writes them), for
+    /// `--model-quality`.
+    #[arg(long, value_name = "FILE.jsonl", requires = "curve")]
+    records: Option<PathBuf>,
+
+    /// Measure nothing: read this records file and report, per op of the
+    /// workload files given, how well each cost model ranks the recorded
+    /// points (Spearman's ρ and pairwise accuracy on a held-out quarter:
+    /// the analytic model, and gbdt over the af and loops features trained
+    /// on the rest). The target is --target (default host), as the records
+    /// were made for.
+    #[arg(long = "model-quality", value_name = "RECORDS.jsonl", conflicts_with_all = ["from", "curve"])]
+    model_quality: Option<PathBuf>,
 
     /// Print one JSON document instead of a table.
     #[arg(long)]
@@ -294,7 +310,11 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let mut scheduled = module.clone();
     let start = Instant::now();
     if let Some(w) = watch {
-        pm.set_record_sink(Box::new(curve::CurveSink::new(start, w.log.clone(), w.progress.clone())));
+        let file = match &cli.records {
+            Some(path) => Some(tilec::records::RecordsFile::open(path).map_err(|e| format!("cannot open records file `{}`: {e}", path.display()))?),
+            None => None,
+        };
+        pm.set_record_sink(Box::new(curve::CurveSink::new(start, w.log.clone(), w.progress.clone()).with_file(file)));
     }
     let ran = pm.run(&mut scheduled);
     let search_s = start.elapsed().as_secs_f64();
@@ -554,6 +574,21 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     }
     if !cli.from.is_empty() {
         return report_from(cli);
+    }
+    if let Some(records) = &cli.model_quality {
+        let mut sources = SourceMap::new();
+        let mut targets = tilec_codegen::driver::target_set(&mut sources, &cli.target_dir)?;
+        let target = targets.resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;
+        if cli.files.is_empty() {
+            return Err(Diagnostic::error("--model-quality needs the workload files the records are of").with_help("e.g. tilec-bench --model-quality run.records.jsonl benchmarks/workloads/gemm_1024.tile").into());
+        }
+        let rows = quality::model_quality(records, &cli.files, &target).map_err(Diagnostic::error)?;
+        if cli.json {
+            println!("{}", serde_json::to_string_pretty(&quality::to_json(&rows, &target.name, records)).expect("JSON"));
+        } else {
+            print!("{}", quality::markdown(&rows));
+        }
+        return Ok(!rows.is_empty());
     }
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let mut sources = SourceMap::new();
