@@ -2,8 +2,9 @@
 //! compared against (§3.2 of `../shared/seeds/003_7b598cfdbb7b1c62.txt`;
 //! Ansor's evolutionary search).
 //!
-//! Each round builds a population of `population` points (the best
-//! measured so far, the rest random valid samples) and evolves it for
+//! Each round builds a population of `population` points (a
+//! `use-measured` share of the best measured so far, Ansor's 0.2; the rest
+//! random valid samples) and evolves it for
 //! `generations` generations: parents are drawn by roulette on predicted
 //! throughput; a child is a mutation of one parent (one knob set to another
 //! of its values, with probability `mutation-prob`) or a crossover of two
@@ -31,6 +32,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
         OptionDecl { name: "mutation-prob", kind: OptionKind::Float, default: "0.85", help: "evolutionary: chance a child is a mutation (else a crossover)" },
         OptionDecl { name: "eps-greedy", kind: OptionKind::Float, default: "0.05", help: "evolutionary: share of each batch drawn at random instead of from the top predictions" },
         OptionDecl { name: "batch", kind: OptionKind::UInt, default: "64", help: "evolutionary: points measured per round, after which the model is refitted" },
+        OptionDecl { name: "use-measured", kind: OptionKind::Float, default: "0.2", help: "evolutionary: share of each round's first population taken from the best measured points (the rest are random samples)" },
     ],
     measures: true,
     create: |o: &PassOptions| {
@@ -40,6 +42,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
             mutation_prob: o.float("mutation-prob"),
             eps_greedy: o.float("eps-greedy"),
             batch: o.uint("batch") as usize,
+            use_measured: o.float("use-measured"),
         })
     },
 };
@@ -50,6 +53,7 @@ pub struct Evolutionary {
     pub mutation_prob: f64,
     pub eps_greedy: f64,
     pub batch: usize,
+    pub use_measured: f64,
 }
 
 impl Evolutionary {
@@ -60,7 +64,7 @@ impl Evolutionary {
         if self.batch == 0 {
             return Err("batch must be at least 1".into());
         }
-        for (name, v) in [("mutation-prob", self.mutation_prob), ("eps-greedy", self.eps_greedy)] {
+        for (name, v) in [("mutation-prob", self.mutation_prob), ("eps-greedy", self.eps_greedy), ("use-measured", self.use_measured)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("{name} must be between 0 and 1 (got {v})"));
             }
@@ -109,7 +113,7 @@ impl Strategy for Evolutionary {
             let measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
             // The population: the best measured, then random samples.
             let mut pop: Vec<Config> = cx.ranked_by_measurement(p, Vec::new());
-            pop.truncate(self.population / 2);
+            pop.truncate((self.population as f64 * self.use_measured) as usize);
             let fresh = if rounds == 1 { first.clone() } else { space.distinct_samples(&mut rng, self.population - pop.len()) };
             pop.extend(fresh.into_iter().filter(|c| !measured.contains(c)));
             pop.truncate(self.population);
@@ -171,11 +175,11 @@ mod tests {
 
     #[test]
     fn bad_options_are_refused() {
-        let e = Evolutionary { population: 1, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 64 };
+        let e = Evolutionary { population: 1, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 64, use_measured: 0.2 };
         assert!(e.validate().unwrap_err().contains("population"));
-        let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 1.5, batch: 64 };
+        let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 1.5, batch: 64, use_measured: 0.2 };
         assert!(e.validate().unwrap_err().contains("eps-greedy"));
-        let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 0 };
+        let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 0, use_measured: 0.2 };
         assert!(e.validate().unwrap_err().contains("batch"));
     }
 }
