@@ -32,7 +32,12 @@ pub const DECL: StrategyDecl = StrategyDecl {
         OptionDecl { name: "mutation-prob", kind: OptionKind::Float, default: "0.85", help: "evolutionary: chance a child is a mutation (else a crossover)" },
         OptionDecl { name: "eps-greedy", kind: OptionKind::Float, default: "0.05", help: "evolutionary: share of each batch drawn at random instead of from the top predictions" },
         OptionDecl { name: "batch", kind: OptionKind::UInt, default: "64", help: "evolutionary: points measured per round, after which the model is refitted" },
-        OptionDecl { name: "use-measured", kind: OptionKind::Float, default: "0.2", help: "evolutionary: share of each round's first population taken from the best measured points (the rest are random samples)" },
+        OptionDecl {
+            name: "use-measured",
+            kind: OptionKind::Float,
+            default: "0.2",
+            help: "evolutionary: share of each round's first population taken from the best measured points (the rest are random samples)",
+        },
     ],
     measures: true,
     create: |o: &PassOptions| {
@@ -81,11 +86,7 @@ impl Evolutionary {
         let mut misses = 0;
         while next.len() < self.population && misses < self.population {
             let Some(a) = rng.roulette(fitness) else { break };
-            let child = if rng.unit() < self.mutation_prob {
-                space.mutate(rng, &pop[a])
-            } else {
-                rng.roulette(fitness).and_then(|b| space.crossover(rng, &pop[a], &pop[b]))
-            };
+            let child = if rng.unit() < self.mutation_prob { space.mutate(rng, &pop[a]) } else { rng.roulette(fitness).and_then(|b| space.crossover(rng, &pop[a], &pop[b])) };
             match child {
                 Some(c) if seen.insert(c.clone()) => next.push(c),
                 _ => misses += 1,

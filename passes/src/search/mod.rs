@@ -58,12 +58,15 @@ the pipeline (`--target`), with the chosen strategy (`strategy`):
 ",
         "
 
-Strategies construct candidates and rank them with a cost model, the
-analytic model of the target (footprints, traffic, bandwidths, peak
-throughput); with `measure-top-k=K` and an evaluator (the `tilec` driver
-installs one when the target runs on this machine), the best K are compiled,
-run and timed, and the fastest wins. `measure-top-k=0` is construction
-only: no measurement, and the same seed gives the same schedule. Ops that
+Strategies construct candidates and rank them with a cost model
+(`cost-model`): the analytic model of the target (footprints, traffic,
+bandwidths, peak throughput), or gradient-boosted trees that learn from
+measurements on top of it. With `measure-top-k=K` and an evaluator (the
+`tilec` driver installs one when the target runs on this machine), the best
+K are compiled, run and timed, and the fastest wins. `measure-top-k=0` is
+construction only: no measurement, and the same seed gives the same
+schedule. `gradient` and `evolutionary` measure in their own loops, `trials`
+measurements per op, and need an evaluator. Ops that
 already have a schedule are left alone. `tilec --search-report` prints what
 each search did; `tilec --records FILE` appends every measurement to a
 records file, and a measured search does not measure again the candidates

@@ -60,7 +60,14 @@ pub fn model_quality(records_path: &Path, files: &[PathBuf], target: &Arc<Target
                 }
                 let Some(models) = compare_models(&p, &measured) else { continue };
                 let ok = measured.len() - failed;
-                out.push(OpQuality { workload: workload.clone(), op: c.label.clone().unwrap_or_else(|| "compute".into()), points: measured.len(), failed, held_out: ok / tilec_passes::search::quality::HOLD_OUT_EVERY, models });
+                out.push(OpQuality {
+                    workload: workload.clone(),
+                    op: c.label.clone().unwrap_or_else(|| "compute".into()),
+                    points: measured.len(),
+                    failed,
+                    held_out: ok / tilec_passes::search::quality::HOLD_OUT_EVERY,
+                    models,
+                });
             }
         }
     }
