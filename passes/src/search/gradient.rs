@@ -67,7 +67,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
             name: "start-samples",
             kind: OptionKind::UInt,
             default: "1024",
-            help: "gradient: random valid points predicted to choose the first start point from (the best predicted; restarts are random)",
+            help: "gradient: random valid points predicted to choose the first start from (the window best predicted are measured, the fastest starts; restarts are random)",
         },
         OptionDecl {
             name: "start-descent",
