@@ -46,14 +46,14 @@ fn a_strategy_registered_at_run_time_picks_the_schedule() {
     let err = plain.run(&mut parse(GEMM), &mut PassContext::with_target(Some(t))).unwrap_err();
     let d = err.iter().next().unwrap();
     assert_eq!(d.message, "unknown search strategy `toy`");
-    assert!(d.notes.iter().any(|n| n == "help: the strategies are markov, roller, random, exhaustive"), "{:?}", d.notes);
+    assert!(d.notes.iter().any(|n| n == "help: the strategies are markov, roller, random, exhaustive, gradient, evolutionary"), "{:?}", d.notes);
 }
 
 #[test]
 fn the_pass_declaration_comes_from_the_strategy_list() {
     let strategy = DECL.options.iter().find(|o| o.name == "strategy").unwrap();
-    assert_eq!(strategy.kind, OptionKind::Enum(&["markov", "roller", "random", "exhaustive"]));
-    assert_eq!(DECL.summary, "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive)");
+    assert_eq!(strategy.kind, OptionKind::Enum(&["markov", "roller", "random", "exhaustive", "gradient", "evolutionary"]));
+    assert_eq!(DECL.summary, "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive, gradient, evolutionary)");
     for s in STRATEGIES {
         assert!(DECL.description.contains(&format!("- `{}`: {}", s.name, s.summary)), "{}", DECL.description);
         for o in s.options {
@@ -67,7 +67,40 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
     assert_eq!(unique.len(), names.len(), "a strategy's option has the name of another option: {names:?}");
     assert_eq!(
         names,
-        ["strategy", "seed", "budget", "max-seconds", "measure-top-k", "final-rounds", "final-margin", "op", "temperature", "threshold", "cache-scale", "polish", "beam", "max-space", "unroll"]
+        [
+            "strategy",
+            "seed",
+            "budget",
+            "max-seconds",
+            "measure-top-k",
+            "trials",
+            "cost-model",
+            "features",
+            "final-rounds",
+            "final-margin",
+            "op",
+            "temperature",
+            "threshold",
+            "cache-scale",
+            "polish",
+            "beam",
+            "max-space",
+            "hops",
+            "window",
+            "score-threshold",
+            "measure-threshold",
+            "init-samples",
+            "init-measured",
+            "start-samples",
+            "start-descent",
+            "population",
+            "generations",
+            "mutation-prob",
+            "eps-greedy",
+            "batch",
+            "use-measured",
+            "unroll"
+        ]
     );
     // Every strategy can be made from the defaults.
     let o = PassOptions::defaults(DECL.options);
