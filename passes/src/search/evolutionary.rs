@@ -62,19 +62,14 @@ pub struct Evolutionary {
 }
 
 impl Evolutionary {
-    fn validate(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String> {
         if self.population < 2 {
             return Err(format!("population must be at least 2 (got {})", self.population));
         }
         if self.batch == 0 {
             return Err("batch must be at least 1".into());
         }
-        for (name, v) in [("mutation-prob", self.mutation_prob), ("eps-greedy", self.eps_greedy), ("use-measured", self.use_measured)] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{name} must be between 0 and 1 (got {v})"));
-            }
-        }
-        Ok(())
+        super::check_shares(&[("mutation-prob", self.mutation_prob), ("eps-greedy", self.eps_greedy), ("use-measured", self.use_measured)])
     }
 
     /// The next generation of `pop` (predicted throughputs `fitness`):
@@ -149,7 +144,7 @@ impl Strategy for Evolutionary {
                     break;
                 }
                 let Some(m) = cx.measure(p, c) else { break };
-                results.push((c.clone(), m.as_ref().map_or(f64::INFINITY, |t| t.median_s)));
+                results.push((c.clone(), super::model_seconds(&m)));
             }
             // Retrained after each batch.
             cx.model_mut().update(p, &results);
@@ -161,8 +156,9 @@ impl Strategy for Evolutionary {
         Ok(cx.ranked_by_measurement(p, first))
     }
 
+
     fn check_options(&self) -> Result<(), String> {
-        self.validate()
+        self.check()
     }
 
     fn failure_help(&self) -> String {
@@ -177,10 +173,10 @@ mod tests {
     #[test]
     fn bad_options_are_refused() {
         let e = Evolutionary { population: 1, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 64, use_measured: 0.2 };
-        assert!(e.validate().unwrap_err().contains("population"));
+        assert!(e.check().unwrap_err().contains("population"));
         let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 1.5, batch: 64, use_measured: 0.2 };
-        assert!(e.validate().unwrap_err().contains("eps-greedy"));
+        assert!(e.check().unwrap_err().contains("eps-greedy"));
         let e = Evolutionary { population: 64, generations: 4, mutation_prob: 0.85, eps_greedy: 0.05, batch: 0, use_measured: 0.2 };
-        assert!(e.validate().unwrap_err().contains("batch"));
+        assert!(e.check().unwrap_err().contains("batch"));
     }
 }

@@ -112,18 +112,14 @@ pub(crate) enum Move {
 }
 
 impl Gradient {
-    fn validate(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String> {
         if self.hops == 0 || self.hops > super::knobs::MAX_HOPS {
             return Err(format!("hops must be between 1 and {} (got {})", super::knobs::MAX_HOPS, self.hops));
         }
         if self.window == 0 {
             return Err("window must be at least 1".into());
         }
-        for (name, v) in [("score-threshold", self.score_threshold), ("measure-threshold", self.measure_threshold)] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{name} must be between 0 and 1 (got {v})"));
-            }
-        }
+        super::check_shares(&[("score-threshold", self.score_threshold), ("measure-threshold", self.measure_threshold)])?;
         if self.start_samples == 0 {
             return Err("start-samples must be at least 1".into());
         }
@@ -265,7 +261,7 @@ impl Strategy for Gradient {
                             return None;
                         }
                         let m = cx.measure(p, c)?;
-                        step.push((c.clone(), m.as_ref().map_or(f64::INFINITY, |t| t.median_s)));
+                        step.push((c.clone(), super::model_seconds(&m)));
                         Some(gflops(p, &m))
                     });
                     if moved != Move::Stay || cx.trials_spent() || cx.past_deadline() {
@@ -296,8 +292,9 @@ impl Strategy for Gradient {
         Ok(cx.ranked_by_measurement(p, samples))
     }
 
+
     fn check_options(&self) -> Result<(), String> {
-        self.validate()
+        self.check()
     }
 
     fn failure_help(&self) -> String {
@@ -388,12 +385,12 @@ mod tests {
     fn bad_options_are_refused() {
         let mut g = gradient();
         g.hops = 0;
-        assert!(g.validate().unwrap_err().contains("hops"));
+        assert!(g.check().unwrap_err().contains("hops"));
         let mut g = gradient();
         g.score_threshold = 1.5;
-        assert!(g.validate().unwrap_err().contains("score-threshold"));
+        assert!(g.check().unwrap_err().contains("score-threshold"));
         let mut g = gradient();
         g.window = 0;
-        assert!(g.validate().unwrap_err().contains("window"));
+        assert!(g.check().unwrap_err().contains("window"));
     }
 }

@@ -282,8 +282,7 @@ impl SearchCx<'_> {
     /// [`SearchCx::measure`], and the model learns the result at once.
     pub fn measure_and_learn(&mut self, p: &Problem, cfg: &Config) -> Option<Measurement> {
         let m = self.measure(p, cfg)?;
-        let seconds = m.as_ref().map_or(f64::INFINITY, |t| t.median_s);
-        self.model.update(p, &[(cfg.clone(), seconds)]);
+        self.model.update(p, &[(cfg.clone(), model_seconds(&m))]);
         Some(m)
     }
 
@@ -468,6 +467,21 @@ impl<'a> SearchCx<'a> {
 /// loop?
 pub fn measures(options: &PassOptions) -> bool {
     options.uint("measure-top-k") > 0 || STRATEGIES.iter().any(|d| d.measures && d.name == options.str("strategy"))
+}
+
+/// A measurement as a learned model's row takes it: median seconds,
+/// `f64::INFINITY` for a failure ([`CostModel::update`]).
+pub fn model_seconds(m: &Measurement) -> f64 {
+    m.as_ref().map_or(f64::INFINITY, |t| t.median_s)
+}
+
+/// `Err` unless each `(option, value)` is a share, between 0 and 1 (for
+/// [`Strategy::check_options`]).
+pub fn check_shares(options: &[(&str, f64)]) -> Result<(), String> {
+    match options.iter().find(|(_, v)| !(0.0..=1.0).contains(v)) {
+        Some((name, v)) => Err(format!("{name} must be between 0 and 1 (got {v})")),
+        None => Ok(()),
+    }
 }
 
 /// At most this many candidates go to the final rounds.
