@@ -75,6 +75,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
             default: "true",
             help: "gradient: before measuring, descend from the first start on the model alone (to the best predicted neighbour within hops, while the prediction improves); false starts at the best sample itself",
         },
+        OptionDecl { name: "restart", kind: OptionKind::Enum(&["random", "predicted"]), default: "random", help: "gradient: where to go at a local minimum: a random point (the paper's), or the best predicted of start-samples fresh random points (descended on the model as the first start is)" },
     ],
     measures: true,
     create: |o: &PassOptions| {
@@ -87,6 +88,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
             init_measured: o.bool("init-measured"),
             start_samples: o.uint("start-samples") as usize,
             start_descent: o.bool("start-descent"),
+            restart_predicted: o.str("restart") == "predicted",
         })
     },
 };
@@ -100,6 +102,9 @@ pub struct Gradient {
     pub init_measured: bool,
     pub start_samples: usize,
     pub start_descent: bool,
+    /// `restart=predicted`: restart at the best predicted of fresh
+    /// samples, not a random point.
+    pub restart_predicted: bool,
 }
 
 /// What DGD_Move decided.
@@ -164,6 +169,21 @@ impl Gradient {
 }
 
 impl Gradient {
+    /// Up to `count` start points: the best predicted of `samples` not
+    /// measured yet, each descended on the model (`start-descent`),
+    /// without repeats or measured points.
+    fn predicted_starts(&self, p: &Problem, space: &KnobSpace, cx: &mut SearchCx, samples: Vec<Config>, measured: &BTreeSet<Config>, count: usize) -> Vec<Config> {
+        cx.visited += samples.len() as u64;
+        let mut starts: Vec<Config> = Vec::new();
+        for s in cx.rank(p, samples.into_iter().filter(|c| !measured.contains(c)).collect()).into_iter().take(count) {
+            let s = if self.start_descent { self.descend_on_model(p, space, cx, s) } else { s };
+            if !starts.contains(&s) && !measured.contains(&s) {
+                starts.push(s);
+            }
+        }
+        starts
+    }
+
     /// Steepest descent on the model alone: from `start`, to the best
     /// predicted of the neighbours within `hops` while that beats the
     /// current point's prediction (at most [`MAX_MODEL_STEPS`] steps). No
@@ -218,18 +238,11 @@ impl Strategy for Gradient {
         if samples.is_empty() {
             return Err(format!("no valid point of this op's space fits target `{}`", p.target.name));
         }
-        cx.visited += samples.len() as u64;
+        let mut measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
         // The first start: the best measured of a window of the best
         // predicted samples (each descended on the model first).
-        let mut starts: Vec<Config> = Vec::new();
-        for s in cx.rank(p, samples.clone()).into_iter().take(self.window) {
-            let s = if self.start_descent { self.descend_on_model(p, &space, cx, s) } else { s };
-            if !starts.contains(&s) {
-                starts.push(s);
-            }
-        }
+        let mut starts = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.window);
         let mut best = cx.best_gflops(p);
-        let mut measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
         let (mut moves, mut restarts) = (0u64, 0u64);
         while !cx.trials_spent() && !starts.is_empty() {
             let mut start: Option<(Config, f64)> = None;
@@ -284,9 +297,15 @@ impl Strategy for Gradient {
             if cx.past_deadline() {
                 break;
             }
-            // A local minimum: restart at a random point not measured yet.
+            // A local minimum: restart at a random point not measured yet
+            // (or the best predicted of fresh samples).
             restarts += 1;
-            starts.extend((0..super::knobs::MAX_TRIES).find_map(|_| space.sample_uniform(&mut rng).filter(|c| !measured.contains(c))));
+            if self.restart_predicted {
+                let fresh = space.distinct_samples(&mut rng, self.start_samples);
+                starts = self.predicted_starts(p, &space, cx, fresh, &measured, 1);
+            } else {
+                starts.extend((0..super::knobs::MAX_TRIES).find_map(|_| space.sample_uniform(&mut rng).filter(|c| !measured.contains(c))));
+            }
         }
         cx.note(format!("gradient: {} measurements, {moves} moves, {restarts} local minima; best {best:.2} GFLOP/s", cx.measurements()));
         Ok(cx.ranked_by_measurement(p, samples))
@@ -307,7 +326,7 @@ mod tests {
     use super::*;
 
     fn gradient() -> Gradient {
-        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, start_descent: true }
+        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, start_descent: true, restart_predicted: false }
     }
 
     /// Points standing in for configurations (only their order and the

@@ -93,6 +93,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "init-measured",
             "start-samples",
             "start-descent",
+            "restart",
             "population",
             "generations",
             "mutation-prob",
