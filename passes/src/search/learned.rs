@@ -276,8 +276,19 @@ mod tests {
     /// warming the model up from records rests on).
     #[test]
     fn schedules_read_back_as_their_points() {
-        for target in ["x86-avx2", "sm90"] {
-            let p = gemm_on(target);
+        let conv = "func @c(%x: tensor<1x64x16x16xf32>, %w: tensor<32x64x1x1xf32>) -> tensor<1x32x8x8xf32> {
+  %y = compute \"conv2d\" (n: 1, f: 32, oh: 8, ow: 8) reduce sum (c: 64, r: 1, s: 1) reads(%a = %x[n, c, 2 * oh + r, 2 * ow + s], %b = %w[f, c, r, s]) -> tensor<1x32x8x8xf32>[n, f, oh, ow] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %y
+}";
+        let conv_on = |target: &str| {
+            let m = parse(conv);
+            let f = &m.funcs[0];
+            Problem::new(f, f.regions[f.body].ops[0], tilec::target::builtin(target).expect("builtin target"), 16).expect("a compute op")
+        };
+        for (target, p) in [("x86-avx2", gemm_on("x86-avx2")), ("sm90", gemm_on("sm90")), ("x86-avx2", conv_on("x86-avx2")), ("sm90", conv_on("sm90"))] {
             for c in samples(&p, 40, 5) {
                 let s = p.schedule(&c);
                 let back = p.config_of(&s).unwrap_or_else(|| panic!("{target}: no point for {s:?}"));

@@ -503,10 +503,12 @@ impl Problem {
                 *cfg.pack.get_mut(c.read)? = l as u8 + 1;
             }
         }
-        if !s.order.is_empty() {
-            let named: Vec<usize> = s.order.iter().map(|n| axis(n)).collect::<Option<_>>()?;
-            cfg.order = self.orders.iter().find(|o| o.starts_with(&named))?.clone();
-        }
+        // The schedule names the axes whose place matters, in order (the
+        // others follow in declaration order, and extent-1 axes are left
+        // out): the orders of the space that have the named axes in that
+        // order are the ones it may be.
+        let named: Vec<usize> = s.order.iter().map(|n| axis(n)).collect::<Option<_>>()?;
+        let orders: Vec<&Vec<usize>> = self.orders.iter().filter(|o| o.iter().filter(|a| named.contains(a)).eq(named.iter())).collect();
         let vectors: Vec<Option<usize>> = match &s.vector {
             Some((name, _)) => vec![Some(axis(name)?)],
             // No vector: an axis whose width comes out 1 (the space's
@@ -519,9 +521,11 @@ impl Problem {
             t.span = s.span;
             t == *s
         };
-        vectors.into_iter().find_map(|v| {
-            let c = Config { vector: v, ..cfg.clone() };
-            same(&self.schedule(&c)).then_some(c)
+        orders.into_iter().find_map(|order| {
+            vectors.iter().find_map(|&v| {
+                let c = Config { vector: v, order: order.clone(), ..cfg.clone() };
+                same(&self.schedule(&c)).then_some(c)
+            })
         })
     }
 
