@@ -28,9 +28,9 @@
 //! are the records file's (`tilec --records`): the search hands a learning
 //! model the records it has for the op before the strategy starts, and the
 //! model refits on them. That is the model's persistence: rebuilding it
-//! from the records (a fit of a thousand rows takes about a tenth of a
-//! second) keeps it in step with them by construction, where a saved
-//! model file could go stale.
+//! from the records (one fit; docs/dependencies.md has its cost) keeps
+//! it in step with them by construction, where a saved model file could
+//! go stale.
 //!
 //! **Fitting.** Every update refits from all rows, in key order, with the
 //! `gbdt` crate's exact greedy trees, without sampling rows or features:
