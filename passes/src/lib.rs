@@ -19,6 +19,7 @@ pub mod unroll;
 pub mod vectorize;
 pub mod vthread;
 pub mod search;
+pub mod tensorize;
 
 use tilec::pass::Registry;
 

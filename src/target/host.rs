@@ -63,9 +63,23 @@ pub struct Features {
     pub avx512dq: bool,
     pub avx512vl: bool,
     pub avx512vnni: bool,
+    pub avx512bf16: bool,
+    /// AVX-VNNI: the VEX-encoded (256-bit) `vpdpbusd` of CPUs without
+    /// AVX-512 (Alder Lake, Zen 5).
+    pub avxvnni: bool,
 }
 
 impl Features {
+    /// Does the CPU have `name`, one of [`super::INTRINSIC_FEATURES`]?
+    pub fn has(&self, name: &str) -> bool {
+        match name {
+            "avx512vnni" => self.avx512vnni,
+            "avx512bf16" => self.avx512bf16,
+            "avxvnni" => self.avxvnni,
+            _ => false,
+        }
+    }
+
     /// The AVX-512 subsets `x86-avx512` (x86-64-v4) needs.
     pub fn avx512(&self) -> bool {
         self.avx512f && self.avx512bw && self.avx512dq && self.avx512vl
@@ -105,6 +119,8 @@ fn cpu_features() -> Features {
         avx512dq: has!("avx512dq"),
         avx512vl: has!("avx512vl"),
         avx512vnni: has!("avx512vnni"),
+        avx512bf16: has!("avx512bf16"),
+        avxvnni: has!("avxvnni"),
     }
 }
 
@@ -251,15 +267,33 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
     }
     if base.isa.vector_bits >= 512 {
         feats.splice(0..0, ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"]);
-        if features.avx512vnni {
-            feats.insert(4, "+avx512vnni");
-        } else {
-            // No VNNI (Skylake-SP, Cascade Lake without it): no dot intrinsic,
-            // and no i8 peak the base file's figure would stand for.
-            t.intrinsics.retain(|x| x.kind != "dot");
-            t.peak_gflops.remove("i8");
-            assumed.push("no i8 peak (no AVX512-VNNI)".into());
+    }
+    // The intrinsics' features the CPU has (AVX-512 ones only on the
+    // AVX-512 base: code for the AVX2 base must run without them), each
+    // named once.
+    let mut optional: Vec<&str> = Vec::new();
+    for x in &base.intrinsics {
+        for f in &x.features {
+            let usable = features.has(f) && (base.isa.vector_bits >= 512 || !f.starts_with("avx512"));
+            if usable && !optional.contains(&f.as_str()) {
+                optional.push(f);
+            }
         }
+    }
+    feats.extend(optional.iter().map(|f| match *f {
+        "avx512vnni" => "+avx512vnni",
+        "avx512bf16" => "+avx512bf16",
+        _ => "+avxvnni",
+    }));
+    // Intrinsics the CPU lacks are not this target's.
+    let offered: Vec<bool> = base.intrinsics.iter().map(|x| x.features.iter().all(|f| optional.contains(&f.as_str()))).collect();
+    let mut keep = offered.iter();
+    t.intrinsics.retain(|_| *keep.next().expect("one flag per intrinsic"));
+    if base.isa.vector_bits >= 512 && !features.avx512vnni {
+        // No VNNI (Skylake-SP, Cascade Lake): no i8 peak the base file's
+        // figure would stand for.
+        t.peak_gflops.remove("i8");
+        assumed.push("no i8 peak (no AVX512-VNNI)".into());
     }
     t.isa.features = feats.join(",");
     detected.push(format!("ISA features {} (CPUID)", t.isa.features));
@@ -389,8 +423,8 @@ mod tests {
         }
     }
 
-    const AVX2: Features = Features { avx2: true, fma: true, f16c: true, avx512f: false, avx512bw: false, avx512dq: false, avx512vl: false, avx512vnni: false };
-    const AVX512: Features = Features { avx2: true, fma: true, f16c: true, avx512f: true, avx512bw: true, avx512dq: true, avx512vl: true, avx512vnni: true };
+    const AVX2: Features = Features { avx2: true, fma: true, f16c: true, avx512f: false, avx512bw: false, avx512dq: false, avx512vl: false, avx512vnni: false, avx512bf16: false, avxvnni: false };
+    const AVX512: Features = Features { avx2: true, fma: true, f16c: true, avx512f: true, avx512bw: true, avx512dq: true, avx512vl: true, avx512vnni: true, avx512bf16: false, avxvnni: false };
 
     #[test]
     fn sizes_and_cpu_lists() {
@@ -466,6 +500,29 @@ mod tests {
         assert!(!t.isa.features.contains("vnni"), "{}", t.isa.features);
         assert!(!t.intrinsics.iter().any(|x| x.kind == "dot"));
         assert!(!t.peak_gflops.contains_key("i8"));
+    }
+
+    #[test]
+    fn host_offers_the_intrinsics_whose_features_the_cpu_has() {
+        let names = |t: &Target| t.intrinsics.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+        let avx512 = builtin("x86-avx512");
+        // The built-in Ice Lake part lists VDPBF16PS but does not offer it.
+        assert!(avx512.intrinsics.iter().any(|x| x.name == "vdpbf16ps.zmm"));
+        assert_eq!(avx512.offered_intrinsics().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["vfmadd231ps.zmm", "vpdpbusd.zmm"]);
+        let t = describe(&info(Features { avx512bf16: true, ..AVX512 }), &avx512);
+        assert_eq!(names(&t), ["vfmadd231ps.zmm", "vpdpbusd.zmm", "vdpbf16ps.zmm"]);
+        assert!(t.isa.features.ends_with("+avx512vnni,+avx512bf16"), "{}", t.isa.features);
+        assert!(t.intrinsics.iter().all(|x| t.offers(x)));
+        let t = describe(&info(AVX512), &avx512);
+        assert_eq!(names(&t), ["vfmadd231ps.zmm", "vpdpbusd.zmm"]);
+        // AVX2 parts: AVX-VNNI where the CPU has it; an AVX-512 feature is
+        // never added to code for the AVX2 base.
+        let avx2 = builtin("x86-avx2");
+        let t = describe(&info(Features { avxvnni: true, avx512vnni: true, ..AVX2 }), &avx2);
+        assert_eq!(names(&t), ["vfmadd231ps.ymm", "vpdpbusd.ymm"]);
+        assert!(t.isa.features.contains("+avxvnni") && !t.isa.features.contains("avx512"), "{}", t.isa.features);
+        let t = describe(&info(AVX2), &avx2);
+        assert_eq!(names(&t), ["vfmadd231ps.ymm"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! range, and the same document lets the semantic checks point at the
 //! field they complain about (`memory[2].capacity_bytes`).
 
-use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_KINDS, OrderEntry, Per, Target, TargetKind, host};
+use super::{Binding, EXTRA_TYPE_NAMES, INTRINSIC_FEATURES, INTRINSIC_KINDS, OperandLayout, OrderEntry, Per, Target, TargetKind, host};
 use crate::diag::{Diagnostic, Diagnostics, FileId, SourceMap, Span, closest};
 use crate::ir::{ElemType, MemScope, TagLevel};
 use serde::Deserialize;
@@ -500,9 +500,77 @@ impl Validator<'_, '_, '_> {
                     self.err(span, format!("unknown element type `{ty}` in intrinsic `{}`", x.name), "not an element type").notes.push(format!("note: known: {}", names.join(", ")));
                 }
             }
+            self.intrinsic_form(i);
             if t.intrinsics[..i].iter().any(|o| o.name == x.name) {
                 let span = self.loc.value(&at("name"));
                 self.err(span, format!("intrinsic `{}` is defined twice", x.name), "");
+            }
+        }
+    }
+}
+
+impl Validator<'_, '_, '_> {
+    /// What intrinsic `i`'s kind asks of its shape, layouts, costs and
+    /// features (docs/targets.md, `[[intrinsics]]`).
+    fn intrinsic_form(&mut self, i: usize) {
+        let t = self.t;
+        let x = &t.intrinsics[i];
+        let at = |f: &'static str| [K("intrinsics"), I(i), K(f)];
+        let layout_at = |f: &'static str| [K("intrinsics"), I(i), K("layout"), K(f)];
+        let warp = matches!(x.kind.as_str(), "mma" | "wmma");
+        let vector = matches!(x.kind.as_str(), "fma" | "dot");
+        if warp && t.kind != TargetKind::Cuda || vector && t.kind != TargetKind::Cpu {
+            let span = self.loc.value(&at("kind"));
+            let wants = if warp { "cuda" } else { "cpu" };
+            self.err(span, format!("intrinsic `{}` of kind `{}` needs a {wants} target", x.name, x.kind), "not on this kind of target");
+        }
+        let layouts = [("a", x.layout.a), ("b", x.layout.b), ("acc", x.layout.acc)];
+        if warp && t.kind == TargetKind::Cuda {
+            for (field, l) in layouts {
+                if !matches!(l, OperandLayout::Row | OperandLayout::Col) {
+                    let span = self.loc.value(&layout_at(field));
+                    self.err(span, format!("operand `{field}` of `{}` intrinsic `{}` is held as `{}`", x.kind, x.name, l.name()), "not a fragment layout").notes.push("note: a warp's fragments are `row` or `col`".into());
+                }
+            }
+        }
+        if vector && t.kind == TargetKind::Cpu {
+            for ((field, l), want) in layouts.into_iter().zip([OperandLayout::Lanes, OperandLayout::Broadcast, OperandLayout::Lanes]) {
+                if l != want {
+                    let span = self.loc.value(&layout_at(field));
+                    self.err(span, format!("operand `{field}` of `{}` intrinsic `{}` is held as `{}`, not `{}`", x.kind, x.name, l.name(), want.name()), "")
+                        .notes
+                        .push("note: a vector intrinsic keeps `a` and `acc` in lanes along `m` and broadcasts `b`".into());
+                }
+            }
+            if x.n != 1 {
+                let span = self.loc.value(&at("n"));
+                self.err(span, format!("`n` of `{}` intrinsic `{}` must be 1 (one broadcast column)", x.kind, x.name), "");
+            }
+            if x.kind == "fma" && x.k != 1 {
+                let span = self.loc.value(&at("k"));
+                self.err(span, format!("`k` of `fma` intrinsic `{}` must be 1", x.name), "");
+            }
+            let acc_bits = ElemType::from_name(&x.acc).map_or(32, |e| e.size_bytes() * 8);
+            if t.isa.vector_bits > 0 && u64::from(x.m) * acc_bits > u64::from(t.isa.vector_bits) {
+                let span = self.loc.value(&at("m"));
+                self.err(span, format!("intrinsic `{}` needs {} lanes of {} bits, more than the target's {}-bit vectors", x.name, x.m, acc_bits, t.isa.vector_bits), "");
+            }
+        }
+        if x.latency_cycles == 0 {
+            let span = self.loc.value(&at("latency_cycles"));
+            self.err(span, format!("`latency_cycles` of intrinsic `{}` must be positive", x.name), "");
+        }
+        if !(x.per_cycle.is_finite() && x.per_cycle > 0.0) {
+            let span = self.loc.value(&at("per_cycle"));
+            self.err(span, format!("`per_cycle` of intrinsic `{}` must be positive", x.name), "");
+        }
+        for (j, f) in x.features.iter().enumerate() {
+            let span = self.loc.value(&[K("intrinsics"), I(i), K("features"), I(j)]);
+            if t.kind != TargetKind::Cpu {
+                self.err(span, format!("intrinsic `{}` of a {} target needs CPU feature `{f}`", x.name, t.kind.name()), "").notes.push("note: only a cpu target's intrinsics name features".into());
+            } else if !INTRINSIC_FEATURES.contains(&f.as_str()) {
+                let known: Vec<String> = INTRINSIC_FEATURES.iter().map(|k| format!("`{k}`")).collect();
+                self.err(span, format!("intrinsic `{}` needs unknown feature `{f}`", x.name), "").notes.push(format!("note: features an intrinsic may need: {}", known.join(", ")));
             }
         }
     }

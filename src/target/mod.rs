@@ -275,12 +275,16 @@ pub struct TileLevel {
 }
 
 /// A hardware instruction that computes a small tile (Tensor Core MMA,
-/// vector FMA, VNNI dot product).
+/// vector FMA, VNNI or BF16 dot product), as data: what it computes, on
+/// which types, how its operands are held, what it costs, and what the CPU
+/// must have to run it. Every intrinsic computes
+/// `acc[m, n] += Σ_k a[m, k] · b[k, n]` over its `m × n × k` tile;
+/// `layout` says how each operand sits in registers. docs/tensorize.md.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Intrinsic {
     pub name: String,
-    /// `mma`, `fma`, `dot`.
+    /// `mma`, `wmma`, `fma`, `dot` ([`INTRINSIC_KINDS`]).
     pub kind: String,
     pub m: u32,
     pub n: u32,
@@ -289,9 +293,80 @@ pub struct Intrinsic {
     pub a: String,
     pub b: String,
     pub acc: String,
+    pub layout: IntrinsicLayout,
+    /// Cycles from issue until the accumulator can be used again.
+    pub latency_cycles: u32,
+    /// Instructions a core (CPU) or an SM (GPU) starts per clock.
+    pub per_cycle: f64,
+    /// The CPU features it needs, as LLVM and `is_x86_feature_detected!`
+    /// spell them (`avx512vnni`); empty on GPUs. A target offers the
+    /// intrinsic only where its `isa.features` has every one
+    /// ([`Target::offers`]): `host` adds those the CPU has.
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// How an intrinsic's operands are held.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrinsicLayout {
+    pub a: OperandLayout,
+    pub b: OperandLayout,
+    pub acc: OperandLayout,
+}
+
+/// How one operand of an intrinsic is held.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperandLayout {
+    /// A warp's fragment of a row-major tile (PTX `.row`).
+    Row,
+    /// A warp's fragment of a column-major tile (PTX `.col`).
+    Col,
+    /// One vector register, lane `i` holding row `i` of the `m` dimension
+    /// (and its `k` consecutive elements, packed in the lane, for `dot`).
+    Lanes,
+    /// One value (or one group of `k`) repeated in every lane.
+    Broadcast,
+}
+
+impl OperandLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            OperandLayout::Row => "row",
+            OperandLayout::Col => "col",
+            OperandLayout::Lanes => "lanes",
+            OperandLayout::Broadcast => "broadcast",
+        }
+    }
+}
+
+impl Intrinsic {
+    /// Multiply-adds one instruction does.
+    pub fn macs(&self) -> u64 {
+        u64::from(self.m) * u64::from(self.n) * u64::from(self.k)
+    }
 }
 
 impl Target {
+    /// The features `isa.features` enables (`+avx512vnni` gives
+    /// `avx512vnni`).
+    pub fn isa_features(&self) -> impl Iterator<Item = &str> {
+        self.isa.features.split(',').filter_map(|f| f.trim().strip_prefix('+'))
+    }
+
+    /// Does this target offer intrinsic `x`: does its ISA have every
+    /// feature `x` needs?
+    pub fn offers(&self, x: &Intrinsic) -> bool {
+        x.features.iter().all(|f| self.isa_features().any(|g| g == f))
+    }
+
+    /// The intrinsics this target offers ([`Target::offers`]), in file
+    /// order.
+    pub fn offered_intrinsics(&self) -> impl Iterator<Item = &Intrinsic> {
+        self.intrinsics.iter().filter(|x| self.offers(x))
+    }
+
     /// The nominal peak for element type `elem` (GFLOP/s, GOP/s for
     /// integers) of what a run uses: `threads` of a CPU's cores (the
     /// figure is per chip), or the whole GPU.
@@ -388,6 +463,11 @@ pub const EXTRA_TYPE_NAMES: &[&str] = &["tf32", "u8"];
 /// (vector fused multiply-add, `m` lanes), `dot` (vector dot-product
 /// accumulate: `m` lanes, `k` products per lane).
 pub const INTRINSIC_KINDS: &[&str] = &["mma", "wmma", "fma", "dot"];
+
+/// The CPU features an intrinsic may need (what [`host`] detects beyond
+/// the base ISA): AVX-512 VNNI and BF16, and AVX-VNNI (the VEX-encoded
+/// `vpdpbusd` of CPUs with AVX2 only).
+pub const INTRINSIC_FEATURES: &[&str] = &["avx512vnni", "avx512bf16", "avxvnni"];
 
 /// A built-in target (or `host`) by name, without a source map at hand:
 /// description errors (which built-in files do not have) give `None`.

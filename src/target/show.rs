@@ -93,7 +93,17 @@ impl Target {
         if !self.intrinsics.is_empty() {
             writeln!(s, "    intrinsics:")?;
             for x in &self.intrinsics {
-                writeln!(s, "      {:<38} {:<4} {}x{}x{} {} x {} -> {}", x.name, x.kind, x.m, x.n, x.k, x.a, x.b, x.acc)?;
+                let l = &x.layout;
+                write!(s, "      {:<38} {:<4} {}x{}x{} {} x {} -> {}", x.name, x.kind, x.m, x.n, x.k, x.a, x.b, x.acc)?;
+                write!(s, ", {}/{}/{}, latency {}, {}/clock", l.a.name(), l.b.name(), l.acc.name(), x.latency_cycles, x.per_cycle)?;
+                if !x.features.is_empty() {
+                    let needs: Vec<String> = x.features.iter().map(|f| format!("+{f}")).collect();
+                    write!(s, ", needs {}", needs.join(","))?;
+                    if !self.offers(x) {
+                        write!(s, " (not offered: not in the ISA features)")?;
+                    }
+                }
+                writeln!(s)?;
             }
         }
         writeln!(s, "    sources:")?;

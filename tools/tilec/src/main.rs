@@ -116,6 +116,12 @@ struct Cli {
     #[arg(long = "dump-pass-pipeline")]
     dump_pass_pipeline: bool,
 
+    /// Print, for each compute op, the ways the target's intrinsics can
+    /// compute it (its mapping candidates, docs/tensorize.md) instead of
+    /// the IR. Needs --target.
+    #[arg(long = "print-mappings")]
+    print_mappings: bool,
+
     /// Print what each `search` did (per op: strategy, states visited,
     /// candidates measured, time, predicted and measured figures) to stderr.
     #[arg(long = "search-report")]
@@ -523,6 +529,16 @@ impl Driver {
             Some(Emit::Obj) | Some(Emit::Lib) => Some(tilec_codegen::driver::Stage::Obj),
             Some(Emit::Ptx) => Some(tilec_codegen::driver::Stage::Ptx),
         };
+        if cli.print_mappings {
+            let Some(t) = &target else {
+                all.push(Diagnostic::error("--print-mappings needs a target: the intrinsics are the target's").with_help("name one with --target, e.g. --target=sm90 or --target=host"));
+                return (Err(()), all);
+            };
+            let offered: Vec<&tilec::target::Intrinsic> = t.offered_intrinsics().collect();
+            let text: String = module.funcs.iter().map(|f| tilec_passes::tensorize::mapping::report(f, &offered, &t.name)).collect();
+            timings.push(("mapping candidates".into(), start.elapsed()));
+            return (Ok(Output { bytes: text.into_bytes(), metadata: None }), all);
+        }
         let output = match (stage, &target) {
             (None, _) => Output { bytes: print_module(&module).into_bytes(), metadata: None },
             // A pipeline that ends in `lower-to-mlir` without --emit prints
