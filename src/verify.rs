@@ -1600,4 +1600,41 @@ mod tests {
         let k = find(&f, "kernel");
         assert_eq!(d.0[0].primary.as_ref().map(|l| l.span), Some(f.op_spans[k]), "{:?}", d.0);
     }
+
+    /// u8 literals a pass writes must be in 0..=255: constants, pads and
+    /// fill values (parsed text is refused by the resolver first).
+    #[test]
+    fn u8_literals_of_pass_built_ir() {
+        const U8: &str = "func @f(%x: tensor<8xu8>) -> tensor<8xu8> {
+  %y = compute (i: 8) reads(%a = %x[i - 1] pad(255)) -> tensor<8xu8>[i] {
+    %c = const 0 : u8
+    %0 = max %a, %c : u8
+    yield %0 : u8
+  }
+  %b = alloc : buffer<8xu8, global>
+  fill %b, 255
+  return %y
+}
+";
+        let mut f = parse(U8);
+        let c = find(&f, "const");
+        f.ops[c].kind = OpKind::Const(Literal::Int(256));
+        expect(&f, "constant 256 does not fit in u8");
+        f.ops[c].kind = OpKind::Const(Literal::Int(-1));
+        expect(&f, "constant -1 does not fit in u8");
+        f.ops[c].kind = OpKind::Const(Literal::Float(1.0));
+        expect(&f, "float constant of integer type u8");
+
+        let mut f = parse(U8);
+        let op = find(&f, "compute");
+        f.ops[op].kind.as_compute_mut().unwrap().reads[0].pad = Some(Literal::Int(-1));
+        expect(&f, "pad value -1 does not fit in u8");
+        f.ops[op].kind.as_compute_mut().unwrap().reads[0].pad = Some(Literal::Float(0.0));
+        expect(&f, "float pad value for a tensor of u8");
+
+        let mut f = parse(U8);
+        let fill = find(&f, "fill");
+        f.ops[fill].kind = OpKind::Fill(Literal::Int(300));
+        expect(&f, "fill value 300 does not fit in u8");
+    }
 }

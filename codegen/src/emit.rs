@@ -69,14 +69,23 @@ fn err<T>(msg: impl Into<String>) -> Result<T, EmitError> {
     Err(EmitError(msg.into()))
 }
 
+/// The MLIR type of an element type. MLIR's integers are signless: u8 is
+/// `i8` like i8, and the ops on it choose the unsigned forms (`extui`,
+/// `uitofp`, `fptoui`, `maxui`, `minui`; see [`ElemType::is_signed_int`]).
 pub fn mlir_elem(t: ElemType) -> &'static str {
     match t {
         ElemType::F32 => "f32",
         ElemType::F16 => "f16",
         ElemType::BF16 => "bf16",
-        ElemType::I8 => "i8",
+        ElemType::I8 | ElemType::U8 => "i8",
         ElemType::I32 => "i32",
     }
+}
+
+/// Integer `value` of type `ty` as MLIR's signless integer of that width
+/// reads it: a u8 above 127 is the negative i8 with the same bits.
+fn signless_bits(ty: ElemType, value: i64) -> i64 {
+    if ty == ElemType::U8 { value as u8 as i8 as i64 } else { value }
 }
 
 /// Zero of element type `ty`, as a literal.
@@ -1212,8 +1221,9 @@ impl<'f> Emitter<'f> {
     fn scalar_constant(&mut self, lit: Literal, ty: ElemType) -> String {
         let n = self.fresh("k");
         let text = match (lit, ty.is_int()) {
-            (Literal::Int(i), true) => i.to_string(),
-            (Literal::Float(x), true) => (x as i64).to_string(),
+            // A u8 is written as the i8 with its bits (200 as -56).
+            (Literal::Int(i), true) => signless_bits(ty, i).to_string(),
+            (Literal::Float(x), true) => signless_bits(ty, x as i64).to_string(),
             (l, false) => float_literal(l.as_f64(), ty),
         };
         self.line(&format!("{n} = arith.constant {text} : {}", mlir_elem(ty)));
@@ -1275,8 +1285,10 @@ impl<'f> Emitter<'f> {
             (BinaryOp::Add, false) => ("arith.addi", ""),
             (BinaryOp::Sub, false) => ("arith.subi", ""),
             (BinaryOp::Mul, false) => ("arith.muli", ""),
-            (BinaryOp::Max, false) => ("arith.maxsi", ""),
-            (BinaryOp::Min, false) => ("arith.minsi", ""),
+            (BinaryOp::Max, false) if ty.is_signed_int() => ("arith.maxsi", ""),
+            (BinaryOp::Min, false) if ty.is_signed_int() => ("arith.minsi", ""),
+            (BinaryOp::Max, false) => ("arith.maxui", ""),
+            (BinaryOp::Min, false) => ("arith.minui", ""),
             (BinaryOp::Div, false) => return err("integer division is not in the dialect"),
         };
         let n = self.fresh("v");
@@ -1320,6 +1332,9 @@ impl<'f> Emitter<'f> {
                 self.line(&format!("{cleared} = arith.andi {bits}, {mask} : {it}"));
                 self.line(&format!("{n} = arith.bitcast {cleared} : {it} to {t}"));
             }
+            // An unsigned value is its own absolute value and its own max
+            // with 0 (`scalar::int_unary`).
+            (UnaryOp::Abs | UnaryOp::Relu, false) if !ty.is_signed_int() => return Ok(x),
             (UnaryOp::Abs, false) => self.line(&format!("{n} = math.absi {xn} : {t}")),
             (UnaryOp::Relu, float) => {
                 let z = self.zero_like(ty, vector)?;
@@ -1421,17 +1436,26 @@ impl<'f> Emitter<'f> {
                     self.line(&format!("{n} = arith.truncf {w} : {wt} to {tt}"));
                 }
             }
-            (false, true) => self.line(&format!("{n} = arith.sitofp {xn} : {ft} to {tt}")),
+            (false, true) => {
+                let convert = if from.is_signed_int() { "arith.sitofp" } else { "arith.uitofp" };
+                self.line(&format!("{n} = {convert} {xn} : {ft} to {tt}"));
+            }
             (false, false) => {
                 if from.size_bytes() < to.size_bytes() {
-                    self.line(&format!("{n} = arith.extsi {xn} : {ft} to {tt}"));
-                } else {
+                    // The value is kept: u8 zero-extends, i8 sign-extends.
+                    let extend = if from.is_signed_int() { "arith.extsi" } else { "arith.extui" };
+                    self.line(&format!("{n} = {extend} {xn} : {ft} to {tt}"));
+                } else if from.size_bytes() > to.size_bytes() {
                     self.line(&format!("{n} = arith.trunci {xn} : {ft} to {tt}"));
+                } else {
+                    // i8 <-> u8: the same bits, read the other way.
+                    return Ok(self.result(xn, to, vector));
                 }
             }
             (true, false) => {
                 // Saturate, and map NaN to 0, as the dialect's cast does.
-                // The clamp keeps `fptosi` in range, except at the top: the
+                // The clamp keeps `fptosi` (`fptoui` for u8, whose 128..=255
+                // `fptosi` to i8 would make poison) in range, except at the top: the
                 // i32 maximum rounds up to 2^31 in f32, whose conversion
                 // is poison (inf became 0; found by tilec-fuzz). Values at
                 // or above max + 1 (exact in every float type, or inf)
@@ -1456,7 +1480,8 @@ impl<'f> Emitter<'f> {
                 let (over, top) = (self.fresh("c"), self.fresh("c"));
                 self.line(&format!("{a} = arith.maxnumf {xn}, {lo_v} : {ft}"));
                 self.line(&format!("{b} = arith.minnumf {a}, {hi_v} : {ft}"));
-                self.line(&format!("{i} = arith.fptosi {b} : {ft} to {tt}"));
+                let convert = if to.is_signed_int() { "arith.fptosi" } else { "arith.fptoui" };
+                self.line(&format!("{i} = {convert} {b} : {ft} to {tt}"));
                 let bool_t = if vector { mask_type(self.lanes.map(|l| l.width).unwrap_or(1)) } else { "i1".into() };
                 self.line(&format!("{over} = arith.cmpf oge, {xn}, {over_v} : {ft}"));
                 self.line(&format!("{top} = arith.select {over}, {max_v}, {i} : {bool_t}, {tt}"));

@@ -128,10 +128,11 @@ pub const OPS: &[&str] = &[
   }
   return %y
 }",
-    // int8 with int32 accumulation
-    "func @f(%A: tensor<4x5xi8>, %B: tensor<5x6xi8>) -> tensor<4x6xi32> {
+    // int8 with int32 accumulation, quantized: u8 activations (zero-extended)
+    // times i8 weights (sign-extended)
+    "func @f(%A: tensor<4x5xu8>, %B: tensor<5x6xi8>) -> tensor<4x6xi32> {
   %C = compute (i: 4, j: 6) reduce sum (k: 5) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<4x6xi32>[i, j] {
-    %a32 = cast %a : i8 -> i32
+    %a32 = cast %a : u8 -> i32
     %b32 = cast %b : i8 -> i32
     %0 = mul %a32, %b32 : i32
     yield %0 : i32

@@ -205,6 +205,7 @@ pub(crate) fn tensor_bytes(t: &Tensor) -> Vec<u8> {
         TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         TensorData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         TensorData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        TensorData::U8(v) => v.clone(),
         TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
     }
 }
@@ -222,6 +223,7 @@ fn write_tensor_bytes(t: &Tensor, dst: &mut [u8]) {
         TensorData::F16(v) => put!(v, 2),
         TensorData::BF16(v) => put!(v, 2),
         TensorData::I8(v) => put!(v, 1),
+        TensorData::U8(v) => dst.copy_from_slice(v),
         TensorData::I32(v) => put!(v, 4),
     }
 }
@@ -239,6 +241,7 @@ fn try_tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Result<Tensor, TryReserve
         ElemType::F16 => TensorData::F16(try_collect(n, b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]])))?),
         ElemType::BF16 => TensorData::BF16(try_collect(n, b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]])))?),
         ElemType::I8 => TensorData::I8(try_collect(n, b.iter().map(|&x| x as i8))?),
+        ElemType::U8 => TensorData::U8(try_collect(n, b.iter().copied())?),
         ElemType::I32 => TensorData::I32(try_collect(n, b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
     };
     Ok(Tensor { ty: ty.clone(), data })

@@ -12,7 +12,7 @@ pub fn tolerance(elem: ElemType) -> f64 {
         ElemType::F32 => 1e-4,
         ElemType::F16 => 1e-2,
         ElemType::BF16 => 4e-2,
-        ElemType::I8 | ElemType::I32 => 0.0,
+        ElemType::I8 | ElemType::U8 | ElemType::I32 => 0.0,
     }
 }
 

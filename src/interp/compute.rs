@@ -586,7 +586,7 @@ fn round_lanes(ty: ElemType, xs: &mut [f64]) {
         ElemType::F32 => xs.iter_mut().for_each(|x| *x = *x as f32 as f64),
         ElemType::F16 => xs.iter_mut().for_each(|x| *x = half::f16::from_f64(*x).to_f64()),
         ElemType::BF16 => xs.iter_mut().for_each(|x| *x = half::bf16::from_f64(*x).to_f64()),
-        ElemType::I8 | ElemType::I32 => {}
+        ElemType::I8 | ElemType::U8 | ElemType::I32 => {}
     }
 }
 

@@ -1,7 +1,7 @@
 //! `.npy` files for tensors (numpy's format, through `npyz`).
 //!
 //! Element types map to numpy dtypes one-to-one (`f32` ↔ `float32`, `f16`
-//! ↔ `float16`, `i8` ↔ `int8`, `i32` ↔ `int32`), except `bf16`, which numpy
+//! ↔ `float16`, `i8` ↔ `int8`, `u8` ↔ `uint8`, `i32` ↔ `int32`), except `bf16`, which numpy
 //! does not have: bf16 tensors are read from and written as `float32`
 //! arrays (reading rounds to bf16; writing is exact).
 
@@ -19,6 +19,7 @@ pub fn numpy_dtype(elem: ElemType) -> &'static str {
         ElemType::F32 | ElemType::BF16 => "float32",
         ElemType::F16 => "float16",
         ElemType::I8 => "int8",
+        ElemType::U8 => "uint8",
         ElemType::I32 => "int32",
     }
 }
@@ -94,6 +95,7 @@ pub fn read_npy(path: &Path, expected: &TensorType) -> Result<Tensor, String> {
         ElemType::BF16 => TensorData::BF16(read_all!(f32, bf16::from_f32)),
         ElemType::F16 => TensorData::F16(read_all!(f16, |x| x)),
         ElemType::I8 => TensorData::I8(read_all!(i8, |x| x)),
+        ElemType::U8 => TensorData::U8(read_all!(u8, |x| x)),
         ElemType::I32 => TensorData::I32(read_all!(i32, |x| x)),
     };
     Tensor::new(expected.clone(), data).map_err(|e| format!("`{}`: {}", path.display(), e.0))
@@ -170,6 +172,7 @@ pub fn write_npy(path: &Path, t: &Tensor) -> Result<(), String> {
         TensorData::BF16(v) => write_all!(f32, v.iter().map(|x| x.to_f32())),
         TensorData::F16(v) => write_all!(f16, v.iter().copied()),
         TensorData::I8(v) => write_all!(i8, v.iter().copied()),
+        TensorData::U8(v) => write_all!(u8, v.iter().copied()),
         TensorData::I32(v) => write_all!(i32, v.iter().copied()),
     }
     Ok(())
@@ -195,6 +198,42 @@ mod tests {
         assert!(err.contains("has shape [2, 3], but tensor<3x2xf32> has shape [3, 2]"), "{err}");
         let err = read_npy(&path, &TensorType::new(vec![2, 3], ElemType::I32)).unwrap_err();
         assert!(err.contains("holds float32, but tensor<2x3xi32> needs int32"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The `descr` of a written file's header: numpy's own dtype strings.
+    fn descr(path: &Path) -> String {
+        let bytes = std::fs::read(path).unwrap();
+        let text = String::from_utf8_lossy(&bytes[10..]);
+        let start = text.find("'descr': '").unwrap() + "'descr': '".len();
+        text[start..start + text[start..].find('\'').unwrap()].to_string()
+    }
+
+    #[test]
+    fn u8_is_uint8_at_every_edge() {
+        let dir = std::env::temp_dir().join(format!("tilec-npy-u8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ty = TensorType::new(vec![2, 3], ElemType::U8);
+        let t = Tensor::from_i64(&ty, &[0, 1, 127, 128, 254, 255]).unwrap();
+        let path = dir.join("u8.npy");
+        write_npy(&path, &t).unwrap();
+        assert_eq!(descr(&path), "|u1");
+        let back = read_npy(&path, &ty).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.to_f64_vec(), vec![0.0, 1.0, 127.0, 128.0, 254.0, 255.0]);
+        // The other types keep numpy's dtypes (bf16 has none: float32).
+        for (elem, want) in [(ElemType::I8, "|i1"), (ElemType::I32, "<i4"), (ElemType::F16, "<f2"), (ElemType::F32, "<f4"), (ElemType::BF16, "<f4")] {
+            let p = dir.join(format!("{elem}.npy"));
+            write_npy(&p, &Tensor::random(&TensorType::new(vec![2, 3], elem), 3)).unwrap();
+            assert_eq!(descr(&p), want, "{elem}");
+        }
+        // A uint8 file is not an int8 tensor, nor the other way round.
+        let err = read_npy(&path, &TensorType::new(vec![2, 3], ElemType::I8)).unwrap_err();
+        assert!(err.contains("holds uint8, but tensor<2x3xi8> needs int8; convert with `a.astype(np.int8)`"), "{err}");
+        let err = read_npy(&dir.join("i8.npy"), &ty).unwrap_err();
+        assert!(err.contains("holds int8, but tensor<2x3xu8> needs uint8; convert with `a.astype(np.uint8)`"), "{err}");
+        let err = read_npy(&dir.join("i32.npy"), &ty).unwrap_err();
+        assert!(err.contains("holds int32, but tensor<2x3xu8> needs uint8"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -13,6 +13,7 @@ pub enum TensorData {
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     I8(Vec<i8>),
+    U8(Vec<u8>),
     I32(Vec<i32>),
 }
 
@@ -23,6 +24,7 @@ impl TensorData {
             TensorData::F16(v) => v.len(),
             TensorData::BF16(v) => v.len(),
             TensorData::I8(v) => v.len(),
+            TensorData::U8(v) => v.len(),
             TensorData::I32(v) => v.len(),
         }
     }
@@ -37,6 +39,7 @@ impl TensorData {
             TensorData::F16(_) => ElemType::F16,
             TensorData::BF16(_) => ElemType::BF16,
             TensorData::I8(_) => ElemType::I8,
+            TensorData::U8(_) => ElemType::U8,
             TensorData::I32(_) => ElemType::I32,
         }
     }
@@ -79,6 +82,7 @@ impl Tensor {
             ElemType::F16 => TensorData::F16(try_filled(n, f16::ZERO)?),
             ElemType::BF16 => TensorData::BF16(try_filled(n, bf16::ZERO)?),
             ElemType::I8 => TensorData::I8(try_filled(n, 0)?),
+            ElemType::U8 => TensorData::U8(try_filled(n, 0)?),
             ElemType::I32 => TensorData::I32(try_filled(n, 0)?),
         };
         Ok(Tensor { ty: ty.clone(), data })
@@ -92,6 +96,7 @@ impl Tensor {
             TensorData::F16(v) => TensorData::F16(try_collect(n, v.iter().copied())?),
             TensorData::BF16(v) => TensorData::BF16(try_collect(n, v.iter().copied())?),
             TensorData::I8(v) => TensorData::I8(try_collect(n, v.iter().copied())?),
+            TensorData::U8(v) => TensorData::U8(try_collect(n, v.iter().copied())?),
             TensorData::I32(v) => TensorData::I32(try_collect(n, v.iter().copied())?),
         };
         Ok(Tensor { ty: self.ty.clone(), data })
@@ -103,7 +108,7 @@ impl Tensor {
             ElemType::F32 => TensorData::F32(values.iter().map(|&x| x as f32).collect()),
             ElemType::F16 => TensorData::F16(values.iter().map(|&x| f16::from_f64(x)).collect()),
             ElemType::BF16 => TensorData::BF16(values.iter().map(|&x| bf16::from_f64(x)).collect()),
-            ElemType::I8 | ElemType::I32 => return Err(ShapeError(format!("float values for an integer tensor {ty}"))),
+            ElemType::I8 | ElemType::U8 | ElemType::I32 => return Err(ShapeError(format!("float values for an integer tensor {ty}"))),
         };
         Tensor::new(ty.clone(), data)
     }
@@ -112,6 +117,7 @@ impl Tensor {
     pub fn from_i64(ty: &TensorType, values: &[i64]) -> Result<Tensor, ShapeError> {
         let data = match ty.elem {
             ElemType::I8 => TensorData::I8(values.iter().map(|&x| x as i8).collect()),
+            ElemType::U8 => TensorData::U8(values.iter().map(|&x| x as u8).collect()),
             ElemType::I32 => TensorData::I32(values.iter().map(|&x| x as i32).collect()),
             _ => return Err(ShapeError(format!("integer values for a float tensor {ty}"))),
         };
@@ -133,6 +139,7 @@ impl Tensor {
             TensorData::F16(v) => v[i].to_f64(),
             TensorData::BF16(v) => v[i].to_f64(),
             TensorData::I8(v) => v[i] as f64,
+            TensorData::U8(v) => v[i] as f64,
             TensorData::I32(v) => v[i] as f64,
         }
     }
@@ -141,6 +148,7 @@ impl Tensor {
     pub fn get_i64(&self, i: usize) -> i64 {
         match &self.data {
             TensorData::I8(v) => v[i] as i64,
+            TensorData::U8(v) => v[i] as i64,
             TensorData::I32(v) => v[i] as i64,
             _ => self.get_f64(i) as i64,
         }
@@ -165,6 +173,7 @@ impl Tensor {
             TensorData::F16(v) => go!(v, |x: f16| x.to_f64()),
             TensorData::BF16(v) => go!(v, |x: bf16| x.to_f64()),
             TensorData::I8(v) => go!(v, |x: i8| x as f64),
+            TensorData::U8(v) => go!(v, |x: u8| x as f64),
             TensorData::I32(v) => go!(v, |x: i32| x as f64),
         }
     }
@@ -177,6 +186,7 @@ impl Tensor {
             TensorData::F16(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x.to_f64()),
             TensorData::BF16(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x.to_f64()),
             TensorData::I8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
+            TensorData::U8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
             TensorData::I32(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as f64),
         }
     }
@@ -186,6 +196,7 @@ impl Tensor {
         let n = out.len();
         match &self.data {
             TensorData::I8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as i64),
+            TensorData::U8(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as i64),
             TensorData::I32(v) => out.iter_mut().zip(&v[start..start + n]).for_each(|(o, &x)| *o = x as i64),
             _ => out.iter_mut().enumerate().for_each(|(l, o)| *o = self.get_f64(start + l) as i64),
         }
@@ -195,6 +206,7 @@ impl Tensor {
     pub(crate) fn gather_i64(&self, offsets: &[i64], out: &mut [i64]) {
         match &self.data {
             TensorData::I8(v) => out.iter_mut().zip(offsets).for_each(|(o, &off)| *o = v[off as usize] as i64),
+            TensorData::U8(v) => out.iter_mut().zip(offsets).for_each(|(o, &off)| *o = v[off as usize] as i64),
             TensorData::I32(v) => out.iter_mut().zip(offsets).for_each(|(o, &off)| *o = v[off as usize] as i64),
             _ => out.iter_mut().zip(offsets).for_each(|(o, &off)| *o = self.get_f64(off as usize) as i64),
         }
@@ -214,6 +226,7 @@ impl Tensor {
             TensorData::F16(v) => go!(v, f16::from_f64),
             TensorData::BF16(v) => go!(v, bf16::from_f64),
             TensorData::I8(v) => go!(v, |x: f64| x as i8),
+            TensorData::U8(v) => go!(v, |x: f64| x as u8),
             TensorData::I32(v) => go!(v, |x: f64| x as i32),
         }
     }
@@ -221,6 +234,7 @@ impl Tensor {
     pub(crate) fn scatter_i64(&mut self, offsets: &[i64], values: &[i64]) {
         match &mut self.data {
             TensorData::I8(v) => offsets.iter().zip(values).for_each(|(&off, &x)| v[off as usize] = x as i8),
+            TensorData::U8(v) => offsets.iter().zip(values).for_each(|(&off, &x)| v[off as usize] = x as u8),
             TensorData::I32(v) => offsets.iter().zip(values).for_each(|(&off, &x)| v[off as usize] = x as i32),
             _ => {
                 let as_f: Vec<f64> = values.iter().map(|&x| x as f64).collect();
@@ -247,8 +261,8 @@ impl Tensor {
 
     /// Deterministic pseudo-random contents from `seed` (SplitMix64; the
     /// stream is fixed here, not by a dependency's version): floats
-    /// uniform in [-1, 1) rounded to the type, i8 over its whole range,
-    /// i32 in [-1000, 1000].
+    /// uniform in [-1, 1) rounded to the type, i8 and u8 over their whole
+    /// ranges, i32 in [-1000, 1000].
     pub fn random(ty: &TensorType, seed: u64) -> Tensor {
         Tensor::try_random(ty, seed).expect("memory for a random tensor")
     }
@@ -264,6 +278,7 @@ impl Tensor {
         };
         let data = match ty.elem {
             ElemType::I8 => TensorData::I8(try_collect(n, std::iter::repeat_with(|| (next() >> 56) as i8))?),
+            ElemType::U8 => TensorData::U8(try_collect(n, std::iter::repeat_with(|| (next() >> 56) as u8))?),
             ElemType::I32 => TensorData::I32(try_collect(n, std::iter::repeat_with(|| (next() % 2001) as i32 - 1000))?),
             float => {
                 let mut uniform = move || round_to(float, (next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0);
@@ -308,6 +323,10 @@ mod tests {
         assert!(a.to_f64_vec().iter().all(|&x| (-1.0..1.0).contains(&x)));
         let i = Tensor::random(&TensorType::new(vec![100], ElemType::I32), 1);
         assert!(i.to_f64_vec().iter().all(|&x| (-1000.0..=1000.0).contains(&x)));
+        // u8 covers 0..=255, both halves of it (the i8 stream's bits, read unsigned).
+        let u = Tensor::random(&TensorType::new(vec![1000], ElemType::U8), 1).to_f64_vec();
+        assert!(u.iter().all(|&x| (0.0..=255.0).contains(&x)));
+        assert!(u.iter().any(|&x| x < 128.0) && u.iter().any(|&x| x >= 128.0));
     }
 
     #[test]

@@ -100,6 +100,58 @@ fn int8_products_accumulate_in_int32_and_casts_wrap() {
 }
 
 #[test]
+fn u8_times_i8_zero_extends_and_u8_ops_are_unsigned() {
+    // A u8 × i8 GEMM (quantized MatMulInteger) against a loop nest here;
+    // then u8 arithmetic on the same inputs: wrapping sums, unsigned max
+    // and min folds, a u8 pad, float → u8 saturation.
+    let src = "func @f(%A: tensor<3x4xu8>, %B: tensor<4x2xi8>, %X: tensor<6xf32>) -> (tensor<3x2xi32>, tensor<3xu8>, tensor<3xu8>, tensor<3xu8>, tensor<4xu8>, tensor<6xu8>) {
+  %C = compute (i: 3, j: 2) reduce sum (k: 4) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<3x2xi32>[i, j] {
+    %a32 = cast %a : u8 -> i32
+    %b32 = cast %b : i8 -> i32
+    %0 = mul %a32, %b32 : i32
+    yield %0 : i32
+  }
+  %S = compute (i: 3) reduce sum (k: 4) reads(%a = %A[i, k]) -> tensor<3xu8>[i] {
+    yield %a : u8
+  }
+  %M = compute (i: 3) reduce max (k: 4) reads(%a = %A[i, k]) -> tensor<3xu8>[i] {
+    yield %a : u8
+  }
+  %N = compute (i: 3) reduce min (k: 4) reads(%a = %A[i, k]) -> tensor<3xu8>[i] {
+    yield %a : u8
+  }
+  %P = compute (k: 4) reads(%a = %A[k - 2, k] pad(200)) -> tensor<4xu8>[k] {
+    %c = const 100 : u8
+    %0 = add %a, %c : u8
+    yield %0 : u8
+  }
+  %Q = compute (i: 6) reads(%x = %X[i]) -> tensor<6xu8>[i] {
+    %0 = cast %x : f32 -> u8
+    yield %0 : u8
+  }
+  return %C, %S, %M, %N, %P, %Q
+}";
+    let a_vals = [0, 127, 128, 255, 1, 2, 3, 4, 200, 100, 50, 255];
+    let b_vals = [-128, 127, 127, -128, -1, 1, 5, -5];
+    let a = Tensor::from_i64(&TensorType::new(vec![3, 4], ElemType::U8), &a_vals).unwrap();
+    let b = Tensor::from_i64(&TensorType::new(vec![4, 2], ElemType::I8), &b_vals).unwrap();
+    let x = t32(&[6], &[-1.5, -0.5, 127.9, 128.5, 255.9, 1e9]);
+    let m = parse(src);
+    let out = run_function(&m.funcs[0], &[a, b, x]).unwrap();
+    let want_c: Vec<f64> = (0..3)
+        .flat_map(|i| (0..2).map(move |j| (0..4).map(|k| a_vals[i * 4 + k] * b_vals[k * 2 + j]).sum::<i64>() as f64))
+        .collect();
+    assert_eq!(out[0].to_f64_vec(), want_c);
+    // Row 0: 0 + 127 + 128 + 255 = 510 wraps to 254; row 2: 605 wraps to 93.
+    assert_eq!(out[1].to_f64_vec(), vec![254.0, 10.0, 93.0]);
+    assert_eq!(out[2].to_f64_vec(), vec![255.0, 4.0, 255.0]);
+    assert_eq!(out[3].to_f64_vec(), vec![0.0, 1.0, 50.0]);
+    // A[k - 2, k]: k = 0, 1 padded (200 + 100 wraps to 44); A[0, 2] = 128, A[1, 3] = 4.
+    assert_eq!(out[4].to_f64_vec(), vec![44.0, 44.0, 228.0, 104.0]);
+    assert_eq!(out[5].to_f64_vec(), vec![0.0, 0.0, 127.0, 128.0, 255.0, 255.0]);
+}
+
+#[test]
 fn f16_sums_round_at_every_step() {
     // 2048 + 1 + 1 in f16: each addition rounds back to 2048.
     let src = "func @f(%x: tensor<3xf16>) -> tensor<f16> {

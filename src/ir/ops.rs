@@ -127,7 +127,7 @@ pub fn round_to(ty: ElemType, x: f64) -> f64 {
         // than p + 2 bits for both f16 (p = 11) and bf16 (p = 8).
         ElemType::F16 => half::f16::from_f32(round_to_odd_f32(x)).to_f64(),
         ElemType::BF16 => half::bf16::from_f32(round_to_odd_f32(x)).to_f64(),
-        ElemType::I8 | ElemType::I32 => x,
+        ElemType::I8 | ElemType::U8 | ElemType::I32 => x,
     }
 }
 
@@ -592,7 +592,7 @@ fn build_op_decls() -> Vec<OpDecl> {
         OpDecl {
             mnemonic: "cast",
             summary: "converts a scalar between element types".into(),
-            description: "Float to float rounds to nearest even; int to float rounds to nearest; float to int truncates toward zero and saturates (NaN gives 0); int to int wraps.",
+            description: "Float to float rounds to nearest even; int to float rounds to nearest (exactly from i8 and u8); float to int truncates toward zero and saturates to the target's range (0 to 255 for u8; NaN gives 0); int to int wraps modulo 2^width of the target, so widening keeps the value (u8 zero-extends, i8 sign-extends) and narrowing keeps the low bits (300 : i32 becomes 44 : u8, -1 : i8 becomes 255 : u8).",
             syntax: "%y = cast %x : from -> to",
             example: "func @widen(%x: tensor<4xi8>) -> tensor<4xi32> {\n  %y = compute (i: 4) reads(%a = %x[i]) -> tensor<4xi32>[i] {\n    %0 = cast %a : i8 -> i32\n    yield %0 : i32\n  }\n  return %y\n}\n".into(),
             place: OpPlace::Scalar,

@@ -6,8 +6,13 @@
 //! the op's type. For `add`, `sub`, `mul`, `div` and `sqrt` this equals the
 //! correctly rounded IEEE result of the narrower type (f64 has more than
 //! 2p+2 bits for every p ≤ 24). Transcendentals are rounded from f64's
-//! result. Integers are carried as `i64`: two's-complement, wrapping at
-//! the type's width.
+//! result. Integers are carried as `i64` holding the value the type's
+//! bits mean: i8 in -128..=127, i32 in its range, u8 in 0..=255. Every op
+//! computes on those values and wraps the result to the type's width
+//! (modulo 2^width, into the type's range), so one i64 definition serves
+//! signed and unsigned types alike: `max`/`min` of two u8 values compare
+//! them as unsigned because they are carried non-negative, `neg` of a u8
+//! wraps to 256 - x, and `abs`/`relu` leave a u8 unchanged.
 
 use super::ops::{BinaryOp, Combiner, Literal, UnaryOp, round_to};
 use super::types::ElemType;
@@ -17,6 +22,7 @@ use super::types::ElemType;
 pub fn wrap_int(ty: ElemType, x: i64) -> i64 {
     match ty {
         ElemType::I8 => x as i8 as i64,
+        ElemType::U8 => x as u8 as i64,
         ElemType::I32 => x as i32 as i64,
         _ => x,
     }
@@ -98,7 +104,8 @@ pub fn combiner_op(c: Combiner) -> BinaryOp {
     }
 }
 
-/// Float → int conversion: truncate toward zero, saturate, NaN → 0.
+/// Float → int conversion: truncate toward zero, saturate to the type's
+/// range (0..=255 for u8), NaN → 0.
 #[inline(always)]
 pub fn float_to_int(to: ElemType, x: f64) -> i64 {
     let (lo, hi) = to.int_range().expect("integer type");
@@ -139,8 +146,10 @@ pub fn binary(op: BinaryOp, ty: ElemType, a: Literal, b: Literal) -> Literal {
 }
 
 /// Converts between element types: float→float rounds to nearest even,
-/// int→float rounds to nearest, float→int truncates toward zero and
-/// saturates (NaN → 0), int→int wraps.
+/// int→float rounds to nearest (u8 and i8 exactly), float→int truncates
+/// toward zero and saturates (NaN → 0), int→int wraps modulo 2^width of
+/// the target: widening a u8 zero-extends, widening an i8 sign-extends
+/// (the value is kept), narrowing keeps the low bits.
 pub fn cast(from: ElemType, to: ElemType, x: Literal) -> Literal {
     match (from.is_int(), to.is_int()) {
         (true, true) => Literal::Int(wrap_int(to, as_int(x))),
@@ -164,6 +173,79 @@ mod tests {
         assert_eq!(unary(UnaryOp::Neg, ElemType::I8, Literal::Int(-128)), Literal::Int(-128));
         assert_eq!(cast(ElemType::I32, ElemType::I8, Literal::Int(300)), Literal::Int(44));
         assert_eq!(binary(BinaryOp::Mul, ElemType::I32, Literal::Int(1 << 20), Literal::Int(1 << 20)), Literal::Int(0));
+    }
+
+    #[test]
+    fn u8_ops_wrap_modulo_256() {
+        let u8_bin = |op, a, b| binary(op, ElemType::U8, Literal::Int(a), Literal::Int(b));
+        assert_eq!(u8_bin(BinaryOp::Add, 255, 1), Literal::Int(0));
+        assert_eq!(u8_bin(BinaryOp::Add, 200, 100), Literal::Int(44));
+        assert_eq!(u8_bin(BinaryOp::Sub, 0, 1), Literal::Int(255));
+        assert_eq!(u8_bin(BinaryOp::Sub, 127, 128), Literal::Int(255));
+        assert_eq!(u8_bin(BinaryOp::Mul, 16, 16), Literal::Int(0));
+        assert_eq!(u8_bin(BinaryOp::Mul, 255, 255), Literal::Int(1));
+        assert_eq!(u8_bin(BinaryOp::Mul, 128, 3), Literal::Int(128));
+        assert_eq!(unary(UnaryOp::Neg, ElemType::U8, Literal::Int(1)), Literal::Int(255));
+        assert_eq!(unary(UnaryOp::Neg, ElemType::U8, Literal::Int(0)), Literal::Int(0));
+        assert_eq!(unary(UnaryOp::Neg, ElemType::U8, Literal::Int(128)), Literal::Int(128));
+        // abs and relu of an unsigned value are the value.
+        for x in [0, 127, 128, 255] {
+            assert_eq!(unary(UnaryOp::Abs, ElemType::U8, Literal::Int(x)), Literal::Int(x));
+            assert_eq!(unary(UnaryOp::Relu, ElemType::U8, Literal::Int(x)), Literal::Int(x));
+        }
+    }
+
+    #[test]
+    fn u8_max_and_min_compare_unsigned() {
+        // 200 and 128 have the i8 bit patterns of -56 and -128: as u8 they
+        // are the larger operands.
+        let u8_bin = |op, a, b| binary(op, ElemType::U8, Literal::Int(a), Literal::Int(b));
+        assert_eq!(u8_bin(BinaryOp::Max, 200, 100), Literal::Int(200));
+        assert_eq!(u8_bin(BinaryOp::Min, 200, 100), Literal::Int(100));
+        assert_eq!(u8_bin(BinaryOp::Max, 127, 128), Literal::Int(128));
+        assert_eq!(u8_bin(BinaryOp::Min, 0, 255), Literal::Int(0));
+        assert_eq!(combine(Combiner::Max, ElemType::U8, Combiner::Max.identity(ElemType::U8), Literal::Int(0)), Literal::Int(0));
+        assert_eq!(Combiner::Max.identity(ElemType::U8), Literal::Int(0));
+        assert_eq!(Combiner::Min.identity(ElemType::U8), Literal::Int(255));
+        // The same bits as i8 compare signed.
+        assert_eq!(binary(BinaryOp::Max, ElemType::I8, Literal::Int(-56), Literal::Int(100)), Literal::Int(100));
+    }
+
+    #[test]
+    fn u8_casts_at_the_edges() {
+        let c = |from, to, x| cast(from, to, Literal::Int(x));
+        // u8 → wider or same-width integers: zero-extend, then wrap.
+        for (x, as_i8) in [(0, 0), (127, 127), (128, -128), (255, -1)] {
+            assert_eq!(c(ElemType::U8, ElemType::I32, x), Literal::Int(x));
+            assert_eq!(c(ElemType::U8, ElemType::I8, x), Literal::Int(as_i8));
+            assert_eq!(c(ElemType::I8, ElemType::U8, as_i8), Literal::Int(x));
+            assert_eq!(c(ElemType::U8, ElemType::F32, x), Literal::Float(x as f64));
+            assert_eq!(c(ElemType::U8, ElemType::BF16, x), Literal::Float(x as f64));
+        }
+        // i8 → i32 sign-extends, where u8 → i32 zero-extended the same bits.
+        assert_eq!(c(ElemType::I8, ElemType::I32, -128), Literal::Int(-128));
+        assert_eq!(c(ElemType::I8, ElemType::I32, -1), Literal::Int(-1));
+        // i32 → u8 keeps the low 8 bits.
+        assert_eq!(c(ElemType::I32, ElemType::U8, 256), Literal::Int(0));
+        assert_eq!(c(ElemType::I32, ElemType::U8, 300), Literal::Int(44));
+        assert_eq!(c(ElemType::I32, ElemType::U8, -1), Literal::Int(255));
+        assert_eq!(c(ElemType::I32, ElemType::U8, i32::MIN as i64), Literal::Int(0));
+        assert_eq!(c(ElemType::I32, ElemType::U8, 255), Literal::Int(255));
+        // float → u8 truncates toward zero and saturates to 0..=255; NaN → 0.
+        let f = |x: f64| cast(ElemType::F32, ElemType::U8, Literal::Float(x));
+        assert_eq!(f(127.9), Literal::Int(127));
+        assert_eq!(f(128.0), Literal::Int(128));
+        assert_eq!(f(255.99), Literal::Int(255));
+        assert_eq!(f(256.0), Literal::Int(255));
+        assert_eq!(f(1e10), Literal::Int(255));
+        assert_eq!(f(f64::INFINITY), Literal::Int(255));
+        assert_eq!(f(-0.9), Literal::Int(0));
+        assert_eq!(f(-1.0), Literal::Int(0));
+        assert_eq!(f(f64::NEG_INFINITY), Literal::Int(0));
+        assert_eq!(f(f64::NAN), Literal::Int(0));
+        // The literal form constant folding keeps: wrapped into 0..=255.
+        assert_eq!(normalize(ElemType::U8, Literal::Int(-1)), Literal::Int(255));
+        assert_eq!(normalize(ElemType::U8, Literal::Int(256)), Literal::Int(0));
     }
 
     #[test]

@@ -12,11 +12,14 @@ pub enum ElemType {
     F16,
     BF16,
     I8,
+    /// Unsigned 8-bit integers (quantized inputs: onnxruntime's
+    /// MatMulInteger, x86 VNNI's u8 × s8 products).
+    U8,
     I32,
 }
 
 impl ElemType {
-    pub const ALL: [ElemType; 5] = [ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I8, ElemType::I32];
+    pub const ALL: [ElemType; 6] = [ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::I8, ElemType::U8, ElemType::I32];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -24,6 +27,7 @@ impl ElemType {
             ElemType::F16 => "f16",
             ElemType::BF16 => "bf16",
             ElemType::I8 => "i8",
+            ElemType::U8 => "u8",
             ElemType::I32 => "i32",
         }
     }
@@ -40,12 +44,20 @@ impl ElemType {
         !self.is_float()
     }
 
+    /// Whether an integer type is signed (two's complement): i8 and i32
+    /// are, u8 is not. Comparisons, widening and conversions to and from
+    /// floats depend on it; wrapping addition and multiplication do not.
+    /// False for floats.
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, ElemType::I8 | ElemType::I32)
+    }
+
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> u64 {
         match self {
             ElemType::F32 | ElemType::I32 => 4,
             ElemType::F16 | ElemType::BF16 => 2,
-            ElemType::I8 => 1,
+            ElemType::I8 | ElemType::U8 => 1,
         }
     }
 
@@ -53,6 +65,7 @@ impl ElemType {
     pub fn int_range(self) -> Option<(i64, i64)> {
         match self {
             ElemType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+            ElemType::U8 => Some((u8::MIN as i64, u8::MAX as i64)),
             ElemType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
             _ => None,
         }
@@ -240,6 +253,17 @@ mod tests {
             assert_eq!(ElemType::from_name(t.name()), Some(t));
         }
         assert_eq!(ElemType::from_name("f64"), None);
+        assert_eq!(ElemType::from_name("u8"), Some(ElemType::U8));
+    }
+
+    #[test]
+    fn u8_is_an_unsigned_byte() {
+        assert_eq!(ElemType::U8.size_bytes(), 1);
+        assert_eq!(ElemType::U8.int_range(), Some((0, 255)));
+        assert!(ElemType::U8.is_int() && !ElemType::U8.is_signed_int());
+        assert!(ElemType::I8.is_signed_int() && ElemType::I32.is_signed_int());
+        assert!(!ElemType::F32.is_signed_int());
+        assert_eq!(TensorType::new(vec![4, 8], ElemType::U8).to_string(), "tensor<4x8xu8>");
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl Resolver {
             self.error(
                 Diagnostic::error(format!("unknown element type `{}`", w.text))
                     .at(w.span, "not an element type")
-                    .with_help("element types are f32, f16, bf16, i8 and i32"),
+                    .with_help(format!("element types are {}", elem_type_names("and"))),
             );
         }
         t
@@ -243,7 +243,7 @@ impl Resolver {
         match self.ty(t)? {
             Type::Scalar(e) => Some(e),
             other => {
-                self.error(Diagnostic::error(format!("expected a scalar type, found `{other}`")).at(t.span(), "expected f32, f16, bf16, i8 or i32"));
+                self.error(Diagnostic::error(format!("expected a scalar type, found `{other}`")).at(t.span(), format!("expected {}", elem_type_names("or"))));
                 None
             }
         }
@@ -1466,5 +1466,10 @@ fn index_operands(operands: &mut Vec<Value>, exprs: &[AffineExpr<Value>]) -> Vec
     exprs.iter().map(|e| e.map_vars(position)).collect()
 }
 
-
-
+/// The element types' names as a list ending with `conjunction`:
+/// "f32, f16, bf16, i8, u8 and i32".
+fn elem_type_names(conjunction: &str) -> String {
+    let names: Vec<&str> = ElemType::ALL.iter().map(|e| e.name()).collect();
+    let (last, rest) = names.split_last().expect("there are element types");
+    format!("{} {conjunction} {last}", rest.join(", "))
+}

@@ -455,9 +455,9 @@ impl Binding {
 }
 
 /// Element-type names a target may use in `peak_gflops` and intrinsics
-/// besides the tile IR's own (`f32`, `f16`, `bf16`, `i8`, `i32`): `tf32`
-/// (Tensor Core operands), `u8` (the unsigned operand of VNNI).
-pub const EXTRA_TYPE_NAMES: &[&str] = &["tf32", "u8"];
+/// besides the tile IR's own (`f32`, `f16`, `bf16`, `i8`, `u8`, `i32`):
+/// `tf32` (Tensor Core operands).
+pub const EXTRA_TYPE_NAMES: &[&str] = &["tf32"];
 
 /// The intrinsic kinds: `mma` (PTX `mma.sync`), `wmma` (PTX `wmma`), `fma`
 /// (vector fused multiply-add, `m` lanes), `dot` (vector dot-product

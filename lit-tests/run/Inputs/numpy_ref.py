@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """numpy references for the tilec-run tests (numpy-*.tile).
 
-    numpy_ref.py rand PATH SHAPE [--seed N]    write float32 uniform in [-1, 1)
+    numpy_ref.py rand PATH SHAPE [--seed N] [--dtype D]
+                                                write float32 uniform in [-1, 1), or
+                                                integers of dtype D (uint8, int8) over
+                                                its whole range
     numpy_ref.py perturb IN OUT                 copy IN, one element moved by 1%
+                                                (by 1 for integers)
     numpy_ref.py OP RESULT INPUT... [options]   compare RESULT with numpy
 
 Each OP is computed here from its textbook definition, in float64, without
@@ -13,6 +17,10 @@ for pooling, np.mean and np.cumsum. RESULT (a .npy written by tilec-run)
 must have the reference's shape and dtype float32, and every element must be
 within rtol * max|ref| of the reference (rtol 1e-4). Prints `OK shape=...
 max_err=...` and exits 0, or `MISMATCH ...` and exits 1.
+
+`igemm` is the integer GEMM (quantized MatMulInteger: u8 or i8 inputs,
+int32 result): the products are summed exactly in int64, wrapped to int32,
+and RESULT must be int32 and equal to it element for element.
 """
 import argparse
 import itertools
@@ -82,23 +90,44 @@ def main():
     p.add_argument("--kernel", type=int, default=1)
     p.add_argument("--transpose-b", action="store_true")
     p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--dtype", default="float32")
     a = p.parse_args()
 
     if a.op == "rand":
         path, shape = a.paths
         rng = np.random.default_rng(a.seed)
-        np.save(path, rng.uniform(-1.0, 1.0, size=shape_arg(shape)).astype(np.float32))
+        if a.dtype == "float32":
+            np.save(path, rng.uniform(-1.0, 1.0, size=shape_arg(shape)).astype(np.float32))
+        else:
+            info = np.iinfo(a.dtype)
+            np.save(path, rng.integers(info.min, info.max, size=shape_arg(shape), endpoint=True, dtype=a.dtype))
         return 0
     if a.op == "perturb":
         src, dst = a.paths
         y = np.load(src)
         flat = y.reshape(-1).copy()
-        flat[flat.size // 2] += 0.01 * np.abs(flat).max()
+        if np.issubdtype(flat.dtype, np.integer):
+            flat[flat.size // 2] += 1
+        else:
+            flat[flat.size // 2] += 0.01 * np.abs(flat).max()
         np.save(dst, flat.reshape(y.shape))
         return 0
 
     result_path, *input_paths = a.paths
     got = np.load(result_path)
+    if a.op == "igemm":
+        x, w = (np.load(q) for q in input_paths)
+        ref = np.matmul(x.astype(np.int64), w.astype(np.int64)).astype(np.int32)
+        if got.dtype != np.int32 or got.shape != ref.shape:
+            print(f"MISMATCH dtype {got.dtype} shape {got.shape}, expected int32 {ref.shape}")
+            return 1
+        wrong = np.argwhere(got != ref)
+        if len(wrong):
+            at = tuple(wrong[0])
+            print(f"MISMATCH shape={ref.shape} {len(wrong)} element(s) differ, first at {at}: got {got[at]}, expected {ref[at]}")
+            return 1
+        print(f"OK shape={ref.shape} exact (inputs {x.dtype} x {w.dtype}, values {x.min()}..{x.max()} and {w.min()}..{w.max()})")
+        return 0
     ins = [np.load(q).astype(np.float64) for q in input_paths]
     if a.op == "gemm":
         ref = np.matmul(ins[0], ins[1])

@@ -31,6 +31,7 @@ pub const TILE_WORDS: &[&str] = &[
     "f16",
     "bf16",
     "i8",
+    "u8",
     "i32",
     "const",
     "index",

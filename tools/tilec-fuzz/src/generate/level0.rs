@@ -139,7 +139,7 @@ fn extents(g: &mut G, n: usize, cap: u64, max: u64) -> Vec<u64> {
 
 fn elem(g: &mut G, cfg: &Config) -> Elem {
     if cfg.mixed_types && g.chance(1, 4) {
-        g.pick(&[Elem::F16, Elem::BF16, Elem::I32, Elem::I8])
+        g.pick(&[Elem::F16, Elem::BF16, Elem::I32, Elem::I8, Elem::U8])
     } else {
         Elem::F32
     }
@@ -455,7 +455,7 @@ fn reduction(g: &mut G, cfg: &Config, f: &mut Func, from: Option<TensorVal>) -> 
             None,
         ));
     }
-    let acc = if input_elem == Elem::I8 {
+    let acc = if input_elem.is_byte() {
         Elem::I32
     } else if g.chance(1, 5) {
         elem(g, cfg)
@@ -505,11 +505,12 @@ fn product_types(g: &mut G, cfg: &Config) -> (Elem, Elem, Elem) {
     if !cfg.mixed_types {
         return (Elem::F32, Elem::F32, Elem::F32);
     }
-    match g.weighted(&[6, 2, 1, 2, 1]) {
+    match g.weighted(&[6, 2, 1, 2, 1, 1]) {
         0 => (Elem::F32, Elem::F32, Elem::F32),
         1 => (Elem::F16, Elem::F32, g.pick(&[Elem::F16, Elem::F32])),
         2 => (Elem::BF16, Elem::F32, g.pick(&[Elem::BF16, Elem::F32])),
         3 => (Elem::I8, Elem::I32, Elem::I32),
+        4 => (Elem::U8, Elem::I32, g.pick(&[Elem::I32, Elem::U8])),
         _ => (Elem::F16, Elem::F16, Elem::F16),
     }
 }
@@ -894,7 +895,7 @@ fn pool(g: &mut G, cfg: &Config, f: &mut Func) -> Compute {
     let nd = g.int(1, 2) as usize;
     let max = g.chance(1, 2);
     let e = if cfg.mixed_types && g.chance(1, 4) {
-        g.pick(&[Elem::F16, Elem::I32, Elem::I8])
+        g.pick(&[Elem::F16, Elem::I32, Elem::I8, Elem::U8])
     } else {
         Elem::F32
     };
@@ -946,7 +947,11 @@ fn pool(g: &mut G, cfg: &Config, f: &mut Func) -> Compute {
     let pad = match (padded, e.is_float()) {
         (false, _) => None,
         (true, true) => Some("-inf"),
-        (true, false) => Some(if e == Elem::I8 { "-128" } else { "-2147483648" }),
+        (true, false) => Some(match e {
+            Elem::I8 => "-128",
+            Elem::U8 => "0",
+            _ => "-2147483648",
+        }),
     };
     let reads = vec![read("v", &tx, e, xi, pad)];
     let out_dims: Vec<u64> = spatial.iter().map(|a| a.extent).collect();
@@ -980,7 +985,7 @@ fn pool(g: &mut G, cfg: &Config, f: &mut Func) -> Compute {
 fn scan(g: &mut G, cfg: &Config, f: &mut Func) -> Compute {
     let d = extents(g, 2, cfg.max_extent, cfg.max_elems);
     let e = elem(g, cfg);
-    let acc = if e == Elem::I8 { Elem::I32 } else { e };
+    let acc = if e.is_byte() { Elem::I32 } else { e };
     let t = f.param("x", d.clone(), e);
     let i = Axis {
         name: "i".into(),

@@ -20,6 +20,7 @@ pub enum Elem {
     F16,
     BF16,
     I8,
+    U8,
     I32,
 }
 
@@ -30,6 +31,7 @@ impl Elem {
             Elem::F16 => "f16",
             Elem::BF16 => "bf16",
             Elem::I8 => "i8",
+            Elem::U8 => "u8",
             Elem::I32 => "i32",
         }
     }
@@ -38,7 +40,12 @@ impl Elem {
         matches!(self, Elem::F32 | Elem::F16 | Elem::BF16)
     }
 
-    pub const ALL: [Elem; 5] = [Elem::F32, Elem::F16, Elem::BF16, Elem::I8, Elem::I32];
+    /// 8-bit integers, whose products and sums are accumulated in i32.
+    pub fn is_byte(self) -> bool {
+        matches!(self, Elem::I8 | Elem::U8)
+    }
+
+    pub const ALL: [Elem; 6] = [Elem::F32, Elem::F16, Elem::BF16, Elem::I8, Elem::U8, Elem::I32];
 }
 
 /// What the generated programs are for.
@@ -56,7 +63,7 @@ pub struct Config {
     pub special_floats: bool,
     /// Most compute ops per function.
     pub max_ops: u64,
-    /// Element types other than f32 (f16, bf16, i8, i32).
+    /// Element types other than f32 (f16, bf16, i8, u8, i32).
     pub mixed_types: bool,
     /// Schedules for this target only (else any built-in target).
     pub schedule_target: Option<&'static str>,
@@ -157,6 +164,8 @@ pub fn literal(g: &mut G, elem: Elem, special: bool) -> String {
     } else {
         let xs: &[i64] = if elem == Elem::I8 {
             &[0, 1, -1, 2, 7, 127, -128, -3]
+        } else if elem == Elem::U8 {
+            &[0, 1, 2, 7, 127, 128, 200, 255]
         } else {
             &[0, 1, -1, 2, 7, 1000, -1000, 2147483647, -2147483648]
         };
