@@ -267,7 +267,7 @@ impl Validator<'_, '_, '_> {
             self.err(span, "`peak_gflops` must give the peak of at least one element type".into(), "");
         }
         for (ty, &v) in &self.t.peak_gflops {
-            if !known_type(ty) || ty == "u8" {
+            if !known_type(ty) {
                 let span = self.loc.key(&[K("peak_gflops"), K(ty)]);
                 let d = self.err(span, format!("unknown element type `{ty}` in `peak_gflops`"), "not an element type");
                 d.notes.push(format!("note: known: {}", peak_type_names().join(", ")));

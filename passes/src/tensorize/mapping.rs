@@ -28,7 +28,9 @@
 //! divide is padded ([`Mapping::padding`]).
 //!
 //! The element types must be the intrinsic's exactly: the reads' types
-//! for `a` and `b` (before any cast), the body's yield for `acc`. A tf32
+//! for `a` and `b` (before any cast; either way round for a vector
+//! intrinsic, whose two sources are both full registers), the body's yield
+//! for `acc`. A tf32
 //! intrinsic is never a candidate: it rounds f32 operands, which changes
 //! the result.
 
@@ -96,7 +98,8 @@ pub enum IntrinsicAxis {
 /// One way to compute a contraction with an intrinsic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
-    /// The read that plays the intrinsic's `a`, and `b`'s.
+    /// The read that plays the intrinsic's `a` (in fragments, or the
+    /// vector lanes), and `b`'s (the broadcast one of a vector intrinsic).
     pub a: usize,
     pub b: usize,
     /// The op axes fused onto `m`, `n` and `k`, outermost first.
@@ -154,11 +157,20 @@ pub fn candidates(c: &Compute, con: &Contraction, x: &Intrinsic) -> Result<Vec<M
     if x.acc != con.acc.name() {
         return Err(format!("it accumulates {}, the op {}", x.acc, con.acc));
     }
+    // The reads' types must be the operands' types. A vector intrinsic's
+    // sources are two registers multiplied lane by lane: which one was
+    // broadcast into its register does not matter, so its operand types
+    // may also come the other way round (`vpdpbusd` with the s8 factor in
+    // the lanes and the u8 one broadcast).
+    let fits = |lanes: ElemType, other: ElemType| {
+        let (l, o) = (lanes.name(), other.name());
+        (l, o) == (x.a.as_str(), x.b.as_str()) || matches!(x.kind.as_str(), "fma" | "dot") && (l, o) == (x.b.as_str(), x.a.as_str())
+    };
     let mut roles = Vec::new();
-    if (con.lhs_elem.name(), con.rhs_elem.name()) == (x.a.as_str(), x.b.as_str()) {
+    if fits(con.lhs_elem, con.rhs_elem) {
         roles.push((con.lhs, con.rhs));
     }
-    if (con.rhs_elem.name(), con.lhs_elem.name()) == (x.a.as_str(), x.b.as_str()) {
+    if fits(con.rhs_elem, con.lhs_elem) {
         roles.push((con.rhs, con.lhs));
     }
     if roles.is_empty() {
@@ -375,6 +387,30 @@ mod tests {
         let maps = candidates(c, &con, &intrinsic("sm90", "mma.sync.m16n8k16.f32.f16.f16.f32")).unwrap();
         assert_eq!(maps.len(), 2);
         assert!(maps.iter().all(|m| !m.m.iter().chain(&m.n).chain(&m.k).any(|&a| c.axis(a).name == "b")));
+    }
+
+    #[test]
+    fn a_vector_dot_product_takes_its_operand_types_either_way_round() {
+        let src = "func @q(%A: tensor<8x64xu8>, %B: tensor<64x32xi8>) -> tensor<8x32xi32> {
+  %C = compute (i: 8, j: 32) reduce sum (k: 64) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<8x32xi32>[i, j] {
+    %0 = cast %a : u8 -> i32
+    %1 = cast %b : i8 -> i32
+    %2 = mul %0, %1 : i32
+    yield %2 : i32
+  }
+  return %C
+}";
+        let m = parse(src);
+        let (f, op, c) = first_compute(&m);
+        let con = contraction(f, op).unwrap();
+        let vnni = intrinsic("x86-avx512", "vpdpbusd.zmm");
+        let maps = candidates(c, &con, &vnni).unwrap();
+        let shown: Vec<(usize, Vec<String>, Vec<String>)> = maps.iter().map(|m| (m.a, names(c, &m.m), names(c, &m.k))).collect();
+        assert_eq!(shown, [(0, vec!["i".to_string()], vec!["k".to_string()]), (1, vec!["j".to_string()], vec!["k".to_string()])]);
+        // i = 8 fills half of the 16 lanes.
+        assert_eq!(maps[0].padding(c, &vnni), 1.0);
+        // A Tensor Core's fragments are not interchangeable: s8 x s8 only.
+        assert_eq!(candidates(c, &con, &intrinsic("sm90", "mma.sync.m16n8k32.s32.s8.s8.s32")).unwrap_err(), "it multiplies i8 by i8, the op u8 by i8");
     }
 
     #[test]
