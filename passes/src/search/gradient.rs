@@ -16,14 +16,17 @@
 //!
 //! Where we differ from the figure, and why:
 //! - The first start point is not a random one: of `start-samples`
-//!   random points, the `window` best predicted are each descended on the
-//!   model alone (`start-descent`: to the best predicted neighbour within
-//!   `hops` while the prediction improves), measured, and the fastest is
-//!   the start. The model (the analytic one before any measurement,
-//!   `learned.rs`) already knows which points are poor, and predicting is
-//!   cheap where measuring is not; measuring a window of them, as a move
-//!   does, keeps one wrong prediction from choosing the start. Restarts
-//!   are random, as in the paper.
+//!   random points, the `starts` (16) best predicted are each descended on
+//!   the model alone (`start-descent`: to the best predicted neighbour
+//!   within `hops` while the prediction improves), measured, and the
+//!   fastest is the start. The model (the analytic one before any
+//!   measurement, `learned.rs`) already knows which points are poor, and
+//!   predicting is cheap where measuring is not; measuring 16 of them
+//!   keeps one wrong prediction from choosing the start and gives the
+//!   model measurements from as many places before the descent. (With 3,
+//!   the first version, gradient's best on the GEMMs depended on the seed:
+//!   54 against 79 GFLOP/s on gemm_1024; docs/search.md.) Restarts are
+//!   random, as in the paper.
 //! - The paper's `init-samples` random points are measured only with
 //!   `init-measured=true`: the learned model starts as the analytic model
 //!   and needs no measured warm-up (records of the op, when there are any,
@@ -35,7 +38,7 @@
 //!   last window of a distance may be short (the figure asks the whole
 //!   window to clear it).
 
-use super::knobs::KnobSpace;
+use super::knobs::{KnobSpace, TileMoves};
 use super::registry::StrategyDecl;
 use super::rng::Rng;
 use super::space::{Config, Problem};
@@ -67,13 +70,25 @@ pub const DECL: StrategyDecl = StrategyDecl {
             name: "start-samples",
             kind: OptionKind::UInt,
             default: "1024",
-            help: "gradient: random valid points predicted to choose the first start from (the window best predicted are measured, the fastest starts; restarts are random)",
+            help: "gradient: random valid points predicted to choose the first start from (the `starts` best predicted are measured, the fastest starts; restarts are random)",
+        },
+        OptionDecl {
+            name: "starts",
+            kind: OptionKind::UInt,
+            default: "16",
+            help: "gradient: predicted start points measured before the first descent (the best predicted of start-samples, each descended on the model); the fastest is the first start",
         },
         OptionDecl {
             name: "start-descent",
             kind: OptionKind::Bool,
             default: "true",
             help: "gradient: before measuring, descend from the first start on the model alone (to the best predicted neighbour within hops, while the prediction improves); false starts at the best sample itself",
+        },
+        OptionDecl {
+            name: "tile-moves",
+            kind: OptionKind::Enum(&["level", "chain"]),
+            default: "level",
+            help: "gradient: how a hop moves a tile size: chain (to the next size the axis may take at that level, its other levels repaired to stay nested) or level (to the next size that fits between the levels above and below)",
         },
         OptionDecl { name: "restart", kind: OptionKind::Enum(&["random", "predicted"]), default: "random", help: "gradient: where to go at a local minimum: a random point (the paper's), or the best predicted of start-samples fresh random points (descended on the model as the first start is)" },
     ],
@@ -87,8 +102,10 @@ pub const DECL: StrategyDecl = StrategyDecl {
             init_samples: o.uint("init-samples") as usize,
             init_measured: o.bool("init-measured"),
             start_samples: o.uint("start-samples") as usize,
+            starts: o.uint("starts") as usize,
             start_descent: o.bool("start-descent"),
             restart_predicted: o.str("restart") == "predicted",
+            tile_moves: if o.str("tile-moves") == "chain" { TileMoves::Chain } else { TileMoves::Level },
         })
     },
 };
@@ -101,10 +118,14 @@ pub struct Gradient {
     pub init_samples: usize,
     pub init_measured: bool,
     pub start_samples: usize,
+    /// `starts`: predicted start points measured before the first descent.
+    pub starts: usize,
     pub start_descent: bool,
     /// `restart=predicted`: restart at the best predicted of fresh
     /// samples, not a random point.
     pub restart_predicted: bool,
+    /// `tile-moves`: how a hop moves a tile size.
+    pub tile_moves: TileMoves,
 }
 
 /// What DGD_Move decided.
@@ -125,8 +146,8 @@ impl Gradient {
             return Err("window must be at least 1".into());
         }
         super::check_shares(&[("score-threshold", self.score_threshold), ("measure-threshold", self.measure_threshold)])?;
-        if self.start_samples == 0 {
-            return Err("start-samples must be at least 1".into());
+        if self.start_samples == 0 || self.starts == 0 {
+            return Err("start-samples and starts must be at least 1".into());
         }
         Ok(())
     }
@@ -195,7 +216,7 @@ impl Gradient {
         for _ in 0..MAX_MODEL_STEPS {
             let mut neighbours = Vec::new();
             for n in 1..=self.hops {
-                neighbours.extend(space.neighbours(&cur, n));
+                neighbours.extend(space.neighbours(&cur, n, self.tile_moves));
             }
             cx.visited += neighbours.len() as u64;
             let Some(best) = cx.rank(p, neighbours).into_iter().next() else { break };
@@ -241,7 +262,7 @@ impl Strategy for Gradient {
         let mut measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
         // The first start: the best measured of a window of the best
         // predicted samples (each descended on the model first).
-        let mut starts = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.window);
+        let mut starts = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts);
         let mut best = cx.best_gflops(p);
         let (mut moves, mut restarts) = (0u64, 0u64);
         while !cx.trials_spent() && !starts.is_empty() {
@@ -264,7 +285,7 @@ impl Strategy for Gradient {
                 let mut step: Vec<(Config, f64)> = Vec::new();
                 let mut moved = Move::Stay;
                 for n in 1..=self.hops {
-                    let neighbours: Vec<Config> = space.neighbours(&cur, n).into_iter().filter(|c| !measured.contains(c)).collect();
+                    let neighbours: Vec<Config> = space.neighbours(&cur, n, self.tile_moves).into_iter().filter(|c| !measured.contains(c)).collect();
                     cx.visited += neighbours.len() as u64;
                     let times = cx.model().predict(p, &neighbours);
                     let mut ranked: Vec<(Config, f64)> = neighbours.into_iter().zip(times).map(|(c, t)| (c, 1.0 / t.max(1e-30))).collect();
@@ -326,7 +347,7 @@ mod tests {
     use super::*;
 
     fn gradient() -> Gradient {
-        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, start_descent: true, restart_predicted: false }
+        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, starts: 16, start_descent: true, restart_predicted: false, tile_moves: TileMoves::Level }
     }
 
     /// Points standing in for configurations (only their order and the

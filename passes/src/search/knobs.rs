@@ -117,6 +117,8 @@ pub fn n_hop<S: KnobVector>(space: &S, base: &S::Point, n: usize) -> Vec<S::Poin
 pub struct KnobSpace<'a> {
     pub problem: &'a Problem,
     knobs: Vec<Knob>,
+    /// [`KnobSpace::chain_sizes`] of every axis and level.
+    chain_sizes: Vec<Vec<Vec<u64>>>,
 }
 
 impl<'a> KnobSpace<'a> {
@@ -131,7 +133,8 @@ impl<'a> KnobSpace<'a> {
         knobs.push(Knob::Vector);
         knobs.extend(p.packable.iter().map(|&read| Knob::Pack { read }));
         knobs.push(Knob::Order);
-        KnobSpace { problem: p, knobs }
+        let chain_sizes = (0..p.axes.len()).map(|a| (0..p.levels).map(|l| Self::sizes_of_chain(p, a, l)).collect()).collect();
+        KnobSpace { problem: p, knobs, chain_sizes }
     }
 
     /// The knobs, in the order of [`KnobSpace::encode`].
@@ -262,9 +265,72 @@ impl<'a> KnobSpace<'a> {
     }
 
     /// The valid points `n` hops from `cfg` ([`n_hop`]), in its
-    /// deterministic order.
-    pub fn neighbours(&self, cfg: &Config, n: usize) -> Vec<Config> {
-        n_hop(self, cfg, n).into_iter().filter(|c| self.valid(c)).collect()
+    /// deterministic order, tile sizes hopping as `moves` says.
+    pub fn neighbours(&self, cfg: &Config, n: usize, moves: TileMoves) -> Vec<Config> {
+        let hops = match moves {
+            TileMoves::Level => n_hop(self, cfg, n),
+            TileMoves::Chain => n_hop(&ChainHops(self), cfg, n),
+        };
+        hops.into_iter().filter(|c| self.valid(c)).collect()
+    }
+
+    /// Every size axis `a` may take at `level` whatever the other levels
+    /// hold: at the outermost level its [`Problem::choices`] with nothing
+    /// below, elsewhere every divisor of those. Ascending.
+    fn chain_sizes(&self, a: usize, level: usize) -> &[u64] {
+        &self.chain_sizes[a][level]
+    }
+
+    fn sizes_of_chain(p: &Problem, a: usize, level: usize) -> Vec<u64> {
+        let mut bare = p.initial();
+        bare.vthreads[a] = 1;
+        for l in 1..p.levels {
+            bare.tiles[a][l] = 1;
+        }
+        let outer = p.choices(&bare, a, 0);
+        if level == 0 {
+            return outer;
+        }
+        let mut all: Vec<u64> = outer.iter().flat_map(|&s| super::space::divisors(s)).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// `cfg` with the tile of axis `a` at `level` set to `size` and the
+    /// axis' other levels repaired so that each still divides the one
+    /// above: a level above that is not a multiple of the one below it
+    /// takes the nearest (in ratio; the larger on a tie) of its sizes
+    /// ([`KnobSpace::chain_sizes`]) that is; a level below takes its gcd
+    /// with the one above; the virtual threads their gcd with the
+    /// innermost tile. Fixed levels follow the level above. Where no size
+    /// repairs a level the chain is left broken, so the point is not
+    /// [`KnobSpace::consistent`].
+    fn set_tile_chain(&self, cfg: &mut Config, a: usize, level: usize, size: u64) {
+        let p = self.problem;
+        let t = &mut cfg.tiles[a];
+        t[level] = size;
+        for j in (0..level).rev() {
+            if t[j] % t[j + 1] == 0 {
+                continue;
+            }
+            let (below, old) = (t[j + 1], t[j] as f64);
+            let nearest = self.chain_sizes(a, j).iter().copied().filter(|s| s % below == 0).min_by(|&x, &y| (x as f64 / old).ln().abs().total_cmp(&(y as f64 / old).ln().abs()).then(y.cmp(&x)));
+            match nearest {
+                Some(s) => t[j] = s,
+                None => return,
+            }
+        }
+        let t = &mut cfg.tiles[a];
+        for j in level + 1..p.levels {
+            t[j] = gcd(t[j], t[j - 1]);
+        }
+        for j in 0..p.levels {
+            if p.fixed(a, j) {
+                cfg.tiles[a][j] = if j == 0 { p.axes[a].extent } else { cfg.tiles[a][j - 1] };
+            }
+        }
+        cfg.vthreads[a] = gcd(cfg.vthreads[a], cfg.tiles[a][p.levels - 1]);
     }
 
     /// `cfg` with one knob, drawn at random among those with more than one
@@ -319,6 +385,59 @@ impl KnobVector for KnobSpace<'_> {
 
     fn ordered_values(&self, point: &Config, knob: usize) -> Vec<i64> {
         self.values(point, self.knobs[knob])
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// How a hop moves a tile size ([`KnobSpace::neighbours`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileMoves {
+    /// To the next of [`Problem::choices`]: the sizes that divide the
+    /// level above and are multiples of the level below. A tile moves only
+    /// within the room its neighbours leave: making the register tile of
+    /// an axis larger than a level above allows takes a hop of every level
+    /// in between.
+    Level,
+    /// To the next size any tile of the axis may take at that level (the
+    /// seed's hop along an iterator's list of factors of the extent), the
+    /// other levels of the axis repaired to stay nested
+    /// ([`KnobSpace::set_tile_chain`]): one hop trades a factor between
+    /// levels.
+    Chain,
+}
+
+/// The knob space whose tile hops are [`TileMoves::Chain`] moves.
+struct ChainHops<'s, 'a>(&'s KnobSpace<'a>);
+
+impl KnobVector for ChainHops<'_, '_> {
+    type Point = Config;
+
+    fn knob_count(&self) -> usize {
+        self.0.knobs.len()
+    }
+
+    fn get(&self, point: &Config, knob: usize) -> i64 {
+        self.0.get(point, knob)
+    }
+
+    fn set(&self, point: &mut Config, knob: usize, value: i64) {
+        match self.0.knobs[knob] {
+            Knob::Tile { axis, level } if value > 0 => self.0.set_tile_chain(point, axis, level, value as u64),
+            _ => self.0.set(point, knob, value),
+        }
+    }
+
+    fn ordered_values(&self, point: &Config, knob: usize) -> Vec<i64> {
+        match self.0.knobs[knob] {
+            Knob::Tile { axis, level } if !self.0.problem.fixed(axis, level) => self.0.chain_sizes(axis, level).iter().map(|&s| s as i64).collect(),
+            _ => self.0.ordered_values(point, knob),
+        }
     }
 }
 
@@ -405,6 +524,40 @@ mod tests {
     }
 
     #[test]
+    fn chain_hops_trade_factors_between_levels_where_level_hops_cannot() {
+        let cpu = problem(GEMM, "x86-avx2");
+        let space = KnobSpace::new(&cpu);
+        let at = |i: [u64; 3]| {
+            let mut c = cpu.initial();
+            c.tiles[0] = i.to_vec();
+            assert!(space.valid(&c), "{i:?}");
+            c
+        };
+        let i_tiles = |moves: TileMoves, from: [u64; 3]| -> BTreeSet<Vec<u64>> {
+            let base = at(from);
+            space.neighbours(&base, 1, moves).into_iter().filter(|c| c.tiles[0] != base.tiles[0]).map(|c| c.tiles[0].clone()).collect()
+        };
+        // i's register tile (4) fills its L2 tile (4): a level hop cannot
+        // grow it; a chain hop grows both (the L2 tile to the nearest
+        // multiple of 8, 8 rather than 16).
+        let level = i_tiles(TileMoves::Level, [16, 4, 4]);
+        assert!(!level.iter().any(|t| t[2] > 4), "{level:?}");
+        let chain = i_tiles(TileMoves::Chain, [16, 4, 4]);
+        assert!(chain.contains(&vec![16, 8, 8]), "{chain:?}");
+        // Down: the levels below take their gcd with the new size.
+        let chain = i_tiles(TileMoves::Chain, [8, 8, 2]);
+        assert!(chain.contains(&vec![4, 4, 2]) && chain.contains(&vec![8, 4, 2]), "{chain:?}");
+        // Up through every level: the core tile too.
+        let chain = i_tiles(TileMoves::Chain, [4, 4, 4]);
+        assert!(chain.contains(&vec![8, 8, 8]), "{chain:?}");
+        // A hop still moves one knob by one step: the chain hops of i's
+        // register tile are its next sizes up and down.
+        let base = at([16, 4, 4]);
+        let register: BTreeSet<u64> = space.neighbours(&base, 1, TileMoves::Chain).iter().filter(|c| c.tiles[0][2] != 4).map(|c| c.tiles[0][2]).collect();
+        assert_eq!(register, BTreeSet::from([2, 8]));
+    }
+
+    #[test]
     fn the_knobs_of_gemm_on_a_cpu_and_a_gpu() {
         let cpu = problem(GEMM, "x86-avx2");
         let space = KnobSpace::new(&cpu);
@@ -426,7 +579,7 @@ mod tests {
         // (but not at l1, which must divide l2's 1), the vector axis from j
         // to k and to i, packing of a or b, the order; no tile moves down
         // from 1.
-        let one = space.neighbours(&start, 1);
+        let one = space.neighbours(&start, 1, TileMoves::Level);
         let moved: Vec<Vec<i64>> = one.iter().map(|c| space.encode(c)).collect();
         assert_eq!(
             moved,
@@ -441,7 +594,7 @@ mod tests {
                 vec![1, 1, 1, 1, 1, 1, 48, 1, 1, 1, 0, 0, 1],
             ]
         );
-        assert_eq!(space.neighbours(&start, 1), one, "deterministic");
+        assert_eq!(space.neighbours(&start, 1, TileMoves::Level), one, "deterministic");
 
         let gpu = problem(GEMM, "sm90");
         let space = KnobSpace::new(&gpu);
@@ -480,7 +633,7 @@ mod tests {
 
         /// Whatever the knob space makes is a valid point that decodes back
         /// from its knob vector: samples, 1- and 2-hop neighbours (each
-        /// once, `n` knobs changed), mutants (one knob changed) and
+        /// once; `n` knobs changed by level hops), mutants (one knob changed) and
         /// children (every knob from a parent).
         #[test]
         fn every_point_the_knob_space_makes_is_valid_and_decodes_back(seed in any::<u64>()) {
@@ -495,8 +648,8 @@ mod tests {
                     prop_assert!(space.valid(c));
                     prop_assert_eq!(space.decode(&space.encode(c)), Some(c.clone()));
                 }
-                for n in 1..=2 {
-                    let hops = space.neighbours(&a, n);
+                for (n, moves) in [(1, TileMoves::Level), (2, TileMoves::Level), (1, TileMoves::Chain), (2, TileMoves::Chain)] {
+                    let hops = space.neighbours(&a, n, moves);
                     moved += hops.len();
                     let distinct: BTreeSet<&Config> = hops.iter().collect();
                     prop_assert_eq!(distinct.len(), hops.len());
@@ -504,7 +657,12 @@ mod tests {
                     for h in &hops {
                         prop_assert!(space.valid(h), "{:?}", h);
                         prop_assert_eq!(space.decode(&space.encode(h)), Some(h.clone()));
-                        prop_assert_eq!(differing_knobs(&space, &a, h), n);
+                        // A chain hop also repairs the levels around the
+                        // knobs it moves.
+                        match moves {
+                            TileMoves::Level => prop_assert_eq!(differing_knobs(&space, &a, h), n),
+                            TileMoves::Chain => prop_assert!(differing_knobs(&space, &a, h) >= 1),
+                        }
                     }
                 }
                 if let Some(m) = space.mutate(&mut rng, &a) {
