@@ -261,41 +261,33 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
 
     t.name = "host".into();
     let features = &info.features;
-    let mut feats = vec!["+avx2", "+fma"];
+    let mut feats: Vec<String> = ["+avx2", "+fma"].map(String::from).to_vec();
     if features.f16c {
-        feats.push("+f16c");
+        feats.push("+f16c".into());
     }
     if base.isa.vector_bits >= 512 {
-        feats.splice(0..0, ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"]);
+        feats.splice(0..0, ["+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"].map(String::from));
     }
     // The intrinsics' features the CPU has (AVX-512 ones only on the
     // AVX-512 base: code for the AVX2 base must run without them), each
     // named once.
-    let mut optional: Vec<&str> = Vec::new();
-    for x in &base.intrinsics {
-        for f in &x.features {
-            let usable = features.has(f) && (base.isa.vector_bits >= 512 || !f.starts_with("avx512"));
-            if usable && !optional.contains(&f.as_str()) {
-                optional.push(f);
-            }
+    for f in base.intrinsics.iter().flat_map(|x| &x.features) {
+        let usable = features.has(f) && (base.isa.vector_bits >= 512 || !f.starts_with("avx512"));
+        let flag = format!("+{f}");
+        if usable && !feats.contains(&flag) {
+            feats.push(flag);
         }
     }
-    feats.extend(optional.iter().map(|f| match *f {
-        "avx512vnni" => "+avx512vnni",
-        "avx512bf16" => "+avx512bf16",
-        _ => "+avxvnni",
-    }));
+    t.isa.features = feats.join(",");
     // Intrinsics the CPU lacks are not this target's.
-    let offered: Vec<bool> = base.intrinsics.iter().map(|x| x.features.iter().all(|f| optional.contains(&f.as_str()))).collect();
-    let mut keep = offered.iter();
-    t.intrinsics.retain(|_| *keep.next().expect("one flag per intrinsic"));
+    let offered = base.intrinsics.iter().filter(|x| t.offers(x)).cloned().collect();
+    t.intrinsics = offered;
     if base.isa.vector_bits >= 512 && !features.avx512vnni {
         // No VNNI (Skylake-SP, Cascade Lake): no i8 peak the base file's
         // figure would stand for.
         t.peak_gflops.remove("i8");
         assumed.push("no i8 peak (no AVX512-VNNI)".into());
     }
-    t.isa.features = feats.join(",");
     detected.push(format!("ISA features {} (CPUID)", t.isa.features));
 
     let units = match (info.cores, info.usable_cpus) {

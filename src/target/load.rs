@@ -517,8 +517,7 @@ impl Validator<'_, '_, '_> {
         let x = &t.intrinsics[i];
         let at = |f: &'static str| [K("intrinsics"), I(i), K(f)];
         let layout_at = |f: &'static str| [K("intrinsics"), I(i), K("layout"), K(f)];
-        let warp = matches!(x.kind.as_str(), "mma" | "wmma");
-        let vector = matches!(x.kind.as_str(), "fma" | "dot");
+        let (warp, vector) = (x.is_warp(), x.is_vector());
         if warp && t.kind != TargetKind::Cuda || vector && t.kind != TargetKind::Cpu {
             let span = self.loc.value(&at("kind"));
             let wants = if warp { "cuda" } else { "cpu" };
@@ -529,7 +528,9 @@ impl Validator<'_, '_, '_> {
             for (field, l) in layouts {
                 if !matches!(l, OperandLayout::Row | OperandLayout::Col) {
                     let span = self.loc.value(&layout_at(field));
-                    self.err(span, format!("operand `{field}` of `{}` intrinsic `{}` is held as `{}`", x.kind, x.name, l.name()), "not a fragment layout").notes.push("note: a warp's fragments are `row` or `col`".into());
+                    self.err(span, format!("operand `{field}` of `{}` intrinsic `{}` is held as `{}`", x.kind, x.name, l.name()), "not a fragment layout")
+                        .notes
+                        .push("note: a warp's fragments are `row` or `col`".into());
                 }
             }
         }

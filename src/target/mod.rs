@@ -342,9 +342,16 @@ impl OperandLayout {
 }
 
 impl Intrinsic {
-    /// Multiply-adds one instruction does.
-    pub fn macs(&self) -> u64 {
-        u64::from(self.m) * u64::from(self.n) * u64::from(self.k)
+    /// A warp's instruction (`mma`, `wmma`), for cuda targets, its
+    /// operands in `row`/`col` fragments.
+    pub fn is_warp(&self) -> bool {
+        matches!(self.kind.as_str(), "mma" | "wmma")
+    }
+
+    /// One vector instruction (`fma`, `dot`), for cpu targets: `a` and
+    /// `acc` in lanes, `b` broadcast.
+    pub fn is_vector(&self) -> bool {
+        matches!(self.kind.as_str(), "fma" | "dot")
     }
 }
 

@@ -15,7 +15,7 @@
 //! warp use on GPUs) and, per tile level, its traffic over the bandwidth
 //! of the memory it is filled from.
 
-use super::space::{Axis, Config, Problem};
+use super::space::{Axis, Config, Problem, gcd};
 use crate::nest::OrderEntry;
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
@@ -34,10 +34,6 @@ impl PackedStrides<'_> {
     fn of(&self, e: &AffineExpr<AxisId>) -> i64 {
         e.terms().iter().filter(|&&(a, _)| self.axes.get(a.index()).is_some_and(|axis| axis.extent > 1)).fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1)
     }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a.max(1) } else { gcd(b, a % b) }
 }
 
 /// The tile level whose reduction sizes bound the accumulator's run: the

@@ -29,7 +29,7 @@
 //! knob is at the end of its list, or a move makes the point invalid.
 
 use super::rng::Rng;
-use super::space::{Config, Problem};
+use super::space::{Config, Problem, divisors, gcd};
 use std::collections::BTreeSet;
 
 /// One knob of a point.
@@ -117,8 +117,6 @@ pub fn n_hop<S: KnobVector>(space: &S, base: &S::Point, n: usize) -> Vec<S::Poin
 pub struct KnobSpace<'a> {
     pub problem: &'a Problem,
     knobs: Vec<Knob>,
-    /// [`KnobSpace::chain_sizes`] of every axis and level.
-    chain_sizes: Vec<Vec<Vec<u64>>>,
 }
 
 impl<'a> KnobSpace<'a> {
@@ -133,8 +131,7 @@ impl<'a> KnobSpace<'a> {
         knobs.push(Knob::Vector);
         knobs.extend(p.packable.iter().map(|&read| Knob::Pack { read }));
         knobs.push(Knob::Order);
-        let chain_sizes = (0..p.axes.len()).map(|a| (0..p.levels).map(|l| Self::sizes_of_chain(p, a, l)).collect()).collect();
-        KnobSpace { problem: p, knobs, chain_sizes }
+        KnobSpace { problem: p, knobs }
     }
 
     /// The knobs, in the order of [`KnobSpace::encode`].
@@ -269,7 +266,7 @@ impl<'a> KnobSpace<'a> {
     pub fn neighbours(&self, cfg: &Config, n: usize, moves: TileMoves) -> Vec<Config> {
         let hops = match moves {
             TileMoves::Level => n_hop(self, cfg, n),
-            TileMoves::Chain => n_hop(&ChainHops(self), cfg, n),
+            TileMoves::Chain => n_hop(&ChainHops::new(self), cfg, n),
         };
         hops.into_iter().filter(|c| self.valid(c)).collect()
     }
@@ -277,11 +274,8 @@ impl<'a> KnobSpace<'a> {
     /// Every size axis `a` may take at `level` whatever the other levels
     /// hold: at the outermost level its [`Problem::choices`] with nothing
     /// below, elsewhere every divisor of those. Ascending.
-    fn chain_sizes(&self, a: usize, level: usize) -> &[u64] {
-        &self.chain_sizes[a][level]
-    }
-
-    fn sizes_of_chain(p: &Problem, a: usize, level: usize) -> Vec<u64> {
+    fn chain_sizes(&self, a: usize, level: usize) -> Vec<u64> {
+        let p = self.problem;
         let mut bare = p.initial();
         bare.vthreads[a] = 1;
         for l in 1..p.levels {
@@ -291,46 +285,10 @@ impl<'a> KnobSpace<'a> {
         if level == 0 {
             return outer;
         }
-        let mut all: Vec<u64> = outer.iter().flat_map(|&s| super::space::divisors(s)).collect();
+        let mut all: Vec<u64> = outer.iter().flat_map(|&s| divisors(s)).collect();
         all.sort_unstable();
         all.dedup();
         all
-    }
-
-    /// `cfg` with the tile of axis `a` at `level` set to `size` and the
-    /// axis' other levels repaired so that each still divides the one
-    /// above: a level above that is not a multiple of the one below it
-    /// takes the nearest (in ratio; the larger on a tie) of its sizes
-    /// ([`KnobSpace::chain_sizes`]) that is; a level below takes its gcd
-    /// with the one above; the virtual threads their gcd with the
-    /// innermost tile. Fixed levels follow the level above. Where no size
-    /// repairs a level the chain is left broken, so the point is not
-    /// [`KnobSpace::consistent`].
-    fn set_tile_chain(&self, cfg: &mut Config, a: usize, level: usize, size: u64) {
-        let p = self.problem;
-        let t = &mut cfg.tiles[a];
-        t[level] = size;
-        for j in (0..level).rev() {
-            if t[j] % t[j + 1] == 0 {
-                continue;
-            }
-            let (below, old) = (t[j + 1], t[j] as f64);
-            let nearest = self.chain_sizes(a, j).iter().copied().filter(|s| s % below == 0).min_by(|&x, &y| (x as f64 / old).ln().abs().total_cmp(&(y as f64 / old).ln().abs()).then(y.cmp(&x)));
-            match nearest {
-                Some(s) => t[j] = s,
-                None => return,
-            }
-        }
-        let t = &mut cfg.tiles[a];
-        for j in level + 1..p.levels {
-            t[j] = gcd(t[j], t[j - 1]);
-        }
-        for j in 0..p.levels {
-            if p.fixed(a, j) {
-                cfg.tiles[a][j] = if j == 0 { p.axes[a].extent } else { cfg.tiles[a][j - 1] };
-            }
-        }
-        cfg.vthreads[a] = gcd(cfg.vthreads[a], cfg.tiles[a][p.levels - 1]);
     }
 
     /// `cfg` with one knob, drawn at random among those with more than one
@@ -388,13 +346,6 @@ impl KnobVector for KnobSpace<'_> {
     }
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
 /// How a hop moves a tile size ([`KnobSpace::neighbours`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TileMoves {
@@ -407,36 +358,82 @@ pub enum TileMoves {
     /// To the next size any tile of the axis may take at that level (the
     /// seed's hop along an iterator's list of factors of the extent), the
     /// other levels of the axis repaired to stay nested
-    /// ([`KnobSpace::set_tile_chain`]): one hop trades a factor between
+    /// ([`ChainHops::set_tile`]): one hop trades a factor between
     /// levels.
     Chain,
 }
 
-/// The knob space whose tile hops are [`TileMoves::Chain`] moves.
-struct ChainHops<'s, 'a>(&'s KnobSpace<'a>);
+/// The knob space whose tile hops are [`TileMoves::Chain`] moves, with
+/// [`KnobSpace::chain_sizes`] of every axis and level.
+struct ChainHops<'s, 'a> {
+    space: &'s KnobSpace<'a>,
+    sizes: Vec<Vec<Vec<u64>>>,
+}
+
+impl<'s, 'a> ChainHops<'s, 'a> {
+    fn new(space: &'s KnobSpace<'a>) -> Self {
+        let p = space.problem;
+        let sizes = (0..p.axes.len()).map(|a| (0..p.levels).map(|l| space.chain_sizes(a, l)).collect()).collect();
+        ChainHops { space, sizes }
+    }
+
+    /// `cfg` with the tile of axis `a` at `level` set to `size` and the
+    /// axis' other levels repaired so that each still divides the one
+    /// above: a level above that is not a multiple of the one below it
+    /// takes the nearest (in ratio; the larger on a tie) of its chain sizes
+    /// that is; a level below takes its gcd with the one above; the virtual
+    /// threads their gcd with the innermost tile. Fixed levels follow the
+    /// level above. Where no size repairs a level the chain is left broken,
+    /// so the point is not [`KnobSpace::consistent`].
+    fn set_tile(&self, cfg: &mut Config, a: usize, level: usize, size: u64) {
+        let p = self.space.problem;
+        let t = &mut cfg.tiles[a];
+        t[level] = size;
+        for j in (0..level).rev() {
+            if t[j].is_multiple_of(t[j + 1]) {
+                continue;
+            }
+            let (below, old) = (t[j + 1], t[j] as f64);
+            let nearest = self.sizes[a][j].iter().copied().filter(|s| s % below == 0).min_by(|&x, &y| (x as f64 / old).ln().abs().total_cmp(&(y as f64 / old).ln().abs()).then(y.cmp(&x)));
+            match nearest {
+                Some(s) => t[j] = s,
+                None => return,
+            }
+        }
+        for j in level + 1..p.levels {
+            t[j] = gcd(t[j], t[j - 1]);
+        }
+        for j in 0..p.levels {
+            if p.fixed(a, j) {
+                t[j] = if j == 0 { p.axes[a].extent } else { t[j - 1] };
+            }
+        }
+        cfg.vthreads[a] = gcd(cfg.vthreads[a], cfg.tiles[a][p.levels - 1]);
+    }
+}
 
 impl KnobVector for ChainHops<'_, '_> {
     type Point = Config;
 
     fn knob_count(&self) -> usize {
-        self.0.knobs.len()
+        self.space.knobs.len()
     }
 
     fn get(&self, point: &Config, knob: usize) -> i64 {
-        self.0.get(point, knob)
+        self.space.get(point, knob)
     }
 
     fn set(&self, point: &mut Config, knob: usize, value: i64) {
-        match self.0.knobs[knob] {
-            Knob::Tile { axis, level } if value > 0 => self.0.set_tile_chain(point, axis, level, value as u64),
-            _ => self.0.set(point, knob, value),
+        match self.space.knobs[knob] {
+            Knob::Tile { axis, level } if value > 0 => self.set_tile(point, axis, level, value as u64),
+            _ => self.space.set(point, knob, value),
         }
     }
 
     fn ordered_values(&self, point: &Config, knob: usize) -> Vec<i64> {
-        match self.0.knobs[knob] {
-            Knob::Tile { axis, level } if !self.0.problem.fixed(axis, level) => self.0.chain_sizes(axis, level).iter().map(|&s| s as i64).collect(),
-            _ => self.0.ordered_values(point, knob),
+        match self.space.knobs[knob] {
+            Knob::Tile { axis, level } if !self.space.problem.fixed(axis, level) => self.sizes[axis][level].iter().map(|&s| s as i64).collect(),
+            _ => self.space.ordered_values(point, knob),
         }
     }
 }

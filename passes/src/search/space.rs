@@ -163,6 +163,12 @@ pub fn divisors(n: u64) -> Vec<u64> {
     d
 }
 
+/// The greatest common divisor of `a` and `b` (1 when both are 0, so it
+/// can divide).
+pub fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
 impl Problem {
     /// The problem of compute op `op` of `f` on `target`; `None` if `op` is
     /// not a well-formed compute op.

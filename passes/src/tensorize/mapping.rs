@@ -95,6 +95,27 @@ pub enum IntrinsicAxis {
     K,
 }
 
+impl IntrinsicAxis {
+    pub const ALL: [IntrinsicAxis; 3] = [IntrinsicAxis::M, IntrinsicAxis::N, IntrinsicAxis::K];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IntrinsicAxis::M => "m",
+            IntrinsicAxis::N => "n",
+            IntrinsicAxis::K => "k",
+        }
+    }
+
+    /// The intrinsic's size along this axis.
+    pub fn size(self, x: &Intrinsic) -> u32 {
+        match self {
+            IntrinsicAxis::M => x.m,
+            IntrinsicAxis::N => x.n,
+            IntrinsicAxis::K => x.k,
+        }
+    }
+}
+
 /// One way to compute a contraction with an intrinsic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -132,10 +153,10 @@ impl Mapping {
     /// extent is a multiple of the intrinsic's size).
     pub fn padding(&self, c: &Compute, x: &Intrinsic) -> f64 {
         let (mut real, mut padded) = (1.0, 1.0);
-        for (axis, size) in [(IntrinsicAxis::M, x.m), (IntrinsicAxis::N, x.n), (IntrinsicAxis::K, x.k)] {
-            let e = self.fused_extent(c, axis);
+        for axis in IntrinsicAxis::ALL {
+            let (e, size) = (self.fused_extent(c, axis), u64::from(axis.size(x)));
             real *= e as f64;
-            padded *= (e.div_ceil(u64::from(size)) * u64::from(size)) as f64;
+            padded *= (e.div_ceil(size) * size) as f64;
         }
         padded / real - 1.0
     }
@@ -164,7 +185,7 @@ pub fn candidates(c: &Compute, con: &Contraction, x: &Intrinsic) -> Result<Vec<M
     // the lanes and the u8 one broadcast).
     let fits = |lanes: ElemType, other: ElemType| {
         let (l, o) = (lanes.name(), other.name());
-        (l, o) == (x.a.as_str(), x.b.as_str()) || matches!(x.kind.as_str(), "fma" | "dot") && (l, o) == (x.b.as_str(), x.a.as_str())
+        (l, o) == (x.a.as_str(), x.b.as_str()) || x.is_vector() && (l, o) == (x.b.as_str(), x.a.as_str())
     };
     let mut roles = Vec::new();
     if fits(con.lhs_elem, con.rhs_elem) {
@@ -192,14 +213,14 @@ pub fn candidates(c: &Compute, con: &Contraction, x: &Intrinsic) -> Result<Vec<M
                 .collect()
         };
         let mut choices: Vec<Vec<Vec<AxisId>>> = Vec::new();
-        for (axis, name, size) in [(IntrinsicAxis::M, "m", x.m), (IntrinsicAxis::N, "n", x.n), (IntrinsicAxis::K, "k", x.k)] {
-            if size == 1 {
+        for axis in IntrinsicAxis::ALL {
+            if axis.size(x) == 1 {
                 choices.push(vec![Vec::new()]);
                 continue;
             }
             let subsets = nonempty_subsets(&eligible(axis));
             if subsets.is_empty() {
-                unfilled.get_or_insert(name);
+                unfilled.get_or_insert(axis);
             }
             choices.push(subsets);
         }
@@ -212,12 +233,14 @@ pub fn candidates(c: &Compute, con: &Contraction, x: &Intrinsic) -> Result<Vec<M
         }
     }
     if out.is_empty() {
-        let what = match unfilled.unwrap_or("m") {
-            "m" => "spatial axis (longer than 1) indexes `a` and the output but not `b`",
-            "n" => "spatial axis (longer than 1) indexes `b` and the output but not `a`",
-            _ => "reduction axis (longer than 1) indexes both `a` and `b`",
+        // Every role left an intrinsic axis without op axes.
+        let axis = unfilled.unwrap_or(IntrinsicAxis::M);
+        let what = match axis {
+            IntrinsicAxis::M => "spatial axis (longer than 1) indexes `a` and the output but not `b`",
+            IntrinsicAxis::N => "spatial axis (longer than 1) indexes `b` and the output but not `a`",
+            IntrinsicAxis::K => "reduction axis (longer than 1) indexes both `a` and `b`",
         };
-        return Err(format!("no op axis can go onto its `{}`: no {what}", unfilled.unwrap_or("m")));
+        return Err(format!("no op axis can go onto its `{}`: no {what}", axis.name()));
     }
     Ok(out)
 }
