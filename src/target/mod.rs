@@ -18,6 +18,7 @@
 
 pub mod check;
 pub mod host;
+pub mod mapping;
 pub mod plan;
 pub mod resources;
 mod load;

@@ -535,7 +535,7 @@ impl Driver {
                 return (Err(()), all);
             };
             let offered: Vec<&tilec::target::Intrinsic> = t.offered_intrinsics().collect();
-            let text: String = module.funcs.iter().map(|f| tilec_passes::tensorize::mapping::report(f, &offered, &t.name)).collect();
+            let text: String = module.funcs.iter().map(|f| tilec::target::mapping::report(f, &offered, &t.name)).collect();
             timings.push(("mapping candidates".into(), start.elapsed()));
             return (Ok(Output { bytes: text.into_bytes(), metadata: None }), all);
         }

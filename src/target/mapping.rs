@@ -4,7 +4,7 @@
 //! Table 2).
 //!
 //! An intrinsic computes `acc[m, n] += Σ_k a[m, k] · b[k, n]`
-//! ([`tilec::target::Intrinsic`]). An op it can compute is a **contraction**:
+//! ([`crate::target::Intrinsic`]). An op it can compute is a **contraction**:
 //! a `sum` over the product of two reads (each possibly `cast` to the
 //! accumulator's type first), `out[s] = Σ_r x[..] · y[..]`. A **mapping**
 //! chooses which read plays `a` and which `b`, and which op axes fuse onto
@@ -35,8 +35,8 @@
 //! the result.
 
 use std::fmt::Write as _;
-use tilec::ir::{AxisId, AxisKind, BinaryOp, Compute, ElemType, Function, Op, OpKind, ValueDef};
-use tilec::target::{ComputeInfo, Intrinsic};
+use crate::ir::{AxisId, AxisKind, BinaryOp, Compute, ElemType, Function, Op, OpKind, ValueDef};
+use super::{ComputeInfo, Intrinsic};
 
 /// An op the intrinsics may compute: `out = Σ lhs · rhs`.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,7 +56,7 @@ pub fn contraction(f: &Function, op: Op) -> Result<Contraction, String> {
     let data = f.op(op);
     let OpKind::Compute(c) = &data.kind else { return Err("not a compute op".into()) };
     let info = ComputeInfo::of(f, op).ok_or("not a well-formed compute op")?;
-    if c.combiner != Some(tilec::ir::Combiner::Sum) {
+    if c.combiner != Some(crate::ir::Combiner::Sum) {
         return Err("it is not a `reduce sum`".into());
     }
     let body = f.region(*data.regions.first().ok_or("no body")?);
@@ -68,7 +68,7 @@ pub fn contraction(f: &Function, op: Op) -> Result<Contraction, String> {
         return Err(not_product());
     }
     // A factor is a body argument, or a cast of one.
-    let read_of = |v: tilec::ir::Value| -> Option<usize> {
+    let read_of = |v: crate::ir::Value| -> Option<usize> {
         let v = match f.values[v].def {
             ValueDef::Result(cast, _) if f.op(cast).kind == OpKind::Cast => *f.op(cast).operands.first()?,
             _ => v,
@@ -300,8 +300,13 @@ pub fn report(f: &Function, intrinsics: &[&Intrinsic], target: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::parse;
-    use tilec::ir::Module;
+    use crate::ir::Module;
+
+    fn parse(src: &str) -> Module {
+        let (m, sm) = crate::syntax::parse_str("test.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
+        assert!(!crate::verify::verify_module(&m).has_errors(), "{}", sm.render(&crate::verify::verify_module(&m).0));
+        m
+    }
 
     const GEMM_F32: &str = "func @gemm(%A: tensor<64x48xf32>, %B: tensor<48x80xf32>) -> tensor<64x80xf32> {
   %C = compute (i: 64, j: 80) reduce sum (k: 48) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x80xf32>[i, j] {
@@ -340,7 +345,7 @@ mod tests {
     }
 
     fn intrinsic(target: &str, name: &str) -> Intrinsic {
-        let t = tilec::target::builtin(target).unwrap();
+        let t = crate::target::builtin(target).unwrap();
         t.intrinsics.iter().find(|x| x.name == name).unwrap().clone()
     }
 
