@@ -493,6 +493,7 @@ impl Verifier<'_> {
             | OpKind::Store(_)
             | OpKind::Copy(_)
             | OpKind::Fill(_)
+            | OpKind::Intrinsic(_)
             | OpKind::Barrier
             | OpKind::If(_)
             | OpKind::Kernel(_) => None,
@@ -670,6 +671,7 @@ impl Verifier<'_> {
             OpKind::Store(a) => self.store(op, a, ctx),
             OpKind::Copy(c) => self.copy(op, c, ctx),
             OpKind::Fill(lit) => self.fill(op, lit),
+            OpKind::Intrinsic(x) => self.intrinsic(op, x, ctx),
             OpKind::Barrier => {
                 self.arity(op, Some(0), 0, 0);
             }
@@ -1147,6 +1149,131 @@ impl Verifier<'_> {
         }
         let Some(b) = self.written_buffer(op, self.f.ops[op].operands[0]) else { return };
         self.literal_fits(lit, b.elem, "fill value", self.op_span(op));
+    }
+
+    fn intrinsic(&mut self, op: Op, x: &IntrinsicCall, ctx: &LoopCtx) {
+        let f = self.f;
+        let data = &f.ops[op];
+        if data.operands.len() < 3 || !self.arity(op, None, 0, 0) {
+            self.arity(op, Some(3), 0, 0);
+            return;
+        }
+        let span = self.op_span(op);
+        let Some(acc) = self.written_buffer(op, data.operands[0]) else { return };
+        let mut types = vec![Type::Buffer(acc.clone())];
+        for (role, &v) in ["a", "b"].iter().zip(&data.operands[1..3]) {
+            let t = f.value_type(v);
+            if t.readable().is_none() {
+                self.err(Diagnostic::error(format!("`intrinsic` reads {} as `{role}`, which is not a tensor or buffer but `{t}`", f.value_label(v))).at(span, "not readable"));
+                return;
+            }
+            types.push(t.clone());
+        }
+        let elems: Vec<ElemType> = types.iter().map(|t| t.readable().expect("checked").elem).collect();
+        let (ea, eb, ec) = (elems[1], elems[2], elems[0]);
+        let [m, n, k] = x.shape;
+        let mut ok = true;
+        if x.shape.contains(&0) {
+            self.err(Diagnostic::error(format!("`intrinsic` shape [{m}, {n}, {k}] has a size 0")).at(span, "sizes must be at least 1"));
+            ok = false;
+        }
+        if x.kind.is_vector() && n != 1 {
+            self.err(
+                Diagnostic::error(format!("a `{}` intrinsic has `n` = 1, not {n}", x.kind))
+                    .at(span, "vector intrinsics compute one column")
+                    .with_note("`a` and the accumulator are in vector lanes along `m`; `b` is broadcast"),
+            );
+            ok = false;
+        }
+        if x.kind == IntrinsicKind::Fma && k != 1 {
+            self.err(Diagnostic::error(format!("an `fma` intrinsic has `k` = 1, not {k}")).at(span, "one product per lane").with_help("use `dot` for several products per lane"));
+            ok = false;
+        }
+        let int8 = |e: ElemType| matches!(e, ElemType::I8 | ElemType::U8);
+        let half = |e: ElemType| matches!(e, ElemType::F16 | ElemType::BF16);
+        let types_ok = match x.kind {
+            IntrinsicKind::Fma => ea.is_float() && ea == eb && eb == ec,
+            IntrinsicKind::Dot => int8(ea) && int8(eb) && ec == ElemType::I32 || half(ea) && ea == eb && ec == ElemType::F32,
+            IntrinsicKind::Mma | IntrinsicKind::Wmma => {
+                int8(ea) && int8(eb) && ec == ElemType::I32 || half(ea) && ea == eb && (ec == ElemType::F32 || ec == ea && ea == ElemType::F16)
+            }
+        };
+        if !types_ok {
+            let expected = match x.kind {
+                IntrinsicKind::Fma => "one float type for all three",
+                IntrinsicKind::Dot => "u8/i8 operands into i32, or f16/bf16 operands into f32",
+                IntrinsicKind::Mma | IntrinsicKind::Wmma => "u8/i8 operands into i32, or f16/bf16 operands into f32 (f16 also into f16)",
+            };
+            self.err(
+                Diagnostic::error(format!("a `{}` intrinsic does not compute {ea} × {eb} into {ec}", x.kind))
+                    .at(span, "element types do not fit")
+                    .with_note(format!("`{}` takes {expected}", x.kind)),
+            );
+            ok = false;
+        }
+        // Which axes an operand may move along: the accumulator not along
+        // `k`, `a` not along `n`, `b` not along `m`.
+        let roles = [("accumulator", 2usize), ("`a`", 1), ("`b`", 0)];
+        for (i, (t, &(role, fixed))) in x.tiles().into_iter().zip(&roles).enumerate() {
+            let ty = &types[i];
+            let rank = ty.readable().expect("checked").rank();
+            ok &= self.index_operands(op, 3, t.indices.iter());
+            if !self.rank_matches(op, &format!("`intrinsic` {role}"), t.indices.len(), ty, rank) {
+                ok = false;
+                continue;
+            }
+            if t.steps.iter().any(|s| s.len() != rank) {
+                self.err(Diagnostic::error(format!("malformed `intrinsic`: the {role}'s steps are not one per dimension")).at(span, "malformed op"));
+                ok = false;
+                continue;
+            }
+            if t.steps[fixed].iter().any(|&s| s != 0) {
+                let axis = ["m", "n", "k"][fixed];
+                self.err(
+                    Diagnostic::error(format!("the {role} of `intrinsic` is indexed by `{axis}`"))
+                        .at(span, format!("{role} must not depend on `{axis}`"))
+                        .with_note("acc[m, n] += Σ_k a[m, k] · b[k, n]: the accumulator does not use `k`, `a` not `n`, `b` not `m`"),
+                );
+                ok = false;
+            }
+            if let Some(d) = (0..rank).find(|&d| t.indices[d].divisor() != 1 && (0..3).any(|a| t.steps[a][d] != 0)) {
+                self.err(Diagnostic::error(format!("the {role} of `intrinsic` steps dimension {d} inside a division")).at(span, "malformed op"));
+                ok = false;
+            }
+            if let Some(p) = &t.pad {
+                if i == 0 {
+                    self.err(Diagnostic::error("the accumulator of `intrinsic` has a pad value").at(span, "accumulators do not pad"));
+                    ok = false;
+                } else {
+                    self.literal_fits(p, ty.readable().expect("checked").elem, "pad value", span);
+                }
+            }
+        }
+        if !ok || ctx.guarded {
+            return;
+        }
+        for (i, (t, &(role, _))) in x.tiles().into_iter().zip(&roles).enumerate() {
+            if t.pad.is_some() {
+                continue;
+            }
+            // The tile covers, per dimension, the origin plus every offset
+            // the steps reach: shift the origin to the lowest and span the rest.
+            let mut origins = Vec::new();
+            let mut spans = Vec::new();
+            for (d, e) in t.indices.iter().enumerate() {
+                let (mut lo, mut hi) = (0i64, 0i64);
+                for a in 0..3 {
+                    let reach = t.steps[a][d].saturating_mul(x.shape[a].saturating_sub(1).min(i64::MAX as u64) as i64);
+                    if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }
+                }
+                let shifted = if lo == 0 { Ok(e.clone()) } else { e.checked_add(&AffineExpr::constant(lo)) };
+                let Ok(shifted) = shifted else { return };
+                origins.push(shifted);
+                spans.push(hi.saturating_sub(lo).saturating_add(1) as u64);
+            }
+            let help = if i == 0 { "guard the intrinsic with `if` (partial tiles)" } else { "add `pad(<value>)` to define elements outside the source, or guard the intrinsic with `if`" };
+            self.access_bounds(op, &format!("intrinsic {}", role.trim_matches('`')), &origins, Some(&spans), &types[i], help);
+        }
     }
 
     fn index_value(&mut self, op: Op, e: &AffineExpr<Dim>) {

@@ -115,8 +115,8 @@ pub fn induction_var(f: &Function, op: Op) -> Value {
     f.regions[f.ops[op].regions[0]].args[0]
 }
 
-/// Rewrites every index expression (loads, stores, copies, guards, index
-/// values) in `ops` with `rewrite`, which sees and returns expressions over
+/// Rewrites every index expression (loads, stores, copies, intrinsics'
+/// origins, guards, index values) in `ops` with `rewrite`, which sees and returns expressions over
 /// values.
 pub fn rewrite_index_exprs(f: &mut Function, ops: &[Op], mut rewrite: impl FnMut(&AffineExpr<Value>) -> AffineExpr<Value>) {
     use tilec::ir::builder::pack_indices;
@@ -136,6 +136,18 @@ pub fn rewrite_index_exprs(f: &mut Function, ops: &[Op], mut rewrite: impl FnMut
                 if let OpKind::Copy(c) = &mut f.ops[op].kind {
                     c.dst = packed.remove(1);
                     c.src = packed.remove(0);
+                }
+            }
+            OpKind::Intrinsic(x) => {
+                // The origins move; the steps of `m`, `n`, `k` do not.
+                let origins: Vec<Vec<AffineExpr<Value>>> = x.tiles().iter().map(|t| t.indices.iter().map(|e| rewrite(&f.expr_in_values(op, e))).collect()).collect();
+                let fixed = f.ops[op].operands[..3].to_vec();
+                let (operands, packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2]]);
+                f.ops[op].operands = operands;
+                if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
+                    for (t, indices) in x.tiles_mut().into_iter().zip(packed) {
+                        t.indices = indices;
+                    }
                 }
             }
             OpKind::If(g) => {

@@ -442,6 +442,7 @@ impl<'f, 'i> Machine<'f, 'i> {
                 self.write_elem(b, off, v)?;
             }
             OpKind::Copy(c) => self.copy(op, c, env)?,
+            OpKind::Intrinsic(x) => self.intrinsic(op, x, env)?,
             OpKind::Fill(lit) => {
                 let b = self.buf_of(env, data.operands[0])?;
                 let elem = self.buffers[b].data.ty.elem;
@@ -564,6 +565,72 @@ impl<'f, 'i> Machine<'f, 'i> {
             };
             self.write_elem(dst, doff, v)?;
             e += step;
+        }
+        Ok(())
+    }
+
+    /// One `intrinsic` op, with the rounding of its kind (the op's
+    /// description in `ir::ops`): what the hardware instruction computes,
+    /// so that tensorized kernels are checked against their own semantics.
+    fn intrinsic(&mut self, op: Op, x: &IntrinsicCall, env: &Env) -> Result<(), InterpError> {
+        let data = &self.f.ops[op];
+        let bufs = [self.buf_of(env, data.operands[0])?, self.buf_of(env, data.operands[1])?, self.buf_of(env, data.operands[2])?];
+        let mut origins = Vec::new();
+        for t in x.tiles() {
+            let o: Vec<(i64, i64)> = t.indices.iter().map(|e| Ok((self.eval_index(op, env, e)?, e.divisor()))).collect::<Result<_, InterpError>>()?;
+            origins.push(o);
+        }
+        let elems = bufs.map(|b| self.buffers[b].data.ty.elem);
+        // The element of operand `i` at intrinsic point `p`: its offset in
+        // the buffer, or `None` outside it (or on an inexact division).
+        let locate = |this: &Self, i: usize, p: [i64; 3]| -> Option<usize> {
+            let t = x.tiles()[i];
+            let mut idx = Vec::with_capacity(origins[i].len());
+            for (d, &(num, div)) in origins[i].iter().enumerate() {
+                if num.rem_euclid(div) != 0 {
+                    return None;
+                }
+                idx.push(num.div_euclid(div) + t.offset(d, p));
+            }
+            Self::offset(&this.buffers[bufs[i]].data.ty.shape, &idx)
+        };
+        let read = |this: &mut Self, i: usize, p: [i64; 3]| -> Result<Val, InterpError> {
+            match (locate(this, i, p), x.tiles()[i].pad) {
+                (Some(off), _) => this.read_elem(bufs[i], off, "intrinsic"),
+                (None, Some(pad)) => Ok(Self::literal_val(pad, elems[i])),
+                (None, None) => Err(InterpError::new(format!("intrinsic reads {} out of bounds at point {p:?} (m, n, k)", this.buffers[bufs[i]].name))),
+            }
+        };
+        let [m, n, k] = x.shape.map(|s| s as i64);
+        let acc_elem = elems[0];
+        for mi in 0..m {
+            for ni in 0..n {
+                let at = [mi, ni, 0];
+                let acc = read(self, 0, at)?;
+                let mut products = Vec::with_capacity(k as usize);
+                for ki in 0..k {
+                    products.push((read(self, 1, [mi, ni, ki])?, read(self, 2, [mi, ni, ki])?));
+                }
+                let result = match (acc, x.kind) {
+                    (Val::I(acc), _) => Val::I(scalar::wrap_int(acc_elem, products.iter().try_fold(acc, |s, &(a, b)| match (a, b) {
+                        (Val::I(a), Val::I(b)) => Ok(s.wrapping_add(a.wrapping_mul(b))),
+                        _ => Err(InterpError::new("intrinsic: integer accumulator with float operands")),
+                    })?)),
+                    (Val::F(acc), kind) => {
+                        let mut floats = Vec::with_capacity(products.len());
+                        for &(a, b) in &products {
+                            match (a, b) {
+                                (Val::F(a), Val::F(b)) => floats.push((a, b)),
+                                _ => return Err(InterpError::new("intrinsic: float accumulator with integer operands")),
+                            }
+                        }
+                        Val::F(intrinsic_float_sum(kind, acc_elem, acc, &floats))
+                    }
+                    (other, _) => return Err(InterpError::new(format!("intrinsic: accumulator holds {other:?}"))),
+                };
+                let off = locate(self, 0, at).ok_or_else(|| InterpError::new(format!("intrinsic writes {} out of bounds at point {at:?} (m, n, k)", self.buffers[bufs[0]].name)))?;
+                self.write_elem(bufs[0], off, result)?;
+            }
         }
         Ok(())
     }
@@ -725,5 +792,29 @@ impl<'f, 'i> Machine<'f, 'i> {
             }
         }
         Ok(())
+    }
+}
+
+/// The float result of one accumulator element of an intrinsic: `acc`
+/// plus the products `(a, b)` in `k` order, rounded as the kind's hardware
+/// does (the `intrinsic` op's description). Products of f16 and bf16
+/// values are exact in f32, so each step rounds once.
+fn intrinsic_float_sum(kind: IntrinsicKind, acc_elem: ElemType, acc: f64, products: &[(f64, f64)]) -> f64 {
+    match kind {
+        IntrinsicKind::Fma => match acc_elem {
+            ElemType::F32 => products.iter().fold(acc as f32, |s, &(a, b)| (a as f32).mul_add(b as f32, s)) as f64,
+            // An f16 or bf16 product and sum are exact in f64 before the
+            // one rounding (at most 22 + 1 significant bits apart by less
+            // than f64's exponent range).
+            other => products.iter().fold(acc, |s, &(a, b)| round_to(other, a.mul_add(b, s))),
+        },
+        IntrinsicKind::Dot => {
+            // vdpbf16ps: denormal inputs read as zero, denormal sums
+            // flush to zero, the last pair first (Intel SDM, VDPBF16PS).
+            let flush = |x: f32| if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
+            let sum = products.iter().rev().fold(flush(acc as f32), |s, &(a, b)| flush(s + flush(a as f32) * flush(b as f32)));
+            round_to(acc_elem, sum as f64)
+        }
+        IntrinsicKind::Mma | IntrinsicKind::Wmma => products.iter().fold(acc, |s, &(a, b)| round_to(acc_elem, s + a * b)),
     }
 }

@@ -261,3 +261,100 @@ pub struct Kernel {
     pub label: Option<String>,
     pub schedule: Schedule,
 }
+
+/// What an `intrinsic` op computes (its text: `fma`, `dot`, `mma`,
+/// `wmma`), as the target's `[[intrinsics]]` kinds. Every kind computes
+/// `acc[m, n] += Σ_k a[m, k] · b[k, n]` over its `m × n × k` tile; they
+/// differ in how the sum is rounded (the interpreter gives each its
+/// hardware's order, `interp::machine`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IntrinsicKind {
+    /// One vector FMA: `k = 1`, rounded once (`vfmadd231ps`).
+    Fma,
+    /// One vector dot product: each lane adds `k` products (`vpdpbusd`,
+    /// `vdpbf16ps`).
+    Dot,
+    /// A warp's matrix instruction (`mma.sync`).
+    Mma,
+    /// A warp's matrix instruction through WMMA fragments.
+    Wmma,
+}
+
+impl IntrinsicKind {
+    pub const ALL: [IntrinsicKind; 4] = [IntrinsicKind::Fma, IntrinsicKind::Dot, IntrinsicKind::Mma, IntrinsicKind::Wmma];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IntrinsicKind::Fma => "fma",
+            IntrinsicKind::Dot => "dot",
+            IntrinsicKind::Mma => "mma",
+            IntrinsicKind::Wmma => "wmma",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<IntrinsicKind> {
+        IntrinsicKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// One vector instruction of a CPU (`a` and `acc` in lanes along `m`,
+    /// `b` broadcast, `n = 1`).
+    pub fn is_vector(self) -> bool {
+        matches!(self, IntrinsicKind::Fma | IntrinsicKind::Dot)
+    }
+}
+
+impl fmt::Display for IntrinsicKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One operand of an `intrinsic` op: the element at intrinsic point
+/// `(m, n, k)` is at `indices + m·steps[0] + n·steps[1] + k·steps[2]`
+/// (dimension by dimension). Its text is the index expressions with the
+/// intrinsic's axes as the variables `m`, `n`, `k`: `%acc[%i, %j * 8 + m]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileOperand {
+    /// The element at `(0, 0, 0)`, over the op's index operands.
+    pub indices: Vec<AffineExpr<Dim>>,
+    /// Per intrinsic axis (`m`, `n`, `k`), per dimension: how far one step
+    /// along the axis moves.
+    pub steps: [Vec<i64>; 3],
+    /// The value read outside the source, as a load's (`a` and `b` only).
+    pub pad: Option<Literal>,
+}
+
+impl TileOperand {
+    /// Index of dimension `d` at intrinsic point `p = (m, n, k)`, as an
+    /// offset from the origin.
+    pub fn offset(&self, d: usize, p: [i64; 3]) -> i64 {
+        (0..3).map(|x| self.steps[x].get(d).copied().unwrap_or(0) * p[x]).sum()
+    }
+}
+
+/// `intrinsic "vpdpbusd.ymm" dot [8, 1, 4] %acc[...] += %a[...] * %b[...]`:
+/// one tensor-intrinsic call over an `m × n × k` tile, made by `tensorize`.
+/// Operands: the accumulator buffer, the `a` and `b` sources, then the
+/// index values the operands' index expressions range over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntrinsicCall {
+    /// The target's name for the intrinsic (`tilec --list-targets -v`).
+    pub name: String,
+    pub kind: IntrinsicKind,
+    /// `m`, `n`, `k`.
+    pub shape: [u64; 3],
+    pub acc: TileOperand,
+    pub a: TileOperand,
+    pub b: TileOperand,
+}
+
+impl IntrinsicCall {
+    /// The operands in operand order: `acc`, `a`, `b`.
+    pub fn tiles(&self) -> [&TileOperand; 3] {
+        [&self.acc, &self.a, &self.b]
+    }
+
+    pub fn tiles_mut(&mut self) -> [&mut TileOperand; 3] {
+        [&mut self.acc, &mut self.a, &mut self.b]
+    }
+}

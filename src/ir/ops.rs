@@ -7,7 +7,7 @@
 //! docs are regenerated.
 
 use super::affine::AffineExpr;
-use super::loops::{Access, CopyOp, Dim, ForLoop, Guard, Kernel};
+use super::loops::{Access, CopyOp, Dim, ForLoop, Guard, IntrinsicCall, Kernel};
 use super::schedule::Schedule;
 use super::types::ElemType;
 use crate::diag::Span;
@@ -299,6 +299,8 @@ pub enum OpKind {
     Copy(Box<CopyOp>),
     /// `fill %acc, 0.0`
     Fill(Literal),
+    /// `intrinsic "vpdpbusd.ymm" dot [8, 1, 4] %acc[...] += %a[...] * %b[...]`
+    Intrinsic(Box<IntrinsicCall>),
     /// `barrier` — all threads of the block reach it before any continues.
     Barrier,
     /// `if %i * 4 + %p < 10 { ... }`
@@ -326,6 +328,7 @@ impl OpKind {
             OpKind::Store(_) => "store",
             OpKind::Copy(_) => "copy",
             OpKind::Fill(_) => "fill",
+            OpKind::Intrinsic(_) => "intrinsic",
             OpKind::Barrier => "barrier",
             OpKind::If(_) => "if",
             OpKind::Kernel(_) => "kernel",
@@ -357,6 +360,7 @@ impl OpKind {
                 | OpKind::Store(_)
                 | OpKind::Copy(_)
                 | OpKind::Fill(_)
+                | OpKind::Intrinsic(_)
                 | OpKind::Barrier
                 | OpKind::If(_)
                 | OpKind::Kernel(_)
@@ -463,6 +467,20 @@ the threads of the enclosing thread-mapped loops (each copies a strided part,
 so a `barrier` must follow before the data is read); without it, or outside any
 thread-mapped loop, each executing thread copies the whole box.";
 
+const INTRINSIC_DESCRIPTION: &str = "\
+One call of a tensor intrinsic over an `m × n × k` tile: `acc[m, n] += Σ_k a[m,
+k] · b[k, n]` for every `m < M`, `n < N`, summing `k < K`. Each operand is a
+tensor or buffer element indexed by index values and the intrinsic's axes `m`,
+`n`, `k` (outside any division); the accumulator, a buffer, may not use `k`, `a`
+may not use `n`, `b` may not use `m`. The kind gives the rounding: `fma`
+(`K = 1`) rounds `acc + a · b` once; `dot` adds `K` products to each lane, exactly
+for integers (`u8`/`i8` operands widened to `i32`, wrapping) and, for `bf16`
+operands into `f32`, each product exact and added one at a time from the last
+`k` to the first, rounding each sum to `f32` (`vdpbf16ps`); `mma` and `wmma` add
+each product, exact, in `k` order, rounding each sum to the accumulator's type.
+The name is the target's (`tilec --list-targets -v`); `tensorize` makes these
+ops. Operands read within bounds, or `pad` outside them (`a` and `b`).";
+
 const KERNEL_DESCRIPTION: &str = "\
 The loop nest made from one compute op, with the schedule it was made from; its
 body is an ordinary loop region. The schedule's `cache` keys name reads by the
@@ -521,6 +539,13 @@ fn loop_op_decls() -> Vec<OpDecl> {
             COPY_DESCRIPTION,
             "copy %src[index, ...] -> %dst[index, ...] box [n, ...] [pad(literal)] [cooperative]",
             "func @stage(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  for %b = 0 to 4 map(block.x) {\n    %tile = alloc : buffer<16xf32, shared>\n    for %t = 0 to 16 map(thread.x) {\n      copy %x[%b * 16] -> %tile[0] box [16] cooperative\n      barrier\n      %v = load %tile[%t] : f32\n      %w = mul %v, %v : f32\n      store %w, %y[%b * 16 + %t]\n    }\n  }\n  return %y\n}\n",
+        ),
+        decl(
+            "intrinsic",
+            "one tensor-intrinsic call over a tile",
+            INTRINSIC_DESCRIPTION,
+            "intrinsic \"name\" fma|dot|mma|wmma [m, n, k] %acc[index, ...] += %a[index, ...] [pad(literal)] * %b[index, ...] [pad(literal)]",
+            "func @gemm_fma(%A: tensor<2x4xf32>, %B: tensor<4x8xf32>) -> tensor<2x8xf32> {\n  %C = alloc : buffer<2x8xf32, global>\n  fill %C, 0.0\n  for %i = 0 to 2 {\n    for %k = 0 to 4 {\n      intrinsic \"vfmadd231ps.ymm\" fma [8, 1, 1] %C[%i, m] += %B[%k, m] * %A[%i, %k]\n    }\n  }\n  return %C\n}\n",
         ),
         decl(
             "barrier",

@@ -103,6 +103,29 @@ pub enum StmtAst {
     },
     /// `fill %buf, literal`
     Fill { buffer: Word, value: LiteralAst, span: Span },
+    /// `intrinsic "name" kind [m, n, k] %acc[...] += %a[...] * %b[...]`
+    Intrinsic(Box<IntrinsicAst>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntrinsicAst {
+    /// The word `intrinsic` (an identifier: schedules use it as a key).
+    pub keyword: Word,
+    pub name: Word,
+    pub kind: Word,
+    pub shape: Vec<Word>,
+    pub acc: TileAst,
+    pub a: TileAst,
+    pub b: TileAst,
+    pub span: Span,
+}
+
+/// `%buf[index, ...] [pad(literal)]`: an operand of an `intrinsic` op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileAst {
+    pub buffer: Word,
+    pub indices: Vec<IndexAst>,
+    pub pad: Option<LiteralAst>,
 }
 
 /// A named clause `name(arg)`: `map(thread.x)`, `axis(i.block)`, `read(a)`.

@@ -208,6 +208,18 @@ impl Printer<'_> {
                     self.out.push_str(" cooperative");
                 }
             }
+            OpKind::Intrinsic(x) => {
+                let [m, n, k] = x.shape;
+                write!(self.out, "intrinsic \"{}\" {} [{m}, {n}, {k}] ", escape_label(&x.name), x.kind).unwrap();
+                for (i, t) in x.tiles().into_iter().enumerate() {
+                    let buf = operands.get(i).cloned().unwrap_or_default();
+                    let indices = (0..t.indices.len()).map(|d| self.tile_index_text(op, t, d)).collect::<Vec<_>>().join(", ");
+                    write!(self.out, "{}{buf}[{indices}]", ["", " += ", " * "][i]).unwrap();
+                    if let Some(pad) = &t.pad {
+                        write!(self.out, " pad({})", pad.to_string_as(self.elem_of(data.operands.get(i)))).unwrap();
+                    }
+                }
+            }
             OpKind::Fill(lit) => {
                 let buf = operands.first().cloned().unwrap_or_default();
                 write!(self.out, "fill {buf}, {}", lit.to_string_as(self.elem_of(data.operands.first()))).unwrap();
@@ -295,6 +307,34 @@ impl Printer<'_> {
         match reordered {
             Ok(x) => x.to_string_with(|(_, d)| name(d)),
             Err(_) => e.to_string_with(name),
+        }
+    }
+
+    /// Dimension `d` of an `intrinsic` op's operand: its origin's index
+    /// expression plus the intrinsic's axes `m`, `n`, `k` times their
+    /// steps, after the operands' terms.
+    fn tile_index_text(&self, op: Op, t: &TileOperand, d: usize) -> String {
+        let Some(e) = t.indices.get(d) else { return String::new() };
+        let operands = &self.f.ops[op].operands;
+        // (definition order, operand) for operands; (MAX, axis) for m, n, k.
+        let order = |x: Dim| operands.get(x.index()).map_or(usize::MAX - 1, |v| self.defined_at[v.index()]);
+        let terms = e.terms().iter().map(|&(x, c)| ((order(x), x.index()), c));
+        let locals = (0..3).map(|axis| ((usize::MAX, axis), t.steps[axis].get(d).copied().unwrap_or(0)));
+        let name = |(o, i): (usize, usize)| {
+            if o == usize::MAX {
+                ["m", "n", "k"][i].to_string()
+            } else {
+                match operands.get(i) {
+                    Some(&v) => self.name(v),
+                    None => format!("%<operand {i}>"),
+                }
+            }
+        };
+        match AffineExpr::from_parts(terms.chain(locals), e.constant_term(), 1) {
+            // A divided origin has no text with the axes added (the
+            // verifier rejects it); print the parts.
+            Ok(x) if e.divisor() == 1 => x.to_string_with(name),
+            _ => format!("{} + <steps {:?}>", self.index_text(op, e), t.steps.iter().map(|s| s.get(d).copied().unwrap_or(0)).collect::<Vec<_>>()),
         }
     }
 

@@ -384,6 +384,7 @@ impl Resolver {
                 return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), (sizes, stride.as_ref(), permute.as_ref()), pad.as_ref(), *cooperative, *span);
             }
             StmtAst::Fill { buffer, value, span } => return self.fill(func, scope, place, buffer, value, *span),
+            StmtAst::Intrinsic(x) => return self.intrinsic(func, scope, place, x),
         };
         match (name, value) {
             (Some(name), Some(v)) => self.define(func, scope, name, v),
@@ -1209,6 +1210,104 @@ impl Resolver {
             })
             .collect();
         parsed.into_iter().collect()
+    }
+
+    fn intrinsic(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, x: &IntrinsicAst) {
+        if x.keyword.text != "intrinsic" {
+            self.error(
+                Diagnostic::error(format!("unknown statement `{}`", x.keyword.text))
+                    .at(x.keyword.span, "expected `intrinsic`")
+                    .with_help("a statement of the form `NAME \"...\" kind [m, n, k] ...` is an `intrinsic` op"),
+            );
+            return;
+        }
+        if !self.check_place("intrinsic", place, x.span) {
+            return;
+        }
+        let kind = IntrinsicKind::from_name(&x.kind.text);
+        if kind.is_none() {
+            let names: Vec<&str> = IntrinsicKind::ALL.iter().map(|k| k.name()).collect();
+            let mut d = Diagnostic::error(format!("unknown intrinsic kind `{}`", x.kind.text)).at(x.kind.span, "not an intrinsic kind");
+            d = match crate::diag::closest(&x.kind.text, names.iter().copied()) {
+                Some(c) => d.with_help(format!("did you mean `{c}`?")),
+                None => d.with_help(format!("the kinds are {}", names.join(", "))),
+            };
+            self.error(d);
+        }
+        let shape = self.ints::<u64>(&x.shape, "intrinsic size");
+        if let Some(sh) = &shape
+            && sh.len() != 3
+        {
+            let span = x.shape.first().map_or(x.kind.span, |w| Span { end: x.shape.last().expect("nonempty").span.end, ..w.span });
+            self.error(Diagnostic::error(format!("an intrinsic's shape has 3 sizes (`m`, `n`, `k`), not {}", sh.len())).at(span, "expected `[m, n, k]`"));
+            return;
+        }
+        if let Some(p) = &x.acc.pad {
+            self.error(Diagnostic::error("the accumulator of an intrinsic has no padding").at(p.span(), "only `a` and `b` may read padding").with_help("remove `pad(...)` after the accumulator"));
+            return;
+        }
+        let mut operands = Vec::new();
+        let mut resolved = Vec::new();
+        for t in [&x.acc, &x.a, &x.b] {
+            let buf = self.lookup(scope, None, false, &t.buffer);
+            let exprs: Vec<Option<(AffineExpr<Value>, [i64; 3])>> = t.indices.iter().map(|e| self.tile_index(scope, e)).collect();
+            let (Some(buf), Some(exprs)) = (buf, exprs.into_iter().collect::<Option<Vec<_>>>()) else { return };
+            let Some(tt) = self.readable(func, buf, &t.buffer, "an intrinsic's operands") else { return };
+            let pad = match &t.pad {
+                Some(p) => Some(self.literal(p, tt.elem)),
+                None => None,
+            };
+            if pad == Some(None) {
+                return;
+            }
+            operands.push(buf);
+            resolved.push((exprs, pad.flatten()));
+        }
+        let (Some(kind), Some(shape)) = (kind, shape) else { return };
+        let all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
+        let mut dims = index_operands(&mut operands, &all).into_iter();
+        let mut tiles = resolved.into_iter().map(|(exprs, pad)| {
+            let indices: Vec<AffineExpr<Dim>> = dims.by_ref().take(exprs.len()).collect();
+            let steps = [0, 1, 2].map(|axis| exprs.iter().map(|(_, s)| s[axis]).collect());
+            TileOperand { indices, steps, pad }
+        });
+        let (acc, a, b) = (tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"));
+        let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], acc, a, b };
+        func.append_op(place.region, OpKind::Intrinsic(Box::new(call)), operands, vec![], x.span);
+    }
+
+    /// An index expression of an `intrinsic` op's operand: affine in index
+    /// values and the intrinsic's axes `m`, `n`, `k`, which must stay out
+    /// of a division. Returns the part over index values and the steps of
+    /// `m`, `n`, `k`.
+    fn tile_index(&mut self, scope: &Scope, e: &IndexAst) -> Option<(AffineExpr<Value>, [i64; 3])> {
+        // Index values are `Ok`, the intrinsic's axes `Err(0..3)` (sorted last).
+        let mut atom = |r: &mut Resolver, a: &IndexAst| match a {
+            IndexAst::Value(w) => r.lookup(scope, None, false, w).map(|v| AffineExpr::var(Ok(v))),
+            IndexAst::Var(w) if ["m", "n", "k"].contains(&w.text.as_str()) => {
+                Some(AffineExpr::var(Err(["m", "n", "k"].iter().position(|&x| x == w.text).expect("listed"))))
+            }
+            other => {
+                r.error(
+                    Diagnostic::error(format!("`{}` is neither an index value nor an intrinsic axis", atom_text(other)))
+                        .at(other.span(), "expected `%name`, `m`, `n` or `k`")
+                        .with_help("an intrinsic's operands are indexed by index values and its axes: `%acc[%i, %j * 8 + m]`"),
+                );
+                None
+            }
+        };
+        let full: AffineExpr<Result<Value, usize>> = self.index_expr(e, true, &mut atom)?;
+        let steps = [0, 1, 2].map(|axis| full.coeff(Err(axis)));
+        if full.divisor() != 1 && steps.iter().any(|&s| s != 0) {
+            self.error(
+                Diagnostic::error("an intrinsic's axis inside a division")
+                    .at(e.span(), "`m`, `n` and `k` must step the index by a constant")
+                    .with_help("write the axes outside the division"),
+            );
+            return None;
+        }
+        let origin = AffineExpr::from_parts(full.terms().iter().filter_map(|&(v, c)| v.ok().map(|v| (v, c))), full.constant_term(), full.divisor()).ok()?;
+        Some((origin, steps))
     }
 
     fn fill(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, buffer: &Word, value: &LiteralAst, span: Span) {
