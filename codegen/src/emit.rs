@@ -445,6 +445,7 @@ impl<'f> Emitter<'f> {
             OpKind::Store(a) => self.store(op, a),
             OpKind::Copy(c) => self.copy(op, c),
             OpKind::Fill(lit) => self.fill(op, *lit),
+            OpKind::Intrinsic(x) => self.intrinsic(op, x),
             OpKind::Barrier => {
                 if self.gpu {
                     self.line("gpu.barrier");
@@ -773,6 +774,124 @@ impl<'f> Emitter<'f> {
         let v = self.fresh("vg");
         self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
         Ok(Ev::Vector(v, t.elem))
+    }
+
+    // ---------------------------------------------------------------
+    // Tensor intrinsics.
+
+    /// One `intrinsic` op on a CPU: the accumulator's lanes loaded, `a`'s
+    /// lanes (with their `k` elements packed in each) loaded, `b`'s group
+    /// of `k` elements broadcast to every lane, the instruction, the
+    /// accumulator stored. Contiguous operands load as vectors; others are
+    /// gathered element by element (with their padding).
+    fn intrinsic(&mut self, op: Op, x: &IntrinsicCall) -> Result<(), EmitError> {
+        if self.gpu {
+            return err(format!("`{}`: warp intrinsics are not compiled yet", x.name));
+        }
+        if !x.kind.is_vector() || x.shape[1] != 1 {
+            return err(format!("`{}`: a CPU runs vector intrinsics (`fma`, `dot`) only", x.name));
+        }
+        let f = self.f;
+        let (lanes, k) = (x.shape[0], x.shape[2]);
+        let operands = &f.ops[op].operands;
+        let elem = |i: usize| f.value_type(operands[i]).readable().map(|t| t.elem).ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()));
+        let (ec, ea, eb) = (elem(0)?, elem(1)?, elem(2)?);
+        let acc_ty = format!("vector<{lanes}x{}>", mlir_elem(ec));
+        // Lane `l`, element `q` of each operand (the accumulator has one per lane).
+        let acc = self.tile_vector(op, 0, &x.acc, lanes, 1, |l, _| [l, 0, 0])?;
+        let a = self.tile_vector(op, 1, &x.a, lanes, k, |l, q| [l, 0, q])?;
+        let b_group = self.tile_vector(op, 2, &x.b, 1, k, |_, q| [0, 0, q])?;
+        let b_ty = format!("vector<{k}x{}>", mlir_elem(eb));
+        let b = self.fresh("bc");
+        if k == 1 {
+            let s = self.fresh("bs");
+            self.line(&format!("{s} = vector.extract {b_group}[0] : {} from {b_ty}", mlir_elem(eb)));
+            self.line(&format!("{b} = vector.broadcast {s} : {} to vector<{lanes}x{}>", mlir_elem(eb), mlir_elem(eb)));
+        } else {
+            let pattern: Vec<String> = (0..lanes * k).map(|i| (i % k).to_string()).collect();
+            self.line(&format!("{b} = vector.shuffle {b_group}, {b_group} [{}] : {b_ty}, {b_ty}", pattern.join(", ")));
+        }
+        let r = self.fresh("ix");
+        let src_ty = format!("vector<{}x{}>", lanes * k, mlir_elem(ea));
+        match (x.kind, ec) {
+            (IntrinsicKind::Fma, _) => self.line(&format!("{r} = vector.fma {a}, {b}, {acc} : {acc_ty}")),
+            (IntrinsicKind::Dot, ElemType::I32) if k == 4 && matches!(lanes, 4 | 8 | 16) => {
+                // vpdpbusd multiplies unsigned bytes (its first source) by signed ones.
+                let (unsigned, signed) = match (ea, eb) {
+                    (ElemType::U8, ElemType::I8) => (&a, &b),
+                    (ElemType::I8, ElemType::U8) => (&b, &a),
+                    _ => return err(format!("`{}`: x86 has no dot product of {ea} by {eb} (vpdpbusd multiplies u8 by i8)", x.name)),
+                };
+                let bits = lanes * 32;
+                self.line(&format!(
+                    "{r} = llvm.call_intrinsic \"llvm.x86.avx512.vpdpbusd.{bits}\"({acc}, {unsigned}, {signed}) : ({acc_ty}, {src_ty}, {src_ty}) -> {acc_ty}"
+                ));
+            }
+            (IntrinsicKind::Dot, ElemType::F32) if k == 2 && ea == ElemType::BF16 && eb == ElemType::BF16 && matches!(lanes, 4 | 8 | 16) => {
+                let bits = lanes * 32;
+                self.line(&format!("{r} = llvm.call_intrinsic \"llvm.x86.avx512bf16.dpbf16ps.{bits}\"({acc}, {a}, {b}) : ({acc_ty}, {src_ty}, {src_ty}) -> {acc_ty}"));
+            }
+            _ => return err(format!("`{}`: no x86 instruction computes a {} of {lanes} lanes of {k} {ea} × {eb} products into {ec}", x.name, x.kind)),
+        }
+        self.store_tile_vector(op, &x.acc, lanes, &r, ec)
+    }
+
+    /// Operand `i` of an intrinsic as one vector of `lanes × k` elements,
+    /// element `l·k + q` from intrinsic point `point(l, q)`: one vector load
+    /// where those elements are consecutive in memory (and need no
+    /// padding), else a gather.
+    fn tile_vector(&mut self, op: Op, i: usize, t: &TileOperand, lanes: u64, k: u64, point: impl Fn(i64, i64) -> [i64; 3]) -> Result<String, EmitError> {
+        let f = self.f;
+        let buf = f.ops[op].operands[i];
+        let (m, mty) = self.memref_of(buf)?;
+        let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
+        let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let vty = format!("vector<{}x{}>", lanes * k, mlir_elem(tt.elem));
+        let last = origin.len().saturating_sub(1);
+        // Consecutive: each element one further along the last dimension.
+        let consecutive = t.pad.is_none()
+            && origin.iter().all(|e| e.divisor() == 1)
+            && (0..lanes as i64).all(|l| (0..k as i64).all(|q| (0..origin.len()).all(|d| t.offset(d, point(l, q)) == if d == last { l * k as i64 + q } else { 0 })));
+        if consecutive {
+            let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+            let v = self.fresh("tv");
+            self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
+            return Ok(v);
+        }
+        let mut parts = Vec::new();
+        for l in 0..lanes as i64 {
+            for q in 0..k as i64 {
+                let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(d, point(l, q)))).collect::<Result<_, _>>()?;
+                parts.push(self.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, t.pad)?);
+            }
+        }
+        let v = self.fresh("tg");
+        self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
+        Ok(v)
+    }
+
+    /// Stores the accumulator's lanes back where [`Self::tile_vector`] read them.
+    fn store_tile_vector(&mut self, op: Op, t: &TileOperand, lanes: u64, v: &str, elem: ElemType) -> Result<(), EmitError> {
+        let f = self.f;
+        let buf = f.ops[op].operands[0];
+        let (m, mty) = self.memref_of(buf)?;
+        let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let vty = format!("vector<{lanes}x{}>", mlir_elem(elem));
+        let last = origin.len().saturating_sub(1);
+        let consecutive = origin.iter().all(|e| e.divisor() == 1) && (0..origin.len()).all(|d| t.steps[0][d] == if d == last { 1 } else { 0 });
+        if consecutive {
+            let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+            self.line(&format!("vector.store {v}, {m}[{}] : {mty}, {vty}", base.join(", ")));
+            return Ok(());
+        }
+        for l in 0..lanes as i64 {
+            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(d, [l, 0, 0]))).collect::<Result<_, _>>()?;
+            let idx: Vec<String> = at.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+            let s = self.fresh("el");
+            self.line(&format!("{s} = vector.extract {v}[{l}] : {} from {vty}", mlir_elem(elem)));
+            self.line(&format!("memref.store {s}, {m}[{}] : {mty}", idx.join(", ")));
+        }
+        Ok(())
     }
 
     fn store(&mut self, op: Op, a: &Access) -> Result<(), EmitError> {
@@ -1526,6 +1645,18 @@ impl<'f> Emitter<'f> {
         let v = as_elem(self, &sum, true);
         Ok(Ev::Vector(v, ty))
     }
+}
+
+/// `e + offset` (an origin moved to another point of an intrinsic's tile;
+/// the verifier keeps the steps out of divisions).
+fn shifted(e: &AffineExpr<Value>, offset: i64) -> Result<AffineExpr<Value>, EmitError> {
+    if offset == 0 {
+        return Ok(e.clone());
+    }
+    if e.divisor() != 1 {
+        return err("an intrinsic's operand steps inside a division");
+    }
+    e.checked_add(&AffineExpr::constant(offset)).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))
 }
 
 fn loop_of(f: &Function, op: Op) -> &ForLoop {

@@ -35,6 +35,7 @@ pub fn registry() -> Registry {
     r.register(&bind::DECL);
     r.register(&unroll::DECL);
     r.register(&vectorize::DECL);
+    r.register(&tensorize::DECL);
     r.register(&hoist_guards::DECL);
     r
 }

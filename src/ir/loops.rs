@@ -322,6 +322,9 @@ pub struct TileOperand {
     pub steps: [Vec<i64>; 3],
     /// The value read outside the source, as a load's (`a` and `b` only).
     pub pad: Option<Literal>,
+    /// The compute read the operand came from, by name, as a load's
+    /// (`a` and `b`: the kernel's `cache` directives name them).
+    pub read: Option<String>,
 }
 
 impl TileOperand {

@@ -269,7 +269,8 @@ impl Function {
         self.regions[parent].ops.retain(|&o| o != op);
     }
 
-    /// The distinct `read(...)` tags of the loads in `region` and the
+    /// The distinct `read(...)` tags of the loads (and `reads(...)` of the
+    /// intrinsics) in `region` and the
     /// regions nested in it, in program order: the reads a kernel's `cache`
     /// directives name.
     pub fn load_read_tags(&self, region: Region) -> Vec<String> {
@@ -278,10 +279,15 @@ impl Function {
         while let Some((r, i)) = pending.pop() {
             let Some(&op) = self.regions[r].ops.get(i) else { continue };
             pending.push((r, i + 1));
-            if let OpKind::Load(a) = &self.ops[op].kind
-                && let Some(t) = a.read.as_ref().filter(|t| !tags.contains(t))
-            {
-                tags.push(t.clone());
+            let reads: Vec<&String> = match &self.ops[op].kind {
+                OpKind::Load(a) => a.read.iter().collect(),
+                OpKind::Intrinsic(x) => x.a.read.iter().chain(&x.b.read).collect(),
+                _ => Vec::new(),
+            };
+            for t in reads {
+                if !tags.contains(t) {
+                    tags.push(t.clone());
+                }
             }
             for &sub in self.ops[op].regions.iter().rev() {
                 pending.push((sub, 0));

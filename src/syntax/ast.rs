@@ -114,6 +114,8 @@ pub struct IntrinsicAst {
     pub name: Word,
     pub kind: Word,
     pub shape: Vec<Word>,
+    /// The read names of `a` and `b` (`reads(b, a)`).
+    pub reads: Option<(Word, Word)>,
     pub acc: TileAst,
     pub a: TileAst,
     pub b: TileAst,

@@ -211,6 +211,9 @@ impl Printer<'_> {
             OpKind::Intrinsic(x) => {
                 let [m, n, k] = x.shape;
                 write!(self.out, "intrinsic \"{}\" {} [{m}, {n}, {k}] ", escape_label(&x.name), x.kind).unwrap();
+                if let (Some(a), Some(b)) = (&x.a.read, &x.b.read) {
+                    write!(self.out, "reads({}, {}) ", name_text(a), name_text(b)).unwrap();
+                }
                 for (i, t) in x.tiles().into_iter().enumerate() {
                     let buf = operands.get(i).cloned().unwrap_or_default();
                     let indices = (0..t.indices.len()).map(|d| self.tile_index_text(op, t, d)).collect::<Vec<_>>().join(", ");

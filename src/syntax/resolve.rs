@@ -1266,10 +1266,11 @@ impl Resolver {
         let (Some(kind), Some(shape)) = (kind, shape) else { return };
         let all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
         let mut dims = index_operands(&mut operands, &all).into_iter();
+        let mut reads = [None, x.reads.as_ref().map(|r| r.0.text.clone()), x.reads.as_ref().map(|r| r.1.text.clone())].into_iter();
         let mut tiles = resolved.into_iter().map(|(exprs, pad)| {
             let indices: Vec<AffineExpr<Dim>> = dims.by_ref().take(exprs.len()).collect();
             let steps = [0, 1, 2].map(|axis| exprs.iter().map(|(_, s)| s[axis]).collect());
-            TileOperand { indices, steps, pad }
+            TileOperand { indices, steps, pad, read: reads.next().flatten() }
         });
         let (acc, a, b) = (tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"));
         let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], acc, a, b };

@@ -1,3 +1,350 @@
-//! Tensor-intrinsic mapping (issue 22): the `tensorize` pass. The mapping
+//! `tensorize`: rewrites the innermost tile of a contraction into calls of
+//! a tensor intrinsic (issue 22, docs/tensorize.md). The mapping
 //! candidates it reads live in the core (`tilec::target::mapping`), where
 //! the verifier checks a schedule's `intrinsic` knob against them.
+//!
+//! The rewrite, on a kernel's loop nest:
+//!
+//! 1. Find the contraction statement: `store (add (load acc[x]) (mul a b)),
+//!    acc[x]`, `a` and `b` loads (each possibly `cast` first) tagged with
+//!    the op's reads.
+//! 2. For each intrinsic axis of size `S > 1`, the innermost loop of the op
+//!    axis mapped onto it (its `vector` loop if `vectorize` made one, else
+//!    its `point` loop) must run a multiple of `S` times. A loop of exactly
+//!    `S` iterations becomes the intrinsic's axis; a longer one keeps
+//!    `extent / S` iterations, each covering `S` points of the axis.
+//! 3. The loops from the outermost of those down to the statement must
+//!    nest perfectly (each holds only the next), so moving the intrinsic's
+//!    parts of them innermost keeps every output's sum in its order.
+//! 4. The statement becomes one `intrinsic` op whose operands' origins are
+//!    the accesses at the tile's first point and whose steps are the
+//!    accesses' coefficients of the mapped loops.
+
+use crate::nest::{for_loop, induction_var, kernels, subtree, target_for};
+use tilec::diag::{Diagnostic, Diagnostics};
+use tilec::ir::builder::{Cursor, pack_indices};
+use tilec::ir::*;
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
+use tilec::target::Intrinsic;
+
+pub static DECL: PassDecl = PassDecl {
+    name: "tensorize",
+    summary: "Compute the innermost tile of a contraction with a tensor intrinsic",
+    description: "
+For every kernel whose schedule names an intrinsic (`intrinsic = {name =
+\"vpdpbusd.zmm\", a = b, m = [j], k = [k]}`), or for the one given as
+options, rewrites the contraction statement (`acc += a * b`, the operands
+possibly cast) and the innermost loops of the mapped axes into one
+`intrinsic` op per tile: the loops of exactly the intrinsic's size become
+its axes, longer ones step by it. Run it after `vectorize` (a vector loop
+of the `m` axis becomes the intrinsic's lanes) and before `unroll`. The
+mapped axes' innermost loops must run a multiple of the intrinsic's sizes
+and nest perfectly around the statement, with no guard inside; the
+intrinsic must be one the target offers. Vector intrinsics (`fma`, `dot`)
+only: warp intrinsics (`mma.sync`) are not rewritten yet, and neither are
+fused mappings (several op axes on one intrinsic axis).",
+    options: &[
+        OptionDecl { name: "intrinsic", kind: OptionKind::Str, default: "", help: "the intrinsic (empty: each kernel's schedule)" },
+        OptionDecl { name: "a", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the read that plays `a`" },
+        OptionDecl { name: "m", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `m`" },
+        OptionDecl { name: "n", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `n`" },
+        OptionDecl { name: "k", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `k`" },
+    ],
+    statistics: &[("tensorized", "contraction statements rewritten into intrinsic calls")],
+    create: |o: &PassOptions| {
+        let axis = |name: &str| o.str(name).split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+        Box::new(Tensorize {
+            forced: (!o.str("intrinsic").is_empty())
+                .then(|| Choice { name: o.str("intrinsic").to_string(), a: o.str("a").to_string(), axes: [axis("m"), axis("n"), axis("k")] }),
+        })
+    },
+};
+
+/// Which intrinsic computes a kernel's contraction, and how its axes map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub name: String,
+    /// The read (its `read(...)` tag) that plays `a`.
+    pub a: String,
+    /// The op axes on `m`, `n`, `k`.
+    pub axes: [Vec<String>; 3],
+}
+
+impl Choice {
+    /// The choice a schedule's `intrinsic` knob makes.
+    pub fn of_schedule(_s: &Schedule) -> Option<Choice> {
+        None // MERGE: the schedule knob (branch knob)
+    }
+}
+
+pub struct Tensorize {
+    forced: Option<Choice>,
+}
+
+impl Pass for Tensorize {
+    fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
+        let mut diags = Diagnostics::new();
+        for f in &mut module.funcs {
+            for (kernel, schedule) in kernels(f) {
+                let Some(choice) = self.forced.clone().or_else(|| Choice::of_schedule(&schedule)) else { continue };
+                let span = f.op_spans[kernel];
+                let target = match target_for(cx, &schedule.target, span) {
+                    Ok(t) => t,
+                    Err(d) => {
+                        diags.push(d);
+                        continue;
+                    }
+                };
+                let Some(x) = target.intrinsics.iter().find(|x| x.name == choice.name) else {
+                    let names: Vec<&str> = target.intrinsics.iter().map(|x| x.name.as_str()).collect();
+                    let mut d = Diagnostic::error(format!("target `{}` has no intrinsic `{}`", target.name, choice.name)).at(span, "in this kernel");
+                    d = match tilec::diag::closest(&choice.name, names.iter().copied()) {
+                        Some(c) => d.with_help(format!("did you mean `{c}`?")),
+                        None => d.with_note(format!("its intrinsics: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") })),
+                    };
+                    diags.push(d);
+                    continue;
+                };
+                if !target.offers(x) {
+                    diags.push(
+                        Diagnostic::error(format!("target `{}` does not offer `{}`: it needs {}", target.name, x.name, x.features.join(", ")))
+                            .at(span, "in this kernel")
+                            .with_help("`--target=host` offers what this CPU runs; `tilec --list-targets -v` lists each target's intrinsics"),
+                    );
+                    continue;
+                }
+                match tensorize_kernel(f, kernel, x, &choice) {
+                    Ok(n) => cx.bump("tensorized", n),
+                    Err(d) => diags.push(d),
+                }
+            }
+        }
+        diags.into_result()
+    }
+}
+
+/// One contraction statement: the ops of `acc[x] += a * b`.
+struct Statement {
+    store: Op,
+    /// The loads of `a` and `b` (as the choice assigns them) and of the
+    /// accumulator, and every op of the statement.
+    a: Op,
+    b: Op,
+    acc: Op,
+    ops: Vec<Op>,
+}
+
+/// Rewrites the contraction statements of `kernel`; returns how many.
+pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Choice) -> Result<u64, Diagnostic> {
+    let span = f.op_spans[kernel];
+    let kind = IntrinsicKind::from_name(&x.kind).ok_or_else(|| Diagnostic::error(format!("intrinsic `{}` has an unknown kind `{}`", x.name, x.kind)).at(span, "in this kernel"))?;
+    if !kind.is_vector() {
+        return Err(Diagnostic::error(format!("`{}` is a warp intrinsic (`{}`): tensorize rewrites vector intrinsics (`fma`, `dot`) only, so far", x.name, kind))
+            .at(span, "in this kernel")
+            .with_note("mma.sync shares its tile among the 32 threads of a warp; mapping a thread's loops onto fragments is not built yet (docs/tensorize.md)"));
+    }
+    if choice.axes.iter().any(|a| a.len() > 1) {
+        return Err(Diagnostic::error("tensorize rewrites basic mappings only (one op axis per intrinsic axis), so far")
+            .at(span, "in this kernel")
+            .with_help("choose a basic mapping (`tilec --print-mappings` marks them)"));
+    }
+    let sizes = [u64::from(x.m), u64::from(x.n), u64::from(x.k)];
+    let statements: Vec<Statement> = subtree(f, kernel).into_iter().filter_map(|op| statement(f, op, &choice.a)).collect();
+    if statements.is_empty() {
+        return Err(Diagnostic::error(format!("nothing to tensorize: no `acc += a * b` statement reads `{}` as a factor", choice.a))
+            .at(span, "in this kernel")
+            .with_note("tensorize rewrites the statement `tile` makes of a sum of products of two reads"));
+    }
+    for s in &statements {
+        rewrite_statement(f, s, x, kind, choice, sizes)?;
+    }
+    Ok(statements.len() as u64)
+}
+
+/// The load defining `v`, looking through one `cast`.
+fn load_through_cast(f: &Function, v: Value) -> Option<Op> {
+    let op = f.def_op(v)?;
+    match &f.ops[op].kind {
+        OpKind::Load(_) => Some(op),
+        OpKind::Cast => f.def_op(f.ops[op].operands[0]).filter(|&l| matches!(f.ops[l].kind, OpKind::Load(_))),
+        _ => None,
+    }
+}
+
+/// `store` as the end of a contraction statement whose factor `a_read` is
+/// one of the two reads.
+fn statement(f: &Function, store: Op, a_read: &str) -> Option<Statement> {
+    let OpKind::Store(_) = &f.ops[store].kind else { return None };
+    let (value, dst) = (f.ops[store].operands[0], f.ops[store].operands[1]);
+    let add = f.def_op(value).filter(|&o| matches!(f.ops[o].kind, OpKind::Binary(BinaryOp::Add)))?;
+    let [l, r] = [f.ops[add].operands[0], f.ops[add].operands[1]];
+    let is_acc = |v: Value| f.def_op(v).filter(|&o| matches!(f.ops[o].kind, OpKind::Load(_)) && f.ops[o].operands[0] == dst && f.access_indices(o) == f.access_indices(store));
+    let (acc, product) = match (is_acc(l), is_acc(r)) {
+        (Some(acc), _) => (acc, r),
+        (None, Some(acc)) => (acc, l),
+        _ => return None,
+    };
+    let mul = f.def_op(product).filter(|&o| matches!(f.ops[o].kind, OpKind::Binary(BinaryOp::Mul)))?;
+    let x = load_through_cast(f, f.ops[mul].operands[0])?;
+    let y = load_through_cast(f, f.ops[mul].operands[1])?;
+    let tag = |o: Op| match &f.ops[o].kind {
+        OpKind::Load(a) => a.read.clone(),
+        _ => None,
+    };
+    let (a, b) = if tag(x).as_deref() == Some(a_read) {
+        (x, y)
+    } else if tag(y).as_deref() == Some(a_read) {
+        (y, x)
+    } else {
+        return None;
+    };
+    let mut ops: Vec<Op> = vec![store, add, acc, mul];
+    for v in [f.ops[mul].operands[0], f.ops[mul].operands[1]] {
+        ops.extend(f.def_op(v));
+    }
+    ops.extend([a, b]);
+    ops.sort();
+    ops.dedup();
+    Some(Statement { store, a, b, acc, ops })
+}
+
+fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: IntrinsicKind, choice: &Choice, sizes: [u64; 3]) -> Result<(), Diagnostic> {
+    let span = f.op_spans[s.store];
+    let region = f.ops[s.store].parent;
+    // Only the statement in its region: anything else would be reordered
+    // with it (or lose its loop).
+    if let Some(&other) = f.regions[region].ops.iter().find(|o| !s.ops.contains(o)) {
+        return Err(Diagnostic::error(format!("cannot tensorize: `{}` sits beside the contraction statement", f.ops[other].kind.mnemonic()))
+            .at(f.op_spans[other], "here")
+            .with_secondary(span, "the statement")
+            .with_help("tensorize runs on the nest `tile` makes, before `unroll` and `hoist-guards`"));
+    }
+    let ancestors = f.ancestors(s.store);
+    // Per intrinsic axis: its op axis' innermost loop around the statement.
+    let mut mapped: [Option<Op>; 3] = [None; 3];
+    for (i, axes) in choice.axes.iter().enumerate() {
+        let Some(axis) = axes.first() else { continue };
+        let innermost = ancestors.iter().copied().find(|&o| {
+            for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|t| &t.axis == axis && matches!(t.level, TagLevel::Point | TagLevel::Vector))
+        });
+        let name = ["m", "n", "k"][i];
+        let Some(lp) = innermost else {
+            if sizes[i] == 1 {
+                continue;
+            }
+            return Err(Diagnostic::error(format!("cannot tensorize: `{axis}` (on `{name}`) has no point loop around the statement"))
+                .at(span, "the statement")
+                .with_note(format!("its innermost tile must be a multiple of {} (the intrinsic's `{name}`)", sizes[i])));
+        };
+        let extent = for_loop(f, lp).expect("a loop").extent;
+        if extent % sizes[i] != 0 {
+            return Err(Diagnostic::error(format!("cannot tensorize: the innermost loop of `{axis}` (on `{name}`) runs {extent} times, not a multiple of {}", sizes[i]))
+                .at(f.op_spans[lp], "this loop")
+                .with_help(format!("make the innermost tile of `{axis}` (per virtual thread) a multiple of {}", sizes[i])));
+        }
+        mapped[i] = Some(lp);
+    }
+    // The loops from the outermost mapped one down nest perfectly.
+    if let Some(top) = mapped.iter().flatten().copied().max_by_key(|&o| ancestors.iter().position(|&a| a == o)) {
+        let depth = ancestors.iter().position(|&a| a == top).expect("an ancestor");
+        for &lp in &ancestors[..depth] {
+            let Some(l) = for_loop(f, lp) else {
+                return Err(Diagnostic::error(format!("cannot tensorize: a `{}` sits between the mapped loops", f.ops[lp].kind.mnemonic()))
+                    .at(f.op_spans[lp], "here")
+                    .with_help("make the mapped axes' tiles divide their extents, so that no guard is needed inside the tile"));
+            };
+            if l.mapping.is_concurrent() {
+                return Err(Diagnostic::error(format!("cannot tensorize: the {} loop `{}` sits inside the intrinsic's tile", l.mapping, l.tag.as_ref().map_or("?".into(), |t| t.to_string())))
+                    .at(f.op_spans[lp], "here"));
+            }
+        }
+        for &lp in &ancestors[1..=depth] {
+            if f.regions[f.ops[lp].regions[0]].ops.len() != 1 {
+                return Err(Diagnostic::error("cannot tensorize: the mapped loops do not nest perfectly around the statement")
+                    .at(f.op_spans[lp], "this loop holds more than the next one")
+                    .with_help("tensorize runs on the nest `tile` makes, before `unroll` and `hoist-guards`"));
+            }
+        }
+    }
+    // The element types must be the intrinsic's (the statement's casts are
+    // the intrinsic's widening).
+    let elem = |o: Op| f.value_type(f.ops[o].results[0]).as_scalar();
+    let (ea, eb, ec) = (elem(s.a), elem(s.b), elem(s.acc));
+    let types_fit = |lanes: Option<ElemType>, other: Option<ElemType>| {
+        let (l, o) = (lanes.map(ElemType::name), other.map(ElemType::name));
+        (l, o) == (Some(x.a.as_str()), Some(x.b.as_str())) || (l, o) == (Some(x.b.as_str()), Some(x.a.as_str()))
+    };
+    if !types_fit(ea, eb) || ec.map(ElemType::name) != Some(x.acc.as_str()) {
+        let name = |e: Option<ElemType>| e.map_or("?", ElemType::name);
+        return Err(Diagnostic::error(format!("cannot tensorize with `{}`: it computes {} × {} into {}, the statement {} × {} into {}", x.name, x.a, x.b, x.acc, name(ea), name(eb), name(ec)))
+            .at(span, "the statement"));
+    }
+    // Origins and steps of the three operands.
+    let ivs: [Option<Value>; 3] = mapped.map(|l| l.map(|l| induction_var(f, l)));
+    let mut origins: Vec<Vec<AffineExpr<Value>>> = Vec::new();
+    let mut steps: Vec<[Vec<i64>; 3]> = Vec::new();
+    for op in [s.acc, s.a, s.b] {
+        let exprs = f.access_indices(op);
+        let mut o = Vec::new();
+        let mut st: [Vec<i64>; 3] = Default::default();
+        for e in &exprs {
+            for (i, iv) in ivs.iter().enumerate() {
+                let c = iv.map_or(0, |v| e.coeff(v));
+                if c != 0 && e.divisor() != 1 {
+                    return Err(Diagnostic::error("cannot tensorize: a read divides the index of a mapped axis")
+                        .at(f.op_spans[op], "this access")
+                        .with_note(format!("the intrinsic's `{}` must step the index by a constant", ["m", "n", "k"][i])));
+                }
+                st[i].push(c);
+            }
+            // The tile's first point: a loop of the intrinsic's size is
+            // gone (0); a longer one steps by the size.
+            let origin = e
+                .substitute(|v| match ivs.iter().position(|&iv| iv == Some(v)) {
+                    Some(i) if for_loop(f, mapped[i].expect("mapped")).expect("a loop").extent == sizes[i] => AffineExpr::constant(0),
+                    Some(i) => AffineExpr::from_parts([(v, sizes[i] as i64)], 0, 1).expect("small"),
+                    None => AffineExpr::var(v),
+                })
+                .map_err(|_| Diagnostic::error("cannot tensorize: an index overflows").at(f.op_spans[op], "this access"))?;
+            o.push(origin);
+        }
+        origins.push(o);
+        steps.push(st);
+    }
+    let load = |op: Op| match &f.ops[op].kind {
+        OpKind::Load(a) => (a.pad, a.read.clone()),
+        _ => (None, None),
+    };
+    let (load_a, load_b) = (load(s.a), load(s.b));
+    let buffers = vec![f.ops[s.store].operands[1], f.ops[s.a].operands[0], f.ops[s.b].operands[0]];
+    let (operands, packed) = pack_indices(buffers, &[&origins[0], &origins[1], &origins[2]]);
+    let mut packed = packed.into_iter();
+    let mut steps = steps.into_iter();
+    let mut tile = |(pad, read)| TileOperand { indices: packed.next().expect("3"), steps: steps.next().expect("3"), pad, read };
+    let (acc, a, b) = (tile((None, None)), tile(load_a), tile(load_b));
+    let call = IntrinsicCall { name: x.name.clone(), kind, shape: sizes, acc, a, b };
+    // Replace the statement, then the loops: those of the intrinsic's size
+    // go (their one op moves up), longer ones step by it.
+    for &op in &s.ops {
+        f.remove_op(op);
+    }
+    f.build_op(Cursor::end(region), OpKind::Intrinsic(Box::new(call)), operands, vec![], span);
+    for (i, lp) in mapped.iter().enumerate() {
+        let Some(lp) = *lp else { continue };
+        let extent = for_loop(f, lp).expect("a loop").extent;
+        if extent == sizes[i] {
+            let body = f.ops[lp].regions[0];
+            let inner = std::mem::take(&mut f.regions[body].ops);
+            let parent = f.ops[lp].parent;
+            let at = f.regions[parent].ops.iter().position(|&o| o == lp).expect("in its region");
+            f.remove_op(lp);
+            for (k, o) in inner.into_iter().enumerate() {
+                f.ops[o].parent = parent;
+                f.regions[parent].ops.insert(at + k, o);
+            }
+        } else if let OpKind::For(l) = &mut f.ops[lp].kind {
+            l.extent = extent / sizes[i];
+        }
+    }
+    Ok(())
+}
