@@ -70,10 +70,20 @@ except ImportError:
 
 # `REQUIRES: avx512`: tests that run AVX-512 code need a CPU that has it
 # (emitting and inspecting AVX-512 objects works everywhere).
+# `REQUIRES: avx512vnni`, `avxvnni`, `avx512bf16`: tests that run the
+# dot-product intrinsics (lit-tests/tensorize) need the CPU feature; Linux
+# spells the flags with underscores.
 try:
     with open("/proc/cpuinfo") as cpuinfo:
-        if " avx512f" in cpuinfo.read():
+        flags = set()
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+        if "avx512f" in flags:
             config.available_features.add("avx512")
+        for flag, feature in [("avx512_vnni", "avx512vnni"), ("avx_vnni", "avxvnni"), ("avx512_bf16", "avx512bf16")]:
+            if flag in flags:
+                config.available_features.add(feature)
 except OSError:
     pass
 

@@ -1272,7 +1272,8 @@ impl Verifier<'_> {
                 spans.push(hi.saturating_sub(lo).saturating_add(1) as u64);
             }
             let help = if i == 0 { "guard the intrinsic with `if` (partial tiles)" } else { "add `pad(<value>)` to define elements outside the source, or guard the intrinsic with `if`" };
-            self.access_bounds(op, &format!("intrinsic {}", role.trim_matches('`')), &origins, Some(&spans), &types[i], help);
+            let what = if i == 0 { "intrinsic accumulator".to_string() } else { format!("intrinsic operand {role}") };
+            self.access_bounds(op, &what, &origins, Some(&spans), &types[i], help);
         }
     }
 

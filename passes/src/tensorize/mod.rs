@@ -81,6 +81,13 @@ pub struct Tensorize {
     forced: Option<Choice>,
 }
 
+impl Tensorize {
+    /// The pass with `choice` for every kernel, whatever its schedule says.
+    pub fn with(choice: Choice) -> Tensorize {
+        Tensorize { forced: Some(choice) }
+    }
+}
+
 impl Pass for Tensorize {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
         let mut diags = Diagnostics::new();
@@ -158,7 +165,22 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
     for s in &statements {
         rewrite_statement(f, s, x, kind, choice, sizes)?;
     }
+    renumber_reads(f, kernel);
     Ok(statements.len() as u64)
+}
+
+/// A kernel's schedule refers to reads by their position among the
+/// kernel's read tags, in program order; an intrinsic lists `a` before
+/// `b`, which may change that order. Renumbers the directives to match.
+fn renumber_reads(f: &mut Function, kernel: Op) {
+    let tags = f.load_read_tags(f.ops[kernel].regions[0]);
+    if let OpKind::Kernel(k) = &mut f.ops[kernel].kind {
+        for d in &mut k.schedule.cache {
+            if let Some(p) = tags.iter().position(|t| *t == d.read_name) {
+                d.read = p;
+            }
+        }
+    }
 }
 
 /// The load defining `v`, looking through one `cast`.
@@ -217,7 +239,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
         return Err(Diagnostic::error(format!("cannot tensorize: `{}` sits beside the contraction statement", f.ops[other].kind.mnemonic()))
             .at(f.op_spans[other], "here")
             .with_secondary(span, "the statement")
-            .with_help("tensorize runs on the nest `tile` makes, before `unroll` and `hoist-guards`"));
+            .with_help("tensorize rewrites loop nests as `tile` makes them: the mapped loops around the statement alone"));
     }
     let ancestors = f.ancestors(s.store);
     // Per intrinsic axis: its op axis' innermost loop around the statement.
@@ -262,7 +284,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
             if f.regions[f.ops[lp].regions[0]].ops.len() != 1 {
                 return Err(Diagnostic::error("cannot tensorize: the mapped loops do not nest perfectly around the statement")
                     .at(f.op_spans[lp], "this loop holds more than the next one")
-                    .with_help("tensorize runs on the nest `tile` makes, before `unroll` and `hoist-guards`"));
+                    .with_help("tensorize rewrites loop nests as `tile` makes them: the mapped loops around the statement alone"));
             }
         }
     }
@@ -348,3 +370,6 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

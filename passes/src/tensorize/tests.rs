@@ -1,0 +1,163 @@
+//! Differential property test: random basic mappings of random
+//! contractions onto the vector intrinsics of the x86 targets, with random
+//! tile sizes, caches and vectors; the interpreter's answer on the
+//! tensorized kernel (each intrinsic with its own rounding) must match the
+//! op's, and the tensorized IR must verify and print back.
+
+use super::*;
+use crate::samples::{Choices, name_reads};
+use crate::testing::*;
+use crate::{bind, cache, tile, unroll, vectorize};
+use proptest::prelude::*;
+use std::sync::Arc;
+use tilec::pass::{Pass, PassOptions};
+use tilec::target::Target;
+use tilec::target::mapping::{candidates, contraction};
+
+/// Contractions over extents that the intrinsics' sizes (8, 16 lanes; 1,
+/// 2, 4 products) divide, so that tiles divide them too.
+const CONTRACTIONS: &[&str] = &[
+    "func @f(%A: tensor<32x16xf32>, %B: tensor<16x32xf32>) -> tensor<32x32xf32> {
+  %C = compute (i: 32, j: 32) reduce sum (k: 16) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x32xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}",
+    "func @f(%A: tensor<16x32xu8>, %B: tensor<32x32xi8>) -> tensor<16x32xi32> {
+  %C = compute (i: 16, j: 32) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<16x32xi32>[i, j] {
+    %x = cast %a : u8 -> i32
+    %y = cast %b : i8 -> i32
+    %0 = mul %x, %y : i32
+    yield %0 : i32
+  }
+  return %C
+}",
+    "func @f(%A: tensor<16x16xbf16>, %B: tensor<16x32xbf16>) -> tensor<16x32xf32> {
+  %C = compute (i: 16, j: 32) reduce sum (k: 16) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<16x32xf32>[i, j] {
+    %x = cast %a : bf16 -> f32
+    %y = cast %b : bf16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
+  }
+  return %C
+}",
+    // A padded, strided convolution (the input gathered lane by lane).
+    "func @f(%x: tensor<1x4x17x17xf32>, %w: tensor<16x4x3x3xf32>) -> tensor<1x16x8x16xf32> {
+  %y = compute (n: 1, f: 16, oh: 8, ow: 16) reduce sum (c: 4, r: 3, s: 3)
+      reads(%xv = %x[n, c, oh * 2 + r - 1, ow + s - 1] pad(0.0), %wv = %w[f, c, r, s]) -> tensor<1x16x8x16xf32>[n, f, oh, ow] {
+    %0 = mul %xv, %wv : f32
+    yield %0 : f32
+  }
+  return %y
+}",
+    // A batched GEMM: `b` stays a loop around the intrinsic.
+    "func @f(%A: tensor<2x16x8xu8>, %B: tensor<2x8x16xi8>) -> tensor<2x16x16xi32> {
+  %C = compute (b: 2, i: 16, j: 16) reduce sum (k: 8) reads(%a = %A[b, i, k], %x = %B[b, k, j]) -> tensor<2x16x16xi32>[b, i, j] {
+    %p = cast %a : u8 -> i32
+    %q = cast %x : i8 -> i32
+    %0 = mul %p, %q : i32
+    yield %0 : i32
+  }
+  return %C
+}",
+];
+
+/// The x86 targets, and x86-avx512 with AVX512-BF16 (which offers `vdpbf16ps.zmm`).
+fn targets() -> Vec<Arc<Target>> {
+    let avx512 = include_str!("../../../targets/x86-avx512.toml")
+        .replace("name = \"x86-avx512\"", "name = \"x86-avx512-bf16\"")
+        .replace("+avx512vnni,", "+avx512vnni,+avx512bf16,");
+    vec![tilec::target::builtin("x86-avx2").expect("built in"), tilec::target::builtin("x86-avx512").expect("built in"), target(&avx512)]
+}
+
+fn divisors(n: u64) -> Vec<u64> {
+    (1..=n).filter(|d| n % d == 0).collect()
+}
+
+/// A random schedule whose every tile divides its axis, the mapped axes'
+/// innermost tiles multiples of the intrinsic's sizes, maybe with caches
+/// and the `m` axis vectorised at the intrinsic's width.
+fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping, ch: &mut Choices) -> Schedule {
+    let levels = t.tile_levels.len();
+    let mut s = Schedule::new(&t.name);
+    let size_on = |a: AxisId| {
+        if mapping.m.contains(&a) {
+            u64::from(x.m)
+        } else if mapping.k.contains(&a) {
+            u64::from(x.k)
+        } else {
+            1
+        }
+    };
+    for (id, a) in c.axes.iter().enumerate() {
+        let unit = size_on(AxisId::new(id));
+        let fits: Vec<u64> = divisors(a.extent).into_iter().filter(|d| d % unit == 0).collect();
+        let mut sizes = vec![ch.pick(&fits)];
+        while sizes.len() < levels {
+            let below: Vec<u64> = divisors(*sizes.last().expect("one")).into_iter().filter(|d| d % unit == 0).collect();
+            sizes.push(ch.pick(&below));
+        }
+        s.tiles.push((a.name.clone(), sizes));
+    }
+    for (i, _) in c.all_reads() {
+        if ch.below(3) == 0 {
+            s.cache.push(tilec::ir::schedule::CacheDirective { read: i, read_name: String::new(), level: ch.pick(&["l1", "l2", "l3"]).to_string() });
+        }
+    }
+    if ch.below(2) == 0 {
+        s.vector = Some((c.axis(mapping.m[0]).name.clone(), u64::from(x.m)));
+    }
+    s.unroll = ch.pick(&[0, 8]);
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_mappings_preserve_semantics(op in 0..CONTRACTIONS.len(), which in 0usize..3, seed in any::<u64>()) {
+        let t = &targets()[which];
+        let mut m = parse(CONTRACTIONS[op]);
+        let f = &m.funcs[0];
+        let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
+        let c = f.ops[cop].kind.as_compute().expect("compute").clone();
+        let con = contraction(f, cop).expect("a contraction");
+        let mut ch = Choices::new(seed);
+        // An offered intrinsic with a basic mapping of this op.
+        let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
+            .offered_intrinsics()
+            .filter(|x| x.is_vector())
+            .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
+            // Tiles divide the axes: the intrinsic's sizes must divide the mapped ones.
+            .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent % u64::from(x.m) == 0) && mp.k.iter().all(|&a| c.axis(a).extent % u64::from(x.k) == 0))
+            .collect();
+        prop_assume!(!options.is_empty());
+        let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
+        let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
+        let choice = Choice {
+            name: x.name.clone(),
+            a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
+            axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
+        };
+        // A schedule the target's limits allow.
+        let mut tries = 0;
+        loop {
+            let s = schedule_for(&c, t, x, &mapping, &mut ch);
+            set_schedule(&mut m, s);
+            name_reads(&mut m);
+            if !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
+                break;
+            }
+            tries += 1;
+            prop_assume!(tries < 30);
+        }
+        let make = |d: &PassDecl| (d.create)(&PassOptions::defaults(d.options));
+        let mut passes: Vec<Box<dyn Pass>> =
+            vec![make(&tile::DECL), make(&cache::DECL), make(&bind::DECL), make(&vectorize::DECL), Box::new(Tensorize::with(choice)), make(&unroll::DECL)];
+        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();
+        let after = check_equivalent(&m, t, &mut refs, seed);
+        let g = &after.funcs[0];
+        prop_assert!(g.walk().into_iter().any(|o| matches!(g.ops[o].kind, OpKind::Intrinsic(_))), "no intrinsic in\n{}", tilec::syntax::print_module(&after));
+    }
+}
