@@ -14,7 +14,7 @@ use tilec::target::{Target, TargetKind, TargetSet};
 use tilec_runtime::HostPlan;
 
 /// The scheduling passes after `tile`, in the order they compose.
-const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "unroll", "hoist-guards"];
+const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "tensorize", "unroll", "hoist-guards"];
 
 /// The pipeline that schedules and tiles a module, written once for every
 /// tool: `search` with `search_options` (`Some("")`: its defaults, markov,
