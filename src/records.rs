@@ -21,7 +21,7 @@
 //! JSON, truncated, missing fields), its line number and why. The driver
 //! reads the file (passes do no I/O) and reports bad lines as warnings.
 
-use crate::ir::{AffineExpr, AxisId, CacheDirective, Compute, Function, Op, Schedule};
+use crate::ir::{AffineExpr, AxisId, CacheDirective, Compute, Function, IntrinsicChoice, Op, Schedule};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -49,6 +49,23 @@ pub struct RecordSchedule {
     pub vector: Option<(String, u64)>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<String>,
+    /// The `intrinsic` knob; absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intrinsic: Option<RecordIntrinsic>,
+}
+
+/// A schedule's `intrinsic` knob as data. Mirrors [`IntrinsicChoice`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordIntrinsic {
+    pub name: String,
+    /// (read position, read name) of the read playing `a`.
+    pub a: (usize, String),
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub m: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub n: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub k: Vec<String>,
 }
 
 impl RecordSchedule {
@@ -60,6 +77,7 @@ impl RecordSchedule {
             unroll: s.unroll,
             vector: s.vector.clone(),
             order: s.order.clone(),
+            intrinsic: s.intrinsic.as_ref().map(|x| RecordIntrinsic { name: x.name.clone(), a: (x.a, x.a_name.clone()), m: x.m.clone(), n: x.n.clone(), k: x.k.clone() }),
         }
     }
 
@@ -71,6 +89,7 @@ impl RecordSchedule {
         s.unroll = self.unroll;
         s.vector = self.vector.clone();
         s.order = self.order.clone();
+        s.intrinsic = self.intrinsic.as_ref().map(|x| IntrinsicChoice { name: x.name.clone(), a: x.a.0, a_name: x.a.1.clone(), m: x.m.clone(), n: x.n.clone(), k: x.k.clone() });
         s
     }
 }
@@ -329,7 +348,7 @@ mod tests {
         Record {
             workload: "gemm(i:4,j:4,k:r4) sum".into(),
             target: "x86-avx2".into(),
-            schedule: RecordSchedule { tiles: vec![("i".into(), vec![4, 2, 1])], vthreads: vec![], cache: vec![], unroll: 0, vector: None, order: vec![] },
+            schedule: RecordSchedule { tiles: vec![("i".into(), vec![4, 2, 1])], vthreads: vec![], cache: vec![], unroll: 0, vector: None, order: vec![], intrinsic: None },
             sentence: "op gemm".into(),
             strategy: "markov".into(),
             latency: Some(Latency { median_s: 1e-3, min_s: 9e-4, max_s: 2e-3, runs: 3 }),
@@ -350,6 +369,26 @@ mod tests {
         // The last line has no newline: the reason says it was cut short.
         assert!(bad[1].1.ends_with("the file ends inside this line, whose write was cut short"), "{}", bad[1].1);
         assert!(!bad[0].1.contains("cut short"), "{}", bad[0].1);
+    }
+
+    #[test]
+    fn a_schedule_with_an_intrinsic_round_trips_and_old_lines_load_without_one() {
+        let mut s = Schedule::new("x86-avx512");
+        s.tiles = vec![("j".into(), vec![64, 32, 16]), ("k".into(), vec![128, 64, 4])];
+        s.intrinsic = Some(IntrinsicChoice { name: "vpdpbusd.zmm".into(), a: 1, a_name: "b".into(), m: vec!["j".into()], n: vec![], k: vec!["k".into()] });
+        let mut r = record();
+        r.schedule = RecordSchedule::of(&s);
+        let line = r.to_json_line();
+        assert!(line.contains(r#""intrinsic":{"name":"vpdpbusd.zmm","a":[1,"b"],"m":["j"],"k":["k"]}"#), "{line}");
+        let (good, bad) = parse_records(line.as_bytes());
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(good[0].1, r);
+        assert_eq!(good[0].1.schedule.to_schedule("x86-avx512"), s);
+        // A line written before the knob existed has no `intrinsic` key.
+        let old = record().to_json_line();
+        assert!(!old.contains("intrinsic"), "{old}");
+        let (good, _) = parse_records(old.as_bytes());
+        assert_eq!(good[0].1.schedule.intrinsic, None);
     }
 
     #[test]

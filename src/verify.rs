@@ -1325,10 +1325,13 @@ pub enum ScheduleOwner<'a> {
 /// axis, one size per tile level for every axis), virtual threads on
 /// spatial axes dividing their innermost tiles, the vector width dividing
 /// its axis' innermost tile, cache directives naming reads once each, a
-/// loop order naming known axes once each.
+/// loop order naming known axes once each, an `intrinsic` naming a known
+/// read as `a` and known axes once each, spatial ones on `m` and `n` and
+/// reduction ones on `k`.
 ///
 /// Whether the sizes fit the target (its number of tile levels, threads
-/// per block, memory sizes) is checked with the target description, in
+/// per block, memory sizes) and whether the intrinsic takes the mapping
+/// are checked with the target description, in
 /// `crate::target`. Errors point at the schedule (`at` when it has no
 /// source location).
 impl Verifier<'_> {
@@ -1489,6 +1492,47 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
         };
         if s.cache[..i].iter().any(same) {
             err(Diagnostic::error(format!("read `{}` has two cache directives", c.read_name)).at(span, "cached twice"));
+        }
+    }
+    // intrinsic: a known read as `a`; known axes, each on one intrinsic
+    // axis, spatial ones on `m` and `n` and reduction ones on `k`. Which
+    // choices the intrinsic takes is the target's (`target::check`).
+    if let Some(x) = &s.intrinsic {
+        match owner {
+            ScheduleOwner::Compute { reads, .. } if x.a >= *reads => {
+                err(Diagnostic::error(format!("`intrinsic` names read {} (`{}`) as `a`, but the compute op has {reads} read(s)", x.a, x.a_name)).at(span, "no such read"));
+            }
+            ScheduleOwner::Kernel { read_tags } if !read_tags.contains(&x.a_name) => {
+                err(Diagnostic::error(format!("`intrinsic` names read `{}` as `a`, but no load of the kernel is tagged `read({})`", x.a_name, x.a_name))
+                    .at(span, "no such read"));
+            }
+            _ => {}
+        }
+        let mapped: Vec<&str> = x.axes().collect();
+        let mut position = 0;
+        for (key, names) in x.by_intrinsic_axis() {
+            for name in names {
+                let earlier = mapped[..position].contains(&name.as_str());
+                position += 1;
+                if earlier {
+                    err(Diagnostic::error(format!("axis `{name}` is listed twice in `intrinsic`")).at(span, "duplicate axis in `intrinsic`"));
+                    continue;
+                }
+                if !known(name, "intrinsic", &mut err) {
+                    continue;
+                }
+                let Some(kind) = axis(name).map(|a| a.kind) else { continue };
+                let wants = if key == "k" { AxisKind::Reduction } else { AxisKind::Spatial };
+                if kind != wants {
+                    let (what, takes) = match wants {
+                        AxisKind::Reduction => ("spatial", "`k` takes reduction axes"),
+                        AxisKind::Spatial => ("reduction", "`m` and `n` take spatial axes"),
+                    };
+                    err(Diagnostic::error(format!("`intrinsic` maps {what} axis `{name}` onto `{key}`"))
+                        .at(span, "wrong kind of axis")
+                        .with_note(format!("{takes}: the intrinsic computes `acc[m, n] += Σ_k a[m, k] · b[k, n]`")));
+                }
+            }
         }
     }
 }
@@ -1727,6 +1771,41 @@ mod tests {
         let d = verify_function(&f);
         let k = find(&f, "kernel");
         assert_eq!(d.0[0].primary.as_ref().map(|l| l.span), Some(f.op_spans[k]), "{:?}", d.0);
+    }
+
+    #[test]
+    fn intrinsic_choices_of_pass_built_ir() {
+        let choice = |a: usize, a_name: &str, m: &[&str], k: &[&str]| IntrinsicChoice {
+            name: "vfmadd231ps.zmm".into(),
+            a,
+            a_name: a_name.into(),
+            m: m.iter().map(|x| x.to_string()).collect(),
+            n: Vec::new(),
+            k: k.iter().map(|x| x.to_string()).collect(),
+        };
+        let mut f = parse(COMPUTE);
+        let c = find(&f, "compute");
+        let s = f.ops[c].kind.as_compute_mut().unwrap().schedule.as_mut().unwrap();
+        s.intrinsic = Some(choice(3, "q", &["i", "zz", "k"], &["i"]));
+        expect(&f, "`intrinsic` names read 3 (`q`) as `a`, but the compute op has 1 read(s)");
+        expect(&f, "`intrinsic` names axis `zz`, which the compute op does not have");
+        expect(&f, "`intrinsic` maps reduction axis `k` onto `m`");
+        expect(&f, "axis `i` is listed twice in `intrinsic`");
+
+        let mut f = parse(COMPUTE);
+        let c = find(&f, "compute");
+        let s = f.ops[c].kind.as_compute_mut().unwrap().schedule.as_mut().unwrap();
+        s.intrinsic = Some(choice(0, "a", &[], &["i"]));
+        expect(&f, "`intrinsic` maps spatial axis `i` onto `k`");
+
+        let mut f = parse(LOOPS);
+        kernel_schedule(&mut f).intrinsic = Some(choice(0, "b", &["i.x"], &[]));
+        expect(&f, "`intrinsic` names read `b` as `a`, but no load of the kernel is tagged `read(b)`");
+        expect(&f, "axis name `i.x` in `intrinsic` contains a dot");
+        // A kernel's knob names its loads' tags and any axis name.
+        let mut f = parse(LOOPS);
+        kernel_schedule(&mut f).intrinsic = Some(choice(0, "a", &["i"], &["k"]));
+        assert!(!verify_function(&f).has_errors(), "{:?}", verify_function(&f).0);
     }
 
     /// u8 literals a pass writes must be in 0..=255: constants, pads and

@@ -23,7 +23,7 @@ pub use cranelift_entity::EntityRef;
 pub use affine::AffineExpr;
 pub use loops::{Access, CopyOp, Dim, ForLoop, Guard, IntrinsicCall, IntrinsicKind, Kernel, LoopTag, Mapping, TagLevel, TileOperand};
 pub use ops::{AxisDecl, AxisId, AxisKind, BinaryOp, Combiner, Compute, Literal, OpKind, Read, UnaryOp};
-pub use schedule::{CacheDirective, Schedule};
+pub use schedule::{CacheDirective, IntrinsicChoice, Schedule};
 pub use types::{BufferType, ElemType, MemScope, TensorType, Type};
 
 /// An SSA value: a function parameter, a region argument or an op result.

@@ -36,7 +36,43 @@ pub struct Schedule {
     /// empty: declaration order. The vector axis' point loop stays
     /// innermost whatever the order.
     pub order: Vec<String>,
+    /// The tensor intrinsic that computes the innermost tile, and how the
+    /// op's axes map onto it (`target::mapping::Mapping`); none: plain
+    /// loops.
+    pub intrinsic: Option<IntrinsicChoice>,
     pub span: Span,
+}
+
+/// `intrinsic = {name = "vpdpbusd.zmm", a = b, m = [j], k = [k]}`: which
+/// intrinsic of the schedule's target computes the op, which read plays
+/// its `a` operand (the other factor of the product plays `b`), and the
+/// op axes fused onto each intrinsic axis, outermost first. Valid when it
+/// is one of `target::mapping::candidates`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntrinsicChoice {
+    /// An intrinsic of the target (`[[intrinsics]]` in its description).
+    pub name: String,
+    /// Position of the read playing `a` among the op's reads.
+    pub a: usize,
+    /// The name that read had when the choice was made, for printing where
+    /// the read list is not at hand (kernels made by `tile`).
+    pub a_name: String,
+    /// Axis names fused onto the intrinsic's `m`, `n` and `k`.
+    pub m: Vec<String>,
+    pub n: Vec<String>,
+    pub k: Vec<String>,
+}
+
+impl IntrinsicChoice {
+    /// Every mapped axis, `m`'s first, then `n`'s and `k`'s.
+    pub fn axes(&self) -> impl Iterator<Item = &str> {
+        self.m.iter().chain(&self.n).chain(&self.k).map(String::as_str)
+    }
+
+    /// The axes on `m`, `n` and `k`, with the intrinsic axis' name.
+    pub fn by_intrinsic_axis(&self) -> [(&'static str, &[String]); 3] {
+        [("m", &self.m), ("n", &self.n), ("k", &self.k)]
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +88,7 @@ pub struct CacheDirective {
 
 impl Schedule {
     pub fn new(target: impl Into<String>) -> Self {
-        Schedule { target: target.into(), tiles: Vec::new(), vthreads: Vec::new(), cache: Vec::new(), unroll: 0, vector: None, order: Vec::new(), span: Span::DUMMY }
+        Schedule { target: target.into(), tiles: Vec::new(), vthreads: Vec::new(), cache: Vec::new(), unroll: 0, vector: None, order: Vec::new(), intrinsic: None, span: Span::DUMMY }
     }
 
     pub fn tiles_of(&self, axis: &str) -> Option<&[u64]> {
@@ -85,9 +121,10 @@ impl Schedule {
 
 /// Prints the schedule's attribute dictionary (without the leading
 /// `schedule "target"`): the keys in the order tile, order, vthread, cache,
-/// unroll, vector, empty or zero ones left out, one per line at `indent` plus two
-/// spaces, the closing brace at `indent`; `{}` when nothing is set.
-/// `read_name` names read positions.
+/// unroll, vector, intrinsic, empty or zero ones left out (and the empty
+/// axis lists of `intrinsic`), one per line at `indent` plus two spaces,
+/// the closing brace at `indent`; `{}` when nothing is set. `read_name`
+/// names read positions.
 pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, read_name: &dyn Fn(usize) -> String) -> fmt::Result {
     let mut entries: Vec<String> = Vec::new();
     let sizes = |v: &[u64]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
@@ -112,6 +149,15 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
     if let Some((axis, width)) = &s.vector {
         entries.push(format!("vector = {{{axis} = {width}}}"));
     }
+    if let Some(x) = &s.intrinsic {
+        let mut parts = vec![format!("name = \"{}\"", escape_string(&x.name)), format!("a = {}", read_name(x.a))];
+        for (key, axes) in x.by_intrinsic_axis() {
+            if !axes.is_empty() {
+                parts.push(format!("{key} = [{}]", axes.join(", ")));
+            }
+        }
+        entries.push(format!("intrinsic = {{{}}}", parts.join(", ")));
+    }
     if entries.is_empty() {
         return f.write_str("{}");
     }
@@ -120,4 +166,19 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
         writeln!(f, "{indent}  {e}{}", if i + 1 < entries.len() { "," } else { "" })?;
     }
     write!(f, "{indent}}}")
+}
+
+/// `s` as the inside of a string literal the lexer reads back.
+fn escape_string(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out
 }

@@ -254,7 +254,11 @@ impl Printer<'_> {
                 if let Some(label) = &k.label {
                     write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
                 }
-                let read_name = |pos: usize| name_text(&k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone()).unwrap_or_default());
+                let read_name = |pos: usize| {
+                    let cached = k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone());
+                    let mapped = || k.schedule.intrinsic.as_ref().filter(|x| x.a == pos).map(|x| x.a_name.clone());
+                    name_text(&cached.or_else(mapped).unwrap_or_default())
+                };
                 self.schedule(&k.schedule, depth, &read_name);
                 let mark = scope.mark();
                 self.loop_body(scope, data.regions.first().copied(), depth, mark);
@@ -434,7 +438,9 @@ impl Printer<'_> {
                 (0..c.reads.len()).map(|i| arg_name(0, i)).chain((0..c.epilogue_reads.len()).map(|i| arg_name(1, i + 1))).collect();
             let read_name = |pos: usize| {
                 let name = names.get(pos).cloned().flatten();
-                name_text(&name.or_else(|| s.cache.iter().find(|d| d.read == pos).map(|d| d.read_name.clone())).unwrap_or_default())
+                let cached = || s.cache.iter().find(|d| d.read == pos).map(|d| d.read_name.clone());
+                let mapped = || s.intrinsic.as_ref().filter(|x| x.a == pos).map(|x| x.a_name.clone());
+                name_text(&name.or_else(cached).or_else(mapped).unwrap_or_default())
             };
             self.out.push('\n');
             self.indent(depth + 2);

@@ -21,7 +21,9 @@ use std::collections::HashMap;
 type ListClause<'a> = Option<&'a (Vec<Word>, Span)>;
 
 /// The keys of a schedule dictionary, in printing order.
-const SCHEDULE_KEYS: [&str; 6] = ["tile", "order", "vthread", "cache", "unroll", "vector"];
+const SCHEDULE_KEYS: [&str; 7] = ["tile", "order", "vthread", "cache", "unroll", "vector", "intrinsic"];
+/// The keys of a schedule's `intrinsic` dictionary, in printing order.
+const INTRINSIC_KEYS: [&str; 5] = ["name", "a", "m", "n", "k"];
 /// The clauses of a `for` loop.
 const LOOP_CLAUSES: [&str; 3] = ["map", "axis", "reduce"];
 
@@ -1340,7 +1342,7 @@ impl Resolver {
                 if let Some(best) = crate::diag::closest(key, SCHEDULE_KEYS.into_iter()) {
                     d = d.with_help(format!("did you mean `{best}`?"));
                 }
-                self.error(d.with_note("schedule keys are tile, order, vthread, cache, unroll and vector"));
+                self.error(d.with_note("schedule keys are tile, order, vthread, cache, unroll, vector and intrinsic"));
                 continue;
             }
             if let Some(first) = seen.iter().find(|w| w.text == key) {
@@ -1418,20 +1420,7 @@ impl Resolver {
                             continue;
                         };
                         let Some(pos) = reads.iter().position(|r| *r == x.key.text) else {
-                            let what = match owner {
-                                ScheduleOwner::Compute(_) => "the reads of this compute op are",
-                                ScheduleOwner::Kernel => "the loads of this kernel are tagged",
-                            };
-                            let mut d = Diagnostic::error(format!("unknown read `{}` in `cache`", x.key.text)).at(x.key.span, "not a read");
-                            d = if reads.is_empty() {
-                                d.with_note(match owner {
-                                    ScheduleOwner::Compute(_) => "this compute op has no reads",
-                                    ScheduleOwner::Kernel => "no load in this kernel has a `read(...)` tag",
-                                })
-                            } else {
-                                d.with_note(format!("{what}: {}", reads.join(", ")))
-                            };
-                            self.error(d);
+                            self.unknown_read(&x.key, "cache", &owner, reads);
                             continue;
                         };
                         sched.cache.push(CacheDirective { read: pos, read_name: x.key.text.clone(), level: level.text.clone() });
@@ -1457,6 +1446,7 @@ impl Resolver {
                         sched.vector = Some((axis.text.clone(), w));
                     }
                 }
+                "intrinsic" => sched.intrinsic = self.intrinsic_choice(e, &owner, reads),
                 _ => unreachable!("checked against SCHEDULE_KEYS"),
             }
         }
@@ -1468,6 +1458,142 @@ impl Resolver {
         }
         sched.cache.sort_by_key(|c| c.read);
         sched
+    }
+
+    /// `intrinsic = {name = "...", a = read, m = [axis, ...], n = [...],
+    /// k = [...]}`; `None` when an entry is wrong or `name` or `a` is
+    /// missing (each reported). Whether the choice is one of the mapping
+    /// candidates is the verifier's (`target::check`).
+    fn intrinsic_choice(&mut self, e: &AttrEntry, owner: &ScheduleOwner<'_>, reads: &[String]) -> Option<IntrinsicChoice> {
+        let shape = "`{name = \"intrinsic\", a = read, m = [axis, ...], n = [...], k = [...]}`";
+        let AttrValue::Dict(entries, dict_span) = &e.value else {
+            self.shape_error("intrinsic", shape, &e.value, "expected a dictionary");
+            return None;
+        };
+        let mut ok = true;
+        let (mut name, mut a): (Option<String>, Option<(usize, String)>) = (None, None);
+        let mut axes: [Vec<String>; 3] = Default::default();
+        let mut seen_keys: Vec<&Word> = Vec::new();
+        // Keys an unknown key may be a misspelling of: not reported missing.
+        let mut suggested: Vec<&str> = Vec::new();
+        // Every axis listed so far, on any intrinsic axis.
+        let mut listed: Vec<&Word> = Vec::new();
+        for x in entries {
+            let key = x.key.text.as_str();
+            if !INTRINSIC_KEYS.contains(&key) {
+                let mut d = Diagnostic::error(format!("unknown key `{key}` in `intrinsic`")).at(x.key.span, "not a key of `intrinsic`");
+                if let Some(best) = crate::diag::closest(key, INTRINSIC_KEYS.into_iter()) {
+                    d = d.with_help(format!("did you mean `{best}`?"));
+                    suggested.push(best);
+                }
+                self.error(d.with_note("`intrinsic` takes name, a, m, n and k"));
+                ok = false;
+                continue;
+            }
+            if let Some(first) = seen_keys.iter().find(|w| w.text == key) {
+                self.error(Diagnostic::error(format!("`{key}` is given twice in `intrinsic`")).at(x.key.span, "given again").with_secondary(first.span, "first given here"));
+                ok = false;
+                continue;
+            }
+            seen_keys.push(&x.key);
+            match key {
+                "name" => match &x.value {
+                    AttrValue::Str(w) => name = self.unescape(w),
+                    other => {
+                        self.shape_error("intrinsic", "a string for `name`", other, "expected the intrinsic's name in quotes");
+                        ok = false;
+                    }
+                },
+                "a" => {
+                    let AttrValue::Ident(read) = &x.value else {
+                        self.shape_error("intrinsic", "a read name for `a`", &x.value, "expected the read that plays the intrinsic's `a`");
+                        ok = false;
+                        continue;
+                    };
+                    match reads.iter().position(|r| *r == read.text) {
+                        Some(pos) => a = Some((pos, read.text.clone())),
+                        None => {
+                            self.unknown_read(read, "intrinsic", owner, reads);
+                            ok = false;
+                        }
+                    }
+                }
+                _ => {
+                    let slot = INTRINSIC_KEYS.iter().position(|k| *k == key).expect("a known key") - 2;
+                    let AttrValue::List(items, _) = &x.value else {
+                        self.shape_error("intrinsic", &format!("a list of axes for `{key}`"), &x.value, "expected a list of axes");
+                        ok = false;
+                        continue;
+                    };
+                    for item in items {
+                        let AttrValue::Ident(axis) = item else {
+                            self.shape_error("intrinsic", &format!("a list of axes for `{key}`"), item, "expected an axis name");
+                            ok = false;
+                            continue;
+                        };
+                        if let Some(first) = listed.iter().find(|w| w.text == axis.text) {
+                            self.error(
+                                Diagnostic::error(format!("axis `{}` is listed twice in `intrinsic`", axis.text))
+                                    .at(axis.span, "listed again")
+                                    .with_secondary(first.span, "first listed here")
+                                    .with_note("each op axis goes onto at most one intrinsic axis"),
+                            );
+                            ok = false;
+                            continue;
+                        }
+                        if let ScheduleOwner::Compute(decls) = owner
+                            && !decls.iter().any(|d| d.name == axis.text)
+                        {
+                            let names: Vec<&str> = decls.iter().map(|d| d.name.as_str()).collect();
+                            self.error(
+                                Diagnostic::error(format!("unknown axis `{}` in `intrinsic`", axis.text))
+                                    .at(axis.span, "not an axis of this compute op")
+                                    .with_note(format!("the axes are: {}", names.join(", "))),
+                            );
+                            ok = false;
+                            continue;
+                        }
+                        listed.push(axis);
+                        axes[slot].push(axis.text.clone());
+                    }
+                }
+            }
+        }
+        let example = "write e.g. `intrinsic = {name = \"vpdpbusd.zmm\", a = b, m = [j], k = [k]}`";
+        let missing = |key: &str| !seen_keys.iter().any(|w| w.text == key) && !suggested.contains(&key);
+        if name.is_none() && missing("name") {
+            self.error(Diagnostic::error("`intrinsic` has no `name`").at(*dict_span, "no `name`").with_help(example));
+            ok = false;
+        }
+        if a.is_none() && missing("a") {
+            self.error(
+                Diagnostic::error("`intrinsic` has no `a`")
+                    .at(*dict_span, "no `a`")
+                    .with_note("`a` names the read that plays the intrinsic's `a` operand; the other factor plays `b`")
+                    .with_help(example),
+            );
+            ok = false;
+        }
+        let (Some(name), Some((a, a_name)), true) = (name, a, ok) else { return None };
+        let [m, n, k] = axes;
+        Some(IntrinsicChoice { name, a, a_name, m, n, k })
+    }
+
+    /// Reports `read`, named in schedule key `key`, as no read of `owner`.
+    fn unknown_read(&mut self, read: &Word, key: &str, owner: &ScheduleOwner<'_>, reads: &[String]) {
+        let what = match owner {
+            ScheduleOwner::Compute(_) => "the reads of this compute op are",
+            ScheduleOwner::Kernel => "the loads of this kernel are tagged",
+        };
+        let d = Diagnostic::error(format!("unknown read `{}` in `{key}`", read.text)).at(read.span, "not a read");
+        self.error(if reads.is_empty() {
+            d.with_note(match owner {
+                ScheduleOwner::Compute(_) => "this compute op has no reads",
+                ScheduleOwner::Kernel => "no load in this kernel has a `read(...)` tag",
+            })
+        } else {
+            d.with_note(format!("{what}: {}", reads.join(", ")))
+        });
     }
 
     /// The `axis = value` entries of a schedule entry whose value must be a

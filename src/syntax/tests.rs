@@ -204,6 +204,31 @@ fn target_names_print_with_escapes() {
     assert_eq!(print_module(&module(&out)), out, "print → parse → print is not stable");
 }
 
+/// The `intrinsic` knob resolves to read positions and axis names, prints
+/// last with empty axis lists left out, and its name is a string with the
+/// usual escapes. (Unverified here: `module` parses without verifying.)
+#[test]
+fn intrinsic_choices_parse_and_print() {
+    let src = "func @q(%A: tensor<8x64xu8>, %B: tensor<64x32xi8>) -> tensor<8x32xi32> {
+  %C = compute (i: 8, j: 32) reduce sum (k: 64) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<8x32xi32>[i, j] schedule \"x86-avx512\" {intrinsic = {k = [k], n = [], a = b, name = \"my \\\"dot\\\"\", m = [j]}, unroll = 4} {
+    %0 = cast %a : u8 -> i32
+    %1 = cast %b : i8 -> i32
+    %2 = mul %0, %1 : i32
+    yield %2 : i32
+  }
+  return %C
+}
+";
+    let m = module(src);
+    let s = m.funcs[0].ops.values().find_map(|o| o.kind.as_compute()).and_then(|c| c.schedule.clone()).unwrap();
+    let x = s.intrinsic.clone().unwrap();
+    assert_eq!((x.name.as_str(), x.a, x.a_name.as_str()), ("my \"dot\"", 1, "b"));
+    assert_eq!((x.m, x.n, x.k), (vec!["j".to_string()], vec![], vec!["k".to_string()]));
+    let out = print_module(&m);
+    assert!(out.contains("        unroll = 4,\n        intrinsic = {name = \"my \\\"dot\\\"\", a = b, m = [j], k = [k]}\n      } {\n"), "{out}");
+    assert_eq!(print_module(&module(&out)), out, "print → parse → print is not stable");
+}
+
 /// Every loop-level construct once, with index expressions out of normal
 /// order and names reused by sibling loops.
 const LOOPS: &str = "func @f(%x: tensor<10x8xf32>) -> tensor<10x8xf32> {

@@ -156,14 +156,18 @@ pub fn check_resources(c: &Compute, info: &ComputeInfo, plan: &SchedulePlan, t: 
     k.diags
 }
 
-/// [`check_schedule`] for compute op `op` of `f` with its own schedule;
+/// [`check_schedule`] for compute op `op` of `f` with its own schedule,
+/// and its `intrinsic` knob (`check/intrinsic.rs`: the target offers the
+/// intrinsic, the choice is a mapping candidate, the tiles fit it);
 /// errors point at the schedule (or the op when the schedule has no span).
 /// Nothing to check (no schedule, not a compute op) is no error.
 pub fn check_op_schedule(f: &Function, op: Op, t: &Target) -> Diagnostics {
     let Some(c) = f.op(op).kind.as_compute() else { return Diagnostics::new() };
     let (Some(s), Some(info)) = (&c.schedule, ComputeInfo::of(f, op)) else { return Diagnostics::new() };
     let span = if s.span.is_dummy() { f.op_spans[op] } else { s.span };
-    check_schedule(c, &info, s, t, span)
+    let mut diags = check_schedule(c, &info, s, t, span);
+    diags.extend(intrinsic::check_intrinsic(f, op, c, &info, s, t, span));
+    diags
 }
 
 struct Checker<'a> {
@@ -482,6 +486,8 @@ impl<'a> Checker<'a> {
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
+
+mod intrinsic;
 
 #[cfg(test)]
 mod tests;

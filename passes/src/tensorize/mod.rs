@@ -72,8 +72,8 @@ pub struct Choice {
 
 impl Choice {
     /// The choice a schedule's `intrinsic` knob makes.
-    pub fn of_schedule(_s: &Schedule) -> Option<Choice> {
-        None // MERGE: the schedule knob (branch knob)
+    pub fn of_schedule(s: &Schedule) -> Option<Choice> {
+        s.intrinsic.as_ref().map(|x| Choice { name: x.name.clone(), a: x.a_name.clone(), axes: [x.m.clone(), x.n.clone(), x.k.clone()] })
     }
 }
 
@@ -179,6 +179,11 @@ fn renumber_reads(f: &mut Function, kernel: Op) {
             if let Some(p) = tags.iter().position(|t| *t == d.read_name) {
                 d.read = p;
             }
+        }
+        if let Some(x) = &mut k.schedule.intrinsic
+            && let Some(p) = tags.iter().position(|t| *t == x.a_name)
+        {
+            x.a = p;
         }
     }
 }

@@ -399,3 +399,86 @@ func @f(%A: tensor<64x48xf32>, %bias: tensor<48xf32>) -> tensor<64x48xf32> {
     assert_eq!(info.reads[0].tensor, TensorType::new(vec![64, 48], ElemType::F32));
     c.ok(&sched("x86-avx2", &[("i", &[16, 4, 1]), ("j", &[48, 8, 8])]), "x86-avx2");
 }
+
+const GEMM_U8: &str = "
+func @q(%A: tensor<64x128xu8>, %B: tensor<128x64xi8>) -> tensor<64x64xi32> {
+  %C = compute (i: 64, j: 64) reduce sum (k: 128) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x64xi32>[i, j] {
+    %0 = cast %a : u8 -> i32
+    %1 = cast %b : i8 -> i32
+    %2 = mul %0, %1 : i32
+    yield %2 : i32
+  }
+  return %C
+}
+";
+
+fn knob(name: &str, a: (usize, &str), m: &[&str], n: &[&str], k: &[&str]) -> crate::ir::IntrinsicChoice {
+    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+    crate::ir::IntrinsicChoice { name: name.into(), a: a.0, a_name: a.1.into(), m: names(m), n: names(n), k: names(k) }
+}
+
+impl Case {
+    /// The errors of [`check_op_schedule`] with schedule `s` on `t`,
+    /// rendered.
+    fn check_op(&self, s: &Schedule, t: &Target) -> (Diagnostics, String) {
+        let mut module = self.module.clone();
+        let f = &mut module.funcs[0];
+        let op = f.region(f.body).ops.iter().copied().find(|&o| matches!(f.op(o).kind, OpKind::Compute(_))).unwrap();
+        f.ops[op].kind.as_compute_mut().unwrap().schedule = Some(s.clone());
+        let d = check_op_schedule(f, op, t);
+        let text = self.sources.render(&d.0);
+        (d, text)
+    }
+}
+
+#[test]
+fn intrinsic_choices_that_are_candidates_and_fit_verify() {
+    let c = Case::new(GEMM_U8);
+    let t = target_named("x86-avx512");
+    let mut s = sched("x86-avx512", &[("i", &[64, 16, 4]), ("j", &[64, 32, 16]), ("k", &[128, 64, 4])]);
+    s.intrinsic = Some(knob("vpdpbusd.zmm", (1, "b"), &["j"], &[], &["k"]));
+    let (d, text) = c.check_op(&s, &t);
+    assert!(d.is_empty(), "{text}");
+    // The other candidate: the u8 read in the lanes.
+    s.tiles[0].1 = vec![64, 32, 16];
+    s.tiles[1].1 = vec![64, 16, 4];
+    s.intrinsic = Some(knob("vpdpbusd.zmm", (0, "a"), &["i"], &[], &["k"]));
+    let (d, text) = c.check_op(&s, &t);
+    assert!(d.is_empty(), "{text}");
+    // Without the knob nothing is checked about intrinsics.
+    s.intrinsic = None;
+    assert!(c.check_op(&s, &target_named("x86-avx2")).0.is_empty());
+}
+
+#[test]
+fn intrinsic_rules_no_builtin_target_breaks() {
+    let c = Case::new(GEMM_U8);
+    let s = |x: crate::ir::IntrinsicChoice| {
+        let mut s = sched("custom", &[("i", &[64, 16]), ("j", &[64, 8]), ("k", &[128, 32])]);
+        s.intrinsic = Some(x);
+        s
+    };
+    let base = target_named("sm80");
+    let mut t = (*base).clone();
+    t.name = "custom".into();
+    // A warp intrinsic with u8 as `a` and i8 as `b`: not interchangeable.
+    let mut mma = t.intrinsics.iter().find(|x| x.name == "mma.sync.m16n8k32.s32.s8.s8.s32").unwrap().clone();
+    mma.name = "mma.u8".into();
+    mma.a = "u8".into();
+    t.intrinsics = vec![mma.clone()];
+    let (d, text) = c.check_op(&s(knob("mma.u8", (1, "b"), &["j"], &["i"], &["k"])), &t);
+    assert_eq!(d.len(), 1, "{text}");
+    assert!(text.contains("%b cannot play `a` of `mma.u8`: it multiplies u8 (`a`) by i8 (`b`), and %b is i8"), "{text}");
+    assert!(text.contains("the mapping candidates onto `mma.u8` are: a=%a b=%b m=[i] n=[j] k=[k]"), "{text}");
+    // An intrinsic axis of size 1 takes no op axis.
+    let mut narrow = mma.clone();
+    narrow.name = "mma.n1".into();
+    narrow.n = 1;
+    t.intrinsics = vec![narrow];
+    let (_, text) = c.check_op(&s(knob("mma.n1", (0, "a"), &["i"], &["j"], &["k"])), &t);
+    assert!(text.contains("`mma.n1` has `n` = 1: its `n` takes no axis"), "{text}");
+    // A target that lists none.
+    t.intrinsics.clear();
+    let (_, text) = c.check_op(&s(knob("mma.n1", (0, "a"), &["i"], &["j"], &["k"])), &t);
+    assert!(text.contains("target `custom` has no intrinsic `mma.n1`") && text.contains("target `custom` lists no intrinsics"), "{text}");
+}

@@ -592,6 +592,7 @@ mod tests {
             unroll,
             vector: None,
             order: Vec::new(),
+            intrinsic: None,
         }
     }
 
