@@ -3,7 +3,8 @@
 
 Reads the workload's header comment (written by workloads/generate.py),
 runs the same operator with numpy (GEMM, batched GEMM, GEMV) or
-onnxruntime (conv2d, pooling) on random inputs, and prints one JSON object:
+onnxruntime (conv2d, pooling; the quantized u8 x i8 -> i32 GEMM and conv2d
+with MatMulInteger and ConvInteger) on random inputs, and prints one JSON object:
 {"library": ..., "median_s": ...} or {"skipped": why}. Installs nothing:
 a missing package is a skip, not an error.
 
@@ -111,6 +112,38 @@ def onnx_case(header, threads):
     return {"library": "onnxruntime " + ort.__version__, "median_s": median_time(lambda: session.run(None, feeds))}
 
 
+def onnx_int8_case(header, threads):
+    """u8 x i8 -> i32 GEMM or conv2d: onnxruntime's MatMulInteger or
+    ConvInteger (zero points 0), which sum exactly in i32 as tilec does."""
+    try:
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper
+        import onnxruntime as ort
+    except ImportError as e:
+        return {"skipped": f"{e.name} is not installed (onnxruntime baseline)"}
+    n = numbers(header)
+    rng = np.random.default_rng(0)
+    if header.startswith("C[i, j]"):
+        x_shape, w_shape = [n["M"], n["K"]], [n["K"], n["N"]]
+        node = helper.make_node("MatMulInteger", ["x", "w"], ["y"])
+    else:
+        stride = int(re.search(r"stride (\d+)", header).group(1))
+        pad = int(re.search(r"padding (\d+)", header).group(1))
+        k = int(re.search(r"R=S=(\d+)", header).group(1))
+        x_shape, w_shape = [n["N"], n["C"], n["H"], n["W"]], [n["F"], n["C"], k, k]
+        node = helper.make_node("ConvInteger", ["x", "w"], ["y"], strides=[stride, stride], pads=[pad] * 4)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape), helper.make_tensor_value_info("w", TensorProto.INT8, w_shape)]
+    feeds = {"x": rng.integers(0, 256, x_shape, dtype=np.uint8), "w": rng.integers(-128, 128, w_shape, dtype=np.int8)}
+    graph = helper.make_graph([node], "baseline", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = min(model.ir_version, 7)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return {"library": f"onnxruntime {ort.__version__} {node.op_type}", "median_s": median_time(lambda: session.run(None, feeds))}
+
+
 def torch_cuda_case(header):
     try:
         import torch
@@ -171,6 +204,10 @@ def baseline(workload, threads, device):
     header = next((l for l in lines if re.match(r"(C\[|y\[i\] = sum|conv2d NCHW|average pooling|max pooling)", l)), None)
     if header is None:
         return {"skipped": "no baseline for this operator"}
+    if "u8 x i8 -> i32" in header:
+        if device == "cuda":
+            return {"skipped": "no CUDA baseline for the quantized operators"}
+        return onnx_int8_case(header, threads)
     if device == "cuda":
         return torch_cuda_case(header)
     if header.startswith(("C[", "y[i] = sum")):

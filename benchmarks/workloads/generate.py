@@ -29,6 +29,45 @@ func @{name}(%A: tensor<{m}x{k}xf32>, %B: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}
 """
 
 
+# Quantized operators (issue 22): u8 activations times i8 weights, summed
+# exactly in i32, as VNNI's vpdpbusd and onnxruntime's MatMulInteger /
+# ConvInteger compute them. "ops" counts a multiply and an add as two.
+def gemm_int8(name, m, n, k, note):
+    return f"""// {note}
+// C[i, j] = sum_k A[i, k] * B[k, j]; u8 x i8 -> i32; M={m} N={n} K={k}; {2*m*n*k} ops.
+func @{name}(%A: tensor<{m}x{k}xu8>, %B: tensor<{k}x{n}xi8>) -> tensor<{m}x{n}xi32> {{
+  %C = compute "gemm_int8" (i: {m}, j: {n}) reduce sum (k: {k})
+      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{m}x{n}xi32>[i, j] {{
+    %x = cast %a : u8 -> i32
+    %y = cast %b : i8 -> i32
+    %0 = mul %x, %y : i32
+    yield %0 : i32
+  }}
+  return %C
+}}
+"""
+
+
+def conv2d_int8(name, n, f, c, h, w, k, s, p, note):
+    ho, wo = out_size(h, k, s, p), out_size(w, k, s, p)
+    pad = " pad(0)" if p else ""
+    ops = 2 * n * f * ho * wo * c * k * k
+    xh, xw = idx("oh", s, "r", 1, p), idx("ow", s, "s", 1, p)
+    return f"""// {note}
+// conv2d NCHW, N={n} F={f} C={c} H={h} W={w} R=S={k} stride {s} padding {p}; u8 x i8 -> i32; output {ho}x{wo}; {ops} ops.
+func @{name}(%x: tensor<{n}x{c}x{h}x{w}xu8>, %k: tensor<{f}x{c}x{k}x{k}xi8>) -> tensor<{n}x{f}x{ho}x{wo}xi32> {{
+  %y = compute "conv2d_int8" (n: {n}, f: {f}, oh: {ho}, ow: {wo}) reduce sum (c: {c}, r: {k}, s: {k})
+      reads(%xv = %x[n, c, {xh}, {xw}]{pad}, %kv = %k[f, c, r, s]) -> tensor<{n}x{f}x{ho}x{wo}xi32>[n, f, oh, ow] {{
+    %a = cast %xv : u8 -> i32
+    %b = cast %kv : i8 -> i32
+    %0 = mul %a, %b : i32
+    yield %0 : i32
+  }}
+  return %y
+}}
+"""
+
+
 def bmm(name, b, m, n, k, trans_b, note):
     b_ty = f"{b}x{n}x{k}" if trans_b else f"{b}x{k}x{n}"
     b_idx = "[b, j, k]" if trans_b else "[b, k, j]"
@@ -262,6 +301,11 @@ for i, (m, n, k) in enumerate([(512, 64, 1024), (512, 4096, 1024), (512, 64, 768
 for (m, n, k) in [(16, 512, 128), (1024, 16, 256), (256, 1024, 256), (512, 256, 16)]:
     gemm_pair(f"gemm_gta_{m}x{n}x{k}", m, n, k, "GTA public GEMM benchmark (seed 001)")
 gemm_pair("gemm_1024", 1024, 1024, 1024, "GEMM 1024^3 (GTA public benchmark; the CPU reference point in WORKLOADS.md)")
+# Quantized (issue 22): int8 GEMM 1024^3 and the ResNet-50 R5 layer, u8 x i8 -> i32
+add("gemm_int8_1024", gemm_int8("gemm_int8_1024", 1024, 1024, 1024, "int8 GEMM 1024^3 (issue 22; baseline: onnxruntime MatMulInteger)"))
+add("gemm_int8_1024_small", gemm_int8("gemm_int8_1024_small", 48, 48, 48, "int8 GEMM (shrunk copy)"))
+add("conv2d_int8_resnet50_r5", conv2d_int8("conv2d_int8_resnet50_r5", 1, 128, 128, 28, 28, 3, 1, 1, "int8 ResNet-50 layer R5 (issue 22; baseline: onnxruntime ConvInteger)"))
+add("conv2d_int8_resnet50_r5_small", conv2d_int8("conv2d_int8_resnet50_r5_small", 1, 8, 8, 12, 12, 3, 1, 1, "int8 ResNet-50 layer R5 (shrunk copy)"))
 # GEMM: Gensor Table IV (GPU-sized)
 gemm_pair("gemm_gensor_m1", 8192, 8192, 8192, "Gensor Table IV M1 (GPU-sized: construction tests only on a CPU)")
 gemm_pair("gemm_gensor_m2", 65536, 1024, 4, "Gensor Table IV M2, MKN=[65536,4,1024] (GPU-sized)")

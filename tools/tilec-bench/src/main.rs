@@ -174,6 +174,10 @@ const DEFAULT_WORKLOADS: &[&str] = &[
     "conv2d_resnet50_r12",
     "avgpool_p1",
     "maxpool_resnet_stem",
+    // Quantized (u8 x i8 -> i32; GFLOP/s counts integer multiply-adds as
+    // two ops), beside onnxruntime's MatMulInteger and ConvInteger.
+    "gemm_int8_1024",
+    "conv2d_int8_resnet50_r5",
 ];
 
 fn repo_root() -> PathBuf {
