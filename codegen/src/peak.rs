@@ -89,6 +89,86 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
     Ok(Peak { gflops: flops / median_s / 1e9, lanes, threads })
 }
 
+/// The LLVM intrinsic and vector types of a dot-product instruction
+/// (`vpdpbusd`, `vdpbf16ps`) of `x`: (name, accumulator type, operand
+/// type); `None` for an instruction this kernel does not know.
+fn dot_instruction(x: &tilec::target::Intrinsic) -> Option<(String, String, String)> {
+    let (m, k) = (u64::from(x.m), u64::from(x.k));
+    let bits = m * 32;
+    if !matches!(bits, 128 | 256 | 512) || x.n != 1 {
+        return None;
+    }
+    match (x.kind.as_str(), x.a.as_str(), x.b.as_str(), x.acc.as_str(), k) {
+        ("dot", "u8" | "i8", "u8" | "i8", "i32", 4) => Some((format!("llvm.x86.avx512.vpdpbusd.{bits}"), format!("vector<{m}xi32>"), format!("vector<{}xi8>", m * k))),
+        ("dot", "bf16", "bf16", "f32", 2) => Some((format!("llvm.x86.avx512bf16.dpbf16ps.{bits}"), format!("vector<{m}xf32>"), format!("vector<{}xbf16>", m * k))),
+        _ => None,
+    }
+}
+
+/// The MLIR of a dot-product instruction's peak kernel, as
+/// [`peak_kernel_mlir`]'s: `chains` accumulators, each updated by one
+/// instruction per step, from operands held in registers. `None` for an
+/// intrinsic that is not a known dot product.
+pub(crate) fn dot_peak_kernel_mlir(x: &tilec::target::Intrinsic, chains: usize, threads: u64) -> Option<String> {
+    let (name, acc, src) = dot_instruction(x)?;
+    let m = x.m;
+    let elem = if x.acc == "i32" { "i32" } else { "f32" };
+    let src_one = if elem == "i32" { "1" } else { "1.0" };
+    let mut s = String::new();
+    writeln!(s, "module {{").unwrap();
+    writeln!(s, "  func.func @peak_k0(%out: memref<{threads}x{m}x{elem}>, %lo: index, %hi: index) {{").unwrap();
+    writeln!(s, "    %c0 = arith.constant 0 : index").unwrap();
+    writeln!(s, "    %c1 = arith.constant 1 : index").unwrap();
+    writeln!(s, "    %steps = arith.constant {STEPS} : index").unwrap();
+    writeln!(s, "    %src = arith.constant dense<{src_one}> : {src}").unwrap();
+    writeln!(s, "    scf.for %t = %lo to %hi step %c1 {{").unwrap();
+    // Starting from memory keeps LLVM from folding the chains.
+    writeln!(s, "      %seed = vector.load %out[%t, %c0] : memref<{threads}x{m}x{elem}>, {acc}").unwrap();
+    for i in 0..chains {
+        writeln!(s, "      %offset{i} = arith.constant dense<{}> : {acc}", if elem == "i32" { (i + 1).to_string() } else { format!("{}.0", i + 1) }).unwrap();
+        let add = if elem == "i32" { "arith.addi" } else { "arith.addf" };
+        writeln!(s, "      %init{i} = {add} %seed, %offset{i} : {acc}").unwrap();
+    }
+    let iter_args: Vec<String> = (0..chains).map(|i| format!("%x{i} = %init{i}")).collect();
+    let types = vec![acc.clone(); chains].join(", ");
+    writeln!(s, "      %r:{chains} = scf.for %i = %c0 to %steps step %c1 iter_args({}) -> ({types}) {{", iter_args.join(", ")).unwrap();
+    for i in 0..chains {
+        writeln!(s, "        %y{i} = llvm.call_intrinsic \"{name}\"(%x{i}, %src, %src) : ({acc}, {src}, {src}) -> {acc}").unwrap();
+    }
+    let ys: Vec<String> = (0..chains).map(|i| format!("%y{i}")).collect();
+    writeln!(s, "        scf.yield {} : {types}", ys.join(", ")).unwrap();
+    writeln!(s, "      }}").unwrap();
+    let add = if elem == "i32" { "arith.addi" } else { "arith.addf" };
+    let mut sum = "%r#0".to_string();
+    for i in 1..chains {
+        writeln!(s, "      %s{i} = {add} {sum}, %r#{i} : {acc}").unwrap();
+        sum = format!("%s{i}");
+    }
+    writeln!(s, "      vector.store {sum}, %out[%t, %c0] : memref<{threads}x{m}x{elem}>, {acc}").unwrap();
+    writeln!(s, "    }}").unwrap();
+    writeln!(s, "    return").unwrap();
+    writeln!(s, "  }}").unwrap();
+    writeln!(s, "}}").unwrap();
+    Some(s)
+}
+
+/// Measures the peak of a dot-product intrinsic (`vpdpbusd`, `vdpbf16ps`)
+/// that `target` runs, in GOP/s (a multiply and an add per product: `2 ·
+/// m · k` ops per instruction), with `threads` threads: median of `runs`.
+/// The target must have the instruction's CPU features.
+pub fn measure_dot_peak(target: &LlvmTarget, x: &tilec::target::Intrinsic, threads: usize, runs: usize) -> Result<Peak, CompileError> {
+    let chains = PEAK_CHAINS;
+    let t = threads.max(1) as u64;
+    let mlir = dot_peak_kernel_mlir(x, chains, t).ok_or_else(|| CompileError(format!("`{}` is not a dot product this peak kernel knows", x.name)))?;
+    let lanes = u64::from(x.m);
+    let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: x.acc.clone() };
+    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out] };
+    let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0 };
+    let median_s = median_kernel_seconds(&mlir, target, abi, plan, &[], threads, runs)?;
+    let ops = 2.0 * (STEPS * lanes * u64::from(x.k) * chains as u64 * t) as f64;
+    Ok(Peak { gflops: ops / median_s / 1e9, lanes, threads })
+}
+
 /// A measured memory bandwidth: GB/s of the STREAM triad over all threads.
 #[derive(Clone, Debug)]
 pub struct Bandwidth {

@@ -544,3 +544,24 @@ fn the_peak_kernel_runs_and_reports_a_positive_rate() {
     let p = peak::measure_fma_peak(&LlvmTarget::host(), 8, 1, 1).expect("peak kernel compiles and runs");
     assert!(p.gflops > 0.1 && p.gflops.is_finite(), "{p:?}");
 }
+
+/// The dot-product peak kernels (VNNI, BF16) compile for a target with the
+/// features, and every accumulator chain survives LLVM (the op count
+/// assumes `PEAK_CHAINS` instructions per step). Running them needs the
+/// CPU feature: `tilec-bench --peak` measures them where `host` offers them.
+#[test]
+fn the_dot_peak_kernels_keep_every_accumulator_chain() {
+    let avx512 = tilec::target::builtin("x86-avx512").unwrap();
+    let mut llvm = llvm_target(&avx512);
+    llvm.features.push_str(",+avx512bf16");
+    for (name, mnemonic) in [("vpdpbusd.zmm", "vpdpbusd"), ("vdpbf16ps.zmm", "vdpbf16ps")] {
+        let x = avx512.intrinsics.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("x86-avx512 lists {name}"));
+        let mlir = peak::dot_peak_kernel_mlir(x, peak::PEAK_CHAINS, 1).expect("a known dot product");
+        let asm = compile::compile_cpu(&mlir, &llvm).unwrap().asm;
+        let accumulators: std::collections::BTreeSet<&str> =
+            asm.lines().filter(|l| l.trim_start().starts_with(mnemonic)).filter_map(|l| l.split(',').next_back()).map(str::trim).collect();
+        assert_eq!(accumulators.len(), peak::PEAK_CHAINS, "{name}: accumulators {accumulators:?}");
+    }
+    let fma = avx512.intrinsics.iter().find(|x| x.kind == "fma").unwrap();
+    assert!(peak::dot_peak_kernel_mlir(fma, peak::PEAK_CHAINS, 1).is_none(), "an FMA has its own peak kernel");
+}

@@ -204,19 +204,29 @@ fn machine() -> String {
     format!("{}, {cores} core(s)", cpu_model())
 }
 
-/// A measured peak: GFLOP/s for the threads used, and bandwidth.
+/// A measured peak: GFLOP/s for the threads used, bandwidth, and the
+/// GOP/s of each dot-product intrinsic (VNNI, BF16) the target offers.
 struct MeasuredPeak {
     gflops: f64,
     lanes: u64,
     bandwidth_gbs: f64,
+    dots: Vec<(String, f64)>,
 }
 
-fn measure_peak(threads: usize) -> Result<MeasuredPeak, String> {
+fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<MeasuredPeak, String> {
     let host = LlvmTarget::host();
     let lanes = if host.features.split(',').any(|f| f == "+avx512f") { 16 } else { 8 };
     let p = tilec_codegen::peak::measure_fma_peak(&host, lanes, threads, 7).map_err(|e| e.0)?;
     let b = tilec_codegen::peak::measure_bandwidth(&host, threads, 7).map_err(|e| e.0)?;
-    Ok(MeasuredPeak { gflops: p.gflops, lanes, bandwidth_gbs: b.gbs })
+    // Each dot product the target offers (it runs here: checked before),
+    // compiled with the target's features (the host's may not name them).
+    let llvm = tilec_codegen::driver::llvm_target_of(target);
+    let mut dots = Vec::new();
+    for x in target.offered_intrinsics().filter(|x| x.kind == "dot") {
+        let d = tilec_codegen::peak::measure_dot_peak(&llvm, x, threads, 7).map_err(|e| format!("{}: {}", x.name, e.0))?;
+        dots.push((x.name.clone(), d.gflops));
+    }
+    Ok(MeasuredPeak { gflops: p.gflops, lanes, bandwidth_gbs: b.gbs, dots })
 }
 
 /// One workload under one strategy.
@@ -610,7 +620,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     }
     let peak = if cli.peak {
         eprintln!("measuring this machine's peak ({threads} thread(s))...");
-        Some(measure_peak(threads).map_err(|e| Diagnostic::error(format!("cannot measure the peak: {e}")))?)
+        Some(measure_peak(&target, threads).map_err(|e| Diagnostic::error(format!("cannot measure the peak: {e}")))?)
     } else {
         None
     };
@@ -669,7 +679,13 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         "machine": machine(),
         "target": target.name,
         "threads": threads,
-        "peak": { "source": peak_source, "gflops": peak_gflops, "lanes": peak.as_ref().map(|p| p.lanes), "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs) },
+        "peak": {
+            "source": peak_source,
+            "gflops": peak_gflops,
+            "lanes": peak.as_ref().map(|p| p.lanes),
+            "bandwidth_gbs": peak.as_ref().map(|p| p.bandwidth_gbs),
+            "dot_gops": peak.as_ref().map(|p| p.dots.iter().map(|(n, g)| (n.clone(), json!(g))).collect::<serde_json::Map<_, _>>()),
+        },
         "repeat": cli.repeat,
         "rounds": cli.rounds,
         "warmup": cli.warmup,
@@ -696,7 +712,10 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         use std::fmt::Write as _;
         writeln!(out, "machine: {}; target `{}`, {threads} thread(s)", machine(), target.name).ok();
         match (&peak, peak_gflops) {
-            (Some(p), _) => writeln!(out, "measured peak: {:.1} GFLOP/s f32 FMA ({}-lane vectors), {:.1} GB/s triad", p.gflops, p.lanes, p.bandwidth_gbs).ok(),
+            (Some(p), _) => {
+                let dots: String = p.dots.iter().map(|(n, g)| format!(", {g:.1} GOP/s {n}")).collect();
+                writeln!(out, "measured peak: {:.1} GFLOP/s f32 FMA ({}-lane vectors){dots}, {:.1} GB/s triad", p.gflops, p.lanes, p.bandwidth_gbs).ok()
+            }
             (None, Some(g)) => writeln!(out, "peak: {g:.1} GFLOP/s, the target's nominal figure (pass --peak to measure it)").ok(),
             (None, None) => writeln!(out, "peak: unknown").ok(),
         };
