@@ -264,7 +264,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
                 .with_note(format!("its innermost tile must be a multiple of {} (the intrinsic's `{name}`)", sizes[i])));
         };
         let extent = for_loop(f, lp).expect("a loop").extent;
-        if extent % sizes[i] != 0 {
+        if !extent.is_multiple_of(sizes[i]) {
             return Err(Diagnostic::error(format!("cannot tensorize: the innermost loop of `{axis}` (on `{name}`) runs {extent} times, not a multiple of {}", sizes[i]))
                 .at(f.op_spans[lp], "this loop")
                 .with_help(format!("make the innermost tile of `{axis}` (per virtual thread) a multiple of {}", sizes[i])));
