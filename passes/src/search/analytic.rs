@@ -185,6 +185,23 @@ impl Problem {
         indices.iter().position(|e| e.uses(v))
     }
 
+    /// The peak GFLOP/s (GOP/s) `cfg`'s micro-kernel runs at: with a
+    /// `dot` intrinsic, its own (`per_cycle` instructions per core and
+    /// clock, each `m` lanes of `k` multiply-adds: `vpdpbusd.zmm` on the
+    /// Xeon 8380, 2 × 16 × 4 × 2 × 40 × 2.3 = 23552, the target's i8
+    /// figure); else the target's for the accumulator's type (an `fma`
+    /// intrinsic is the vectorised loop's own instruction).
+    fn kernel_peak_gflops(&self, cfg: &Config) -> f64 {
+        match self.intrinsic_of(cfg).filter(|x| x.is_dot()) {
+            Some(x) => {
+                let t = &self.target;
+                let ops = x.intrinsic.per_cycle * f64::from(x.intrinsic.m) * f64::from(x.intrinsic.k) * 2.0;
+                ops * t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3)
+            }
+            None => self.peak_gflops(),
+        }
+    }
+
     /// The target's peak GFLOP/s for the accumulator's type (else f32's).
     fn peak_gflops(&self) -> f64 {
         let t = &self.target;
@@ -232,19 +249,32 @@ impl Problem {
     /// The factors of [`Problem::kernel_efficiency`]: issue, latency,
     /// registers (decided by the innermost tile level), and the
     /// accumulator's run (decided at [`Problem::run_level`]).
+    ///
+    /// With a `dot` intrinsic, one instruction per accumulator does `k`
+    /// reduction steps: its issue time per step is a `k`-th, the units
+    /// and latency are the intrinsic's `per_cycle` and `latency_cycles`,
+    /// and the accumulator's run counts instructions. Its operands are
+    /// loaded once per instruction as the vector loop's are once per step
+    /// (a vector of `a`'s `m × k` elements, a broadcast of `b`'s `k`), so
+    /// loads per step are a `k`-th too: the VNNI layout, each lane's `k`
+    /// elements consecutive. (Row-major operands are gathered today, as
+    /// `cache` does not make that layout yet: docs/search.md.)
     pub fn kernel_terms(&self, cfg: &Config) -> [f64; 4] {
         let t = &self.target;
         let (acc, loads, vector_loads) = self.register_tile(cfg);
         let lanes = self.lanes_of(cfg).max(1) as f64;
         let per_clock = t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3);
         let peak = self.peak_gflops();
-        let fma_units = (peak / (per_clock * lanes * 2.0)).round().max(1.0);
+        let dot = self.intrinsic_of(cfg).filter(|x| x.is_dot()).map(|x| &x.intrinsic);
+        let fma_units = dot.map_or_else(|| (peak / (per_clock * lanes * 2.0)).round().max(1.0), |x| x.per_cycle.max(1e-3));
+        let steps_per_op = dot.map_or(1.0, |x| f64::from(x.k.max(1)));
+        let latency_cycles = dot.map_or(self.target.compute.fma_latency_cycles, |x| f64::from(x.latency_cycles));
         let vector_bytes = (t.isa.vector_bits.max(8) / 8) as f64;
         let l1 = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory));
         let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
-        let fma_cycles = acc / fma_units;
-        let issue = fma_cycles / fma_cycles.max(loads / load_units);
-        let latency = (acc / (fma_units * self.target.compute.fma_latency_cycles)).min(1.0);
+        let fma_cycles = acc / fma_units / steps_per_op;
+        let issue = fma_cycles / fma_cycles.max(loads / steps_per_op / load_units);
+        let latency = (acc / (fma_units * latency_cycles)).min(1.0);
         let regs = t.isa.vector_registers.max(1) as f64;
         let need = acc + vector_loads + 1.0;
         let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };
@@ -253,7 +283,7 @@ impl Problem {
         let lane_axis = self.lane_axis(cfg);
         // A reduction vector axis' innermost tile is one step.
         let step = lane_axis.map_or(1.0, |v| self.range_of(cfg, v, self.levels - 1) as f64);
-        let run = self.reduction_run(cfg) / step;
+        let run = self.reduction_run(cfg) / step / steps_per_op;
         let overhead = fma_units / load_units + fma_units;
         let mut accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
         let ids: Vec<AxisId> = self.compute.axis_ids().collect();
@@ -269,7 +299,7 @@ impl Problem {
             // by lane (the target's `scatter_lane_cost` cycles each), once per output
             // vector after the whole reduction: against the FMAs of that
             // reduction.
-            let fma = reduction / fma_units;
+            let fma = reduction / fma_units / steps_per_op;
             accumulate *= fma / (fma + w as f64 * self.target.model.scatter_lane_cost);
         }
         [issue, latency, registers, accumulate]
@@ -398,7 +428,7 @@ impl Problem {
     /// Predicted run time in seconds (the roofline of the module docs).
     pub fn predict(&self, cfg: &Config) -> f64 {
         let t = &self.target;
-        let peak = self.peak_gflops().max(1e-3) * 1e9;
+        let peak = self.kernel_peak_gflops(cfg).max(1e-3) * 1e9;
         let units = t.compute.units.max(1) as f64;
         let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
         let waves = (par / units).ceil().max(1.0);

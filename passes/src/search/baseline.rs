@@ -19,17 +19,22 @@ pub const EXHAUSTIVE: StrategyDecl = StrategyDecl {
 };
 
 /// `random`: `budget` draws, each axis a uniformly drawn chain of sizes (and
-/// on GPUs a virtual-thread count). Without measurements the draws are
+/// on GPUs a virtual-thread count); where the op has intrinsic options,
+/// the intrinsic choice is drawn first (none or an option, uniformly) and
+/// the sizes given it. Without measurements the draws are
 /// ranked by the model; with them, the first `measure-top-k` valid draws
 /// are measured in the order drawn (random search).
 pub struct Random;
 
 impl Random {
     fn draw(p: &Problem, rng: &mut Rng) -> Config {
-        let mut cfg = p.initial();
+        // No draw where there is no option: today's sequence of draws.
+        let intrinsic = if p.intrinsics.is_empty() { None } else { p.intrinsic_choices()[rng.below(p.intrinsics.len() + 1)] };
+        let mut cfg = p.start(intrinsic);
         for a in 0..p.axes.len() {
             for level in 0..p.levels {
-                // Levels below are still 1, so every choice is allowed.
+                // Levels below are still 1 (an intrinsic's size), so every
+                // choice is allowed.
                 let c = p.choices(&cfg, a, level);
                 cfg.tiles[a][level] = c[rng.below(c.len())];
             }
@@ -44,8 +49,10 @@ impl Random {
             cfg.pack[r] = c[rng.below(c.len())];
         }
         cfg.order = p.orders[rng.below(p.orders.len())].clone();
-        let vectors = p.vector_choices();
-        cfg.vector = vectors[rng.below(vectors.len())];
+        if cfg.intrinsic.is_none() {
+            let vectors = p.vector_choices();
+            cfg.vector = vectors[rng.below(vectors.len())];
+        }
         cfg
     }
 }
@@ -108,10 +115,13 @@ impl Strategy for Exhaustive {
         let mut idx = vec![0usize; p.axes.len()];
         let mut vidx = vec![0usize; p.axes.len()];
         'outer: loop {
-            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone(), order: p.orders[0].clone(), vector: vectors[0] };
+            let cfg = Config { tiles: (0..p.axes.len()).map(|a| chains[a][idx[a]].clone()).collect(), vthreads: (0..p.axes.len()).map(|a| vts[a][vidx[a]]).collect(), pack: packs[0].clone(), order: p.orders[0].clone(), vector: vectors[0], intrinsic: None };
             let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
-            for &v in &vectors {
-                let cfg = Config { vector: v, ..cfg.clone() };
+            // The intrinsics' points are points of the chains too (their
+            // sizes a subset), each with the vector its option fixes.
+            let choices = std::iter::once((None, vectors.clone())).chain((0..p.intrinsics.len()).map(|i| (Some(i), vec![p.intrinsics[i].m_axis()])));
+            for (intrinsic, v) in choices.flat_map(|(i, vs)| vs.into_iter().map(move |v| (i, v))) {
+                let cfg = Config { vector: v, intrinsic, ..cfg.clone() };
                 if vt_ok && p.valid(&cfg) {
                     // Packing and loop order do not change validity.
                     for pack in &packs {

@@ -814,7 +814,7 @@ mod tests {
 
     /// A point of GEMM 64x80x48 (`i`, `j`, `k`) with the given tiles.
     fn gemm_point(p: &Problem, tiles: [&[u64]; 3], vthreads: [u64; 3]) -> Config {
-        let cfg = Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vthreads.to_vec(), pack: vec![0; 2], order: vec![0, 1, 2], vector: Some(1) };
+        let cfg = Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vthreads.to_vec(), pack: vec![0; 2], order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
         assert!(p.valid(&cfg), "{cfg:?}");
         cfg
     }

@@ -353,7 +353,7 @@ mod tests {
     /// Points standing in for configurations (only their order and the
     /// fake measurements matter to DGD_Move).
     fn pts(scores: &[f64]) -> Vec<(Config, f64)> {
-        scores.iter().enumerate().map(|(i, &s)| (Config { tiles: vec![vec![i as u64 + 1]], vthreads: vec![1], pack: vec![], order: vec![0], vector: None }, s)).collect()
+        scores.iter().enumerate().map(|(i, &s)| (Config { tiles: vec![vec![i as u64 + 1]], vthreads: vec![1], pack: vec![], order: vec![0], vector: None, intrinsic: None }, s)).collect()
     }
 
     /// Measures from a table by the point's first tile, logging the order.

@@ -5,6 +5,14 @@
 //!
 //! The knobs of a problem, in a fixed order ([`KnobSpace::knobs`]):
 //!
+//! - [`Knob::Intrinsic`], first, where the problem has intrinsic options
+//!   ([`Problem::intrinsics`]): -1 for none, else the option's index. The
+//!   knobs after it take their values given it (tile sizes without partial
+//!   tiles and in whole intrinsic tiles, the vector on its `m` axis), so
+//!   drawing knobs in order draws points that fit the intrinsic. A hop or
+//!   mutation of this knob alone keeps the other knobs, so it gives a
+//!   valid point only where they already fit (the vector on the option's
+//!   `m` axis, whole intrinsic tiles).
 //! - [`Knob::Tile`]: the tile size of an axis at a tile level (every axis,
 //!   every level, outermost first); its values are
 //!   [`Problem::choices`]: the divisors of the level above (the extent's,
@@ -35,6 +43,7 @@ use std::collections::BTreeSet;
 /// One knob of a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Knob {
+    Intrinsic,
     Tile { axis: usize, level: usize },
     VThread { axis: usize },
     Vector,
@@ -122,6 +131,11 @@ pub struct KnobSpace<'a> {
 impl<'a> KnobSpace<'a> {
     pub fn new(p: &'a Problem) -> KnobSpace<'a> {
         let mut knobs: Vec<Knob> = Vec::new();
+        // Only where there are options: the other problems' knob vectors
+        // (records, learned rows) keep their layout.
+        if !p.intrinsics.is_empty() {
+            knobs.push(Knob::Intrinsic);
+        }
         for axis in 0..p.axes.len() {
             knobs.extend((0..p.levels).map(|level| Knob::Tile { axis, level }));
         }
@@ -142,6 +156,7 @@ impl<'a> KnobSpace<'a> {
     /// The value of `knob` in `cfg`.
     pub fn value(&self, cfg: &Config, knob: Knob) -> i64 {
         match knob {
+            Knob::Intrinsic => cfg.intrinsic.map_or(-1, |i| i as i64),
             Knob::Tile { axis, level } => cfg.tiles[axis][level] as i64,
             Knob::VThread { axis } => cfg.vthreads[axis] as i64,
             Knob::Vector => cfg.vector.map_or(-1, |v| v as i64),
@@ -155,6 +170,8 @@ impl<'a> KnobSpace<'a> {
     fn assign(&self, cfg: &mut Config, knob: Knob, value: i64) -> bool {
         let p = self.problem;
         match knob {
+            Knob::Intrinsic if value == -1 => cfg.intrinsic = None,
+            Knob::Intrinsic if (0..p.intrinsics.len() as i64).contains(&value) => cfg.intrinsic = Some(value as usize),
             Knob::Tile { axis, level } if value > 0 => cfg.tiles[axis][level] = value as u64,
             Knob::VThread { axis } if value > 0 => cfg.vthreads[axis] = value as u64,
             Knob::Vector if value == -1 => cfg.vector = None,
@@ -170,11 +187,13 @@ impl<'a> KnobSpace<'a> {
     pub fn values(&self, cfg: &Config, knob: Knob) -> Vec<i64> {
         let p = self.problem;
         match knob {
+            Knob::Intrinsic => (-1..p.intrinsics.len() as i64).collect(),
             Knob::Tile { axis, level } => p.choices(cfg, axis, level).into_iter().map(|s| s as i64).collect(),
             Knob::VThread { axis } => {
                 let inner = cfg.tiles[axis][p.levels - 1];
                 VTHREAD_VALUES.iter().filter(|&&v| inner.is_multiple_of(v)).map(|&v| v as i64).collect()
             }
+            Knob::Vector if p.intrinsic_of(cfg).is_some() => p.intrinsic_of(cfg).and_then(|x| x.m_axis()).map_or(vec![-1], |a| vec![a as i64]),
             Knob::Vector => {
                 let mut v: Vec<i64> = p.vector_choices().into_iter().map(|v| v.map_or(-1, |a| a as i64)).collect();
                 v.sort_unstable();
@@ -182,6 +201,15 @@ impl<'a> KnobSpace<'a> {
             }
             Knob::Pack { read } => p.pack_choices(read).into_iter().map(i64::from).collect(),
             Knob::Order => (0..p.orders.len() as i64).collect(),
+        }
+    }
+
+    /// Once [`Knob::Intrinsic`] is drawn, the knobs after it start from
+    /// [`Problem::start`] of the choice (tiles of whole intrinsic tiles),
+    /// so that every size drawn level by level has values.
+    fn restart_after(&self, cfg: &mut Config, k: Knob) {
+        if k == Knob::Intrinsic {
+            *cfg = self.problem.start(cfg.intrinsic);
         }
     }
 
@@ -237,8 +265,12 @@ impl<'a> KnobSpace<'a> {
             let mut cfg = self.problem.initial();
             for &k in &self.knobs {
                 let values = self.values(&cfg, k);
+                if values.is_empty() {
+                    return None;
+                }
                 let v = values[rng.below(values.len())];
                 self.assign(&mut cfg, k, v);
+                self.restart_after(&mut cfg, k);
             }
             self.valid(&cfg).then_some(cfg)
         })
@@ -320,6 +352,7 @@ impl<'a> KnobSpace<'a> {
                 let values = self.values(&child, k);
                 let v = [self.value(first, k), self.value(second, k)].into_iter().find(|v| values.contains(v))?;
                 self.assign(&mut child, k, v);
+                self.restart_after(&mut child, k);
             }
             self.valid(&child).then_some(child)
         })

@@ -321,12 +321,22 @@ impl Strategy for Markov {
         // that grow a register tile along one axis are a different search
         // from those along another, and splitting one budget between them
         // starves both (measured: GEMM 1024 went from 59 to 43 GFLOP/s).
+        //
+        // Each `dot` intrinsic option gets the budget too, for the same
+        // reason: its micro-kernel (k multiply-adds per lane and
+        // instruction, its own throughput and latency) balances against
+        // loads differently, so its register tiles are another search.
+        // `fma` options get no walks: the instruction is the vectorised
+        // loop's own, the model predicts them alike, and their states are
+        // the vector walks' along the `m` axis (docs/search.md).
         let per_axis = cx.budget;
-        for vector in p.vector_choices() {
+        let dots: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot()).collect();
+        let starts = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i))));
+        for start in starts {
             cx.budget = cx.visited.saturating_add(per_axis);
             while !cx.spent() {
                 let before = cx.visited;
-                self.walk(p, Config { vector, ..p.initial() }, &mut rng, cx, &mut top, &mut taken);
+                self.walk(p, start.clone(), &mut rng, cx, &mut top, &mut taken);
                 walks += 1;
                 if cx.visited == before {
                     break; // stuck at the start: nothing feasible to do
@@ -334,7 +344,11 @@ impl Strategy for Markov {
             }
         }
         let axes: Vec<&str> = p.vector_axes.iter().map(|&v| p.axes[v].name.as_str()).collect();
-        let over = if axes.len() > 1 { format!(", budget {per_axis} per vector axis ({})", axes.join(", ")) } else { String::new() };
+        let mut over = if axes.len() > 1 { format!(", budget {per_axis} per vector axis ({})", axes.join(", ")) } else { String::new() };
+        if !dots.is_empty() {
+            let names: Vec<String> = dots.iter().map(|&i| p.describe_intrinsic(i)).collect();
+            over.push_str(&format!(", and {per_axis} per intrinsic option ({})", names.join("; ")));
+        }
         cx.budget = per_axis;
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));

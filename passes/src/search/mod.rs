@@ -77,7 +77,7 @@ that file has times for. Options that only some strategies read say so. See
         &[
             OptionDecl { name: "strategy", kind: registry::STRATEGY_KIND, default: "markov", help: "how candidates are constructed" },
             OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
-            OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis on CPUs; random: draws; gradient and evolutionary spend trials instead)" },
+            OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis and per dot intrinsic option on CPUs; random: draws; gradient and evolutionary spend trials instead)" },
             OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
             OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
             OptionDecl { name: "trials", kind: OptionKind::UInt, default: "64", help: "measurements per op of a strategy that learns from them (gradient, evolutionary; the op's timed records count, so a stopped search resumed with the same trials makes the rest); the others measure measure-top-k" },
@@ -86,6 +86,12 @@ that file has times for. Options that only some strategies read say so. See
             OptionDecl { name: "final-rounds", kind: OptionKind::UInt, default: "2", help: "rounds in which the measured candidates within final-margin of the fastest (at most 3) are timed again, one after another, before the lowest median of each one's timings wins (0: the first timings decide)" },
             OptionDecl { name: "final-margin", kind: OptionKind::Float, default: "0.2", help: "how much slower than the fastest a measured candidate may be and still go to the final rounds (0.2: 20%)" },
             OptionDecl { name: "op", kind: OptionKind::Str, default: "", help: "only search ops with this label (all when empty)" },
+            OptionDecl {
+                name: "intrinsics",
+                kind: OptionKind::Enum(&["auto", "none"]),
+                default: "auto",
+                help: "tensor intrinsics in the space (CPU targets): auto, every vector intrinsic the target offers with every basic mapping of the op onto it; none, no intrinsic (the space without them)",
+            },
         ],
         &[OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" }]
     ),
@@ -105,6 +111,8 @@ pub struct Search {
     pub final_rounds: u64,
     pub final_margin: f64,
     pub only: String,
+    /// Are the op's intrinsic options in the space (`intrinsics=auto`)?
+    pub intrinsics: bool,
     pub unroll: u64,
     /// Every option, for the strategy's constructor (which reads its own).
     pub options: PassOptions,
@@ -143,6 +151,7 @@ impl Search {
             final_rounds: o.uint("final-rounds"),
             final_margin: o.float("final-margin"),
             only: o.str("op").to_string(),
+            intrinsics: o.str("intrinsics") != "none",
             unroll: o.uint("unroll"),
             options: o.clone(),
             strategies,
@@ -498,7 +507,7 @@ fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), Str
     let decls: &[&PassDecl] = if target.kind == TargetKind::Cuda {
         &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
     } else {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
     };
     let mut cx = PassContext::with_target(Some(target.clone()));
     for d in decls {
@@ -536,6 +545,7 @@ impl Search {
         let at = |d: Diagnostic| d.at(span, "while searching a schedule for this op");
         let start = Instant::now();
         let p = Problem::new(f, op, target.clone(), self.unroll).ok_or_else(|| at(Diagnostic::error("not a well-formed compute op")))?;
+        let p = if self.intrinsics { p.with_intrinsics(f) } else { p };
         let mut strategy = self.strategy().map_err(at)?;
         let base = p.extract(f);
         let no_eval = cx.no_evaluator_reason().map(str::to_string);

@@ -56,8 +56,11 @@ impl Strategy for Roller {
     }
 
     fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
-        // One start per vector axis the space offers.
+        // One start per vector axis the space offers, and one per
+        // intrinsic option (its mapped axes' tiles grow in whole
+        // intrinsic tiles: `Problem::choices`).
         let mut beam: Vec<Config> = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).collect();
+        beam.extend((0..p.intrinsics.len()).map(|i| p.start(Some(i))));
         for level in 0..p.levels {
             let mut cands: Vec<Config> = Vec::new();
             for start in &beam {

@@ -19,7 +19,8 @@
 use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::*;
-use tilec::target::{Binding, ComputeInfo, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
+use tilec::target::mapping::{self, IntrinsicAxis, Mapping};
+use tilec::target::{Binding, ComputeInfo, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
 
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -34,7 +35,9 @@ pub struct Axis {
 /// staging follows from the target), the loop order within the tile
 /// levels (one of [`Problem::orders`]: axis indices, outermost first), and
 /// the axis whose innermost loop runs on vector lanes (one of
-/// [`Problem::vector_axes`]).
+/// [`Problem::vector_axes`]), and the tensor intrinsic that computes the
+/// innermost tile (an index into [`Problem::intrinsics`]; `None`: the
+/// vectorised loops do).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Config {
     pub tiles: Vec<Vec<u64>>,
@@ -42,6 +45,7 @@ pub struct Config {
     pub pack: Vec<u8>,
     pub order: Vec<usize>,
     pub vector: Option<usize>,
+    pub intrinsic: Option<usize>,
 }
 
 impl Config {
@@ -49,6 +53,56 @@ impl Config {
     pub fn pack_level(&self, r: usize) -> Option<usize> {
         self.pack.get(r).copied().filter(|&p| p > 0).map(|p| p as usize - 1)
     }
+}
+
+/// One intrinsic option of an op: a vector intrinsic the target offers
+/// and a basic mapping of the op onto it whose mapped axes' extents are
+/// whole intrinsic tiles (docs/search.md, "Tensor intrinsics in the
+/// space").
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntrinsicOption {
+    /// The intrinsic (a copy of the target's entry).
+    pub intrinsic: Intrinsic,
+    pub mapping: Mapping,
+}
+
+impl IntrinsicOption {
+    /// The intrinsic's size along the intrinsic axis op axis `a` is mapped
+    /// onto (1 for an axis the mapping leaves out).
+    pub fn size_of(&self, a: usize) -> u64 {
+        IntrinsicAxis::ALL.into_iter().find(|&ax| self.mapping.axes(ax).iter().any(|id| id.index() == a)).map_or(1, |ax| u64::from(ax.size(&self.intrinsic)))
+    }
+
+    /// The op axis on the intrinsic's `m` (the lanes of a vector
+    /// intrinsic).
+    pub fn m_axis(&self) -> Option<usize> {
+        self.mapping.m.first().map(|id| id.index())
+    }
+
+    /// A `dot` intrinsic: `k` multiply-adds per lane per instruction.
+    pub fn is_dot(&self) -> bool {
+        self.intrinsic.kind == "dot"
+    }
+}
+
+/// The intrinsic options of compute op `op` of `f` (with compute `c`) on
+/// `target`, in a fixed order: the target's offered vector intrinsics in
+/// file order, each with its basic mapping candidates in their order
+/// ([`mapping::candidates`]), keeping those whose mapped axes' extents
+/// are multiples of the intrinsic's sizes.
+fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<IntrinsicOption> {
+    let Ok(con) = mapping::contraction(f, op) else { return Vec::new() };
+    let mut out = Vec::new();
+    for x in target.offered_intrinsics().filter(|x| x.is_vector()) {
+        let Ok(maps) = mapping::candidates(c, &con, x) else { continue };
+        for m in maps.into_iter().filter(Mapping::is_basic) {
+            let fits = IntrinsicAxis::ALL.into_iter().all(|ax| m.fused_extent(c, ax).is_multiple_of(u64::from(ax.size(x))));
+            if fits {
+                out.push(IntrinsicOption { intrinsic: x.clone(), mapping: m });
+            }
+        }
+    }
+    out
 }
 
 /// One op on one target.
@@ -104,6 +158,10 @@ pub struct Problem {
     /// the reduction axes (at most [`MAX_PERMUTED_AXES`] of each are
     /// permuted); on GPUs declaration order alone.
     pub orders: Vec<Vec<usize>>,
+    /// The tensor intrinsics a point may compute its innermost tile with
+    /// ([`Problem::with_intrinsics`]; empty on GPUs, and with the search
+    /// option `intrinsics=none`).
+    pub intrinsics: Vec<IntrinsicOption>,
 }
 
 /// The most axes of one kind (spatial, reduction) whose order the CPU space
@@ -243,7 +301,60 @@ impl Problem {
             run_level,
             orders: loop_orders(&axes, gpu),
             axes,
+            intrinsics: Vec::new(),
         })
+    }
+
+    /// The problem with the intrinsic options of its op (`f` is the
+    /// function [`Problem::new`] had): on CPU targets
+    /// [`intrinsic_options`]; none on GPUs, whose warp intrinsics
+    /// `tensorize` does not rewrite yet. (The search option
+    /// `intrinsics=auto`; [`Problem::new`] alone is `intrinsics=none`.)
+    pub fn with_intrinsics(mut self, f: &Function) -> Problem {
+        self.intrinsics = if self.gpu() { Vec::new() } else { intrinsic_options(f, self.op, &self.compute, &self.target) };
+        self
+    }
+
+    /// The intrinsic option `cfg` computes with, if any.
+    pub fn intrinsic_of(&self, cfg: &Config) -> Option<&IntrinsicOption> {
+        cfg.intrinsic.and_then(|i| self.intrinsics.get(i))
+    }
+
+    /// Option `i` in words: `vpdpbusd.zmm a=%B m=[j] n=[] k=[k]`.
+    pub fn describe_intrinsic(&self, i: usize) -> String {
+        let x = &self.intrinsics[i];
+        format!("{} {}", x.intrinsic.name, x.mapping.describe(&self.compute, &self.info))
+    }
+
+    /// The intrinsic choices of a point: none, then each option.
+    pub fn intrinsic_choices(&self) -> Vec<Option<usize>> {
+        std::iter::once(None).chain((0..self.intrinsics.len()).map(Some)).collect()
+    }
+
+    /// The smallest innermost tile axis `a` may take in `cfg`: its virtual
+    /// threads, times the intrinsic's size along it where `cfg` maps it
+    /// onto an intrinsic.
+    fn innermost_unit(&self, cfg: &Config, a: usize) -> u64 {
+        cfg.vthreads[a].max(1) * self.intrinsic_of(cfg).map_or(1, |x| x.size_of(a))
+    }
+
+    /// The starting state of a search with intrinsic choice `intrinsic`:
+    /// [`Problem::initial`], or for an option, its mapped axes' tiles one
+    /// intrinsic tile at every level the target does not fix, and the
+    /// vector on its `m` axis.
+    pub fn start(&self, intrinsic: Option<usize>) -> Config {
+        let mut cfg = self.initial();
+        let Some(x) = intrinsic.and_then(|i| self.intrinsics.get(i)) else { return cfg };
+        cfg.intrinsic = intrinsic;
+        for a in 0..self.axes.len() {
+            for l in 0..self.levels {
+                if !self.fixed(a, l) {
+                    cfg.tiles[a][l] = x.size_of(a);
+                }
+            }
+        }
+        cfg.vector = x.m_axis();
+        cfg
     }
 
     pub fn gpu(&self) -> bool {
@@ -276,7 +387,7 @@ impl Problem {
                 t
             })
             .collect();
-        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()], order: self.orders[0].clone(), vector: self.vector_axes.first().copied() }
+        Config { tiles, vthreads: vec![1; self.axes.len()], pack: vec![0; self.nreads()], order: self.orders[0].clone(), vector: self.vector_axes.first().copied(), intrinsic: None }
     }
 
     /// The pack choices of read `r` (0: none, `l + 1`: tile level `l`);
@@ -293,13 +404,18 @@ impl Problem {
     /// `cfg`: at the outermost level the divisors of the extent and the
     /// powers of two below it (partial tiles are legal), else the divisors
     /// of the level above; multiples of the level below (and of the
-    /// virtual threads at the innermost level). Ascending.
+    /// virtual threads at the innermost level). Ascending. With an
+    /// intrinsic, no partial tiles (the outermost level divides the
+    /// extent) and the innermost tile of a mapped axis whole intrinsic
+    /// tiles per virtual thread.
     pub fn choices(&self, cfg: &Config, a: usize, level: usize) -> Vec<u64> {
         let ext = self.axes[a].extent;
         if self.fixed(a, level) {
             return vec![if level == 0 { ext } else { cfg.tiles[a][level - 1] }];
         }
-        let mut c = if level == 0 {
+        let mut c = if level == 0 && cfg.intrinsic.is_some() {
+            divisors(ext)
+        } else if level == 0 {
             let mut d = divisors(ext);
             let mut p = 1;
             while p < ext {
@@ -312,7 +428,7 @@ impl Problem {
         } else {
             divisors(cfg.tiles[a][level - 1])
         };
-        let below = if level + 1 < self.levels { cfg.tiles[a][level + 1] } else { cfg.vthreads[a] };
+        let below = if level + 1 < self.levels { cfg.tiles[a][level + 1] } else { self.innermost_unit(cfg, a) };
         c.retain(|s| s % below.max(1) == 0);
         c
     }
@@ -432,9 +548,14 @@ impl Problem {
     /// The vector width the schedule of `cfg` gets: the largest power of two
     /// up to the lanes that divides a virtual thread's share of the vector
     /// axis' innermost tile (0: none).
+    /// With an intrinsic: its `m` lanes, on its `m` axis only.
     pub fn vector_width(&self, cfg: &Config) -> u64 {
         let Some(v) = cfg.vector else { return 0 };
         let share = cfg.tiles[v][self.levels - 1] / cfg.vthreads[v].max(1);
+        if let Some(x) = self.intrinsic_of(cfg) {
+            let m = u64::from(x.intrinsic.m);
+            return if x.m_axis() == Some(v) && share.is_multiple_of(m) { m } else { 0 };
+        }
         let mut w = self.lanes_of(cfg);
         while w > 1 {
             if share % w == 0 {
@@ -480,9 +601,17 @@ impl Problem {
         SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks }
     }
 
-    /// The schedule of a state (its plan, as the IR writes it).
+    /// The schedule of a state (its plan, as the IR writes it, and its
+    /// intrinsic knob).
     pub fn schedule(&self, cfg: &Config) -> Schedule {
-        self.plan(cfg).to_schedule(&self.compute, &self.target, &|r| self.info.reads[r].name.trim_start_matches('%').to_string())
+        let read_name = |r: usize| self.info.reads[r].name.trim_start_matches('%').to_string();
+        let mut s = self.plan(cfg).to_schedule(&self.compute, &self.target, &read_name);
+        s.intrinsic = self.intrinsic_of(cfg).map(|x| {
+            let names = |ids: &[AxisId]| ids.iter().map(|&id| self.axes[id.index()].name.clone()).collect();
+            let m = &x.mapping;
+            IntrinsicChoice { name: x.intrinsic.name.clone(), a: m.a, a_name: read_name(m.a), m: names(&m.m), n: names(&m.n), k: names(&m.k) }
+        });
+        s
     }
 
     /// The point of this space whose schedule is `s` (a record's, read
@@ -492,6 +621,13 @@ impl Problem {
     pub fn config_of(&self, s: &Schedule) -> Option<Config> {
         let axis = |name: &str| self.axes.iter().position(|a| a.name == name);
         let mut cfg = self.initial();
+        if let Some(choice) = &s.intrinsic {
+            // The option the knob names (its schedule is compared below).
+            let ids = |names: &[String]| names.iter().map(|n| axis(n).map(AxisId::new)).collect::<Option<Vec<AxisId>>>();
+            let (m, n, k) = (ids(&choice.m)?, ids(&choice.n)?, ids(&choice.k)?);
+            let named = |x: &IntrinsicOption| x.intrinsic.name == choice.name && x.mapping.a == choice.a && x.mapping.m == m && x.mapping.n == n && x.mapping.k == k;
+            cfg.intrinsic = Some(self.intrinsics.iter().position(named)?);
+        }
         for (name, sizes) in &s.tiles {
             let a = axis(name)?;
             if sizes.len() != self.levels {
@@ -539,8 +675,26 @@ impl Problem {
     /// structural rules hold by construction: sizes divide, one per tile
     /// level, virtual threads on spatial axes where the target has `V`
     /// loops, vector widths within the lanes.)
+    /// With an intrinsic, also [`Problem::fits_intrinsic`].
     pub fn valid(&self, cfg: &Config) -> bool {
-        (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+        self.fits_intrinsic(cfg) && (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+    }
+
+    /// Can `cfg`'s intrinsic (if any) compute its innermost tiles, as
+    /// `tensorize` rewrites them: no partial tiles (every size divides the
+    /// extent and the size above it, so no guard lands inside the
+    /// tensorized nest), each mapped axis' innermost tile per virtual
+    /// thread whole intrinsic tiles, and the vector on the `m` axis as
+    /// wide as the intrinsic's lanes.
+    pub fn fits_intrinsic(&self, cfg: &Config) -> bool {
+        let Some(i) = cfg.intrinsic else { return true };
+        let Some(x) = self.intrinsics.get(i) else { return false };
+        let nested = (0..self.axes.len()).all(|a| {
+            let t = &cfg.tiles[a];
+            self.axes[a].extent.is_multiple_of(t[0].max(1)) && t.windows(2).all(|w| w[0].is_multiple_of(w[1].max(1)))
+        });
+        let whole = (0..self.axes.len()).all(|a| cfg.tiles[a][self.levels - 1].is_multiple_of(self.innermost_unit(cfg, a)));
+        nested && whole && cfg.vector == x.m_axis() && self.vector_width(cfg) == u64::from(x.intrinsic.m)
     }
 
     /// `cfg`'s vector axis when it is a reduction axis with a vector width.
@@ -554,15 +708,20 @@ impl Problem {
         if self.vector_axes.is_empty() { vec![None] } else { self.vector_axes.iter().map(|&v| Some(v)).collect() }
     }
 
-    /// The lanes of a vector along `cfg`'s vector axis (1 without one).
+    /// The lanes of a vector along `cfg`'s vector axis (1 without one; an
+    /// intrinsic's `m`).
     pub fn lanes_of(&self, cfg: &Config) -> u64 {
+        if let Some(x) = self.intrinsic_of(cfg) {
+            return u64::from(x.intrinsic.m);
+        }
         cfg.vector.and_then(|v| self.lanes.get(v).copied()).unwrap_or(1)
     }
 
     /// The tensor sentence of a state: the op, the target, then one token
     /// per decision in a fixed order (every axis' size at every tile level,
     /// outermost first; virtual threads; cache directives; the loop order,
-    /// every axis outermost first; unroll; vector).
+    /// every axis outermost first; unroll; vector; the intrinsic, where
+    /// the schedule has one).
     pub fn sentence(&self, s: &Schedule) -> String {
         let mut w: Vec<String> = vec!["op".into(), self.compute.label.clone().unwrap_or_else(|| "compute".into())];
         for a in &self.axes {
@@ -596,13 +755,19 @@ impl Problem {
             Some((a, n)) => format!("vector={a}:{n}"),
             None => "vector=none".into(),
         });
+        if let Some(x) = &s.intrinsic {
+            let axes = |v: &[String]| v.join(",");
+            w.push(format!("intrinsic={}:a={}:m={}:n={}:k={}", x.name, x.a_name, axes(&x.m), axes(&x.n), axes(&x.k)));
+        }
         w.join(" ")
     }
 
     /// The number of states of the space [`Problem::enumerate`] walks
-    /// (saturating).
+    /// (saturating): without intrinsics, and as many again per intrinsic
+    /// option (an upper bound: an option's points are a subset).
     pub fn space_size(&self) -> u128 {
         let mut total: u128 = self.packable.iter().map(|&r| self.pack_choices(r).len() as u128).product::<u128>() * self.orders.len() as u128 * self.vector_choices().len() as u128;
+        total *= 1 + self.intrinsics.len() as u128;
         for a in 0..self.axes.len() {
             let chains = self.chains(a).len() as u128;
             let v = if self.vthread_ok && self.axes[a].spatial { 3 } else { 1 };

@@ -36,7 +36,7 @@ fn search_and_check(src: &str, t: &Arc<Target>, s: Search) -> Module {
     let order: &[&PassDecl] = if t.kind == TargetKind::Cuda {
         &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
     } else {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
     };
     passes.extend(order.iter().map(|d| make(d)));
     let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
@@ -413,7 +413,7 @@ fn markov_polish_descends_from_the_walks_best_states() {
 fn the_cpu_model_vectorizes_gemv_along_the_reduction() {
     let p = workload_problem("gemv_v3", "x86-avx512");
     assert_eq!(p.vector_axes, vec![0, 1], "i (the default), then the reduction axis j");
-    let cfg = |vector: usize| Config { tiles: vec![vec![32, 8, 8], vec![1000, 40, 8]], vthreads: vec![1; 2], pack: vec![0; 2], order: vec![0, 1], vector: Some(vector) };
+    let cfg = |vector: usize| Config { tiles: vec![vec![32, 8, 8], vec![1000, 40, 8]], vthreads: vec![1; 2], pack: vec![0; 2], order: vec![0, 1], vector: Some(vector), intrinsic: None };
     let along_j = cfg(1);
     assert!(p.valid(&along_j));
     assert_eq!(p.vector_width(&along_j), 8);
@@ -446,7 +446,7 @@ fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space:
 #[test]
 fn the_cpu_model_sees_register_tiles_reduction_runs_and_conflicts() {
     let p = workload_problem("gemm_1024", "x86-avx512");
-    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1) };
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
     let blis = cfg([[64, 64, 8], [256, 256, 32], [1024, 256, 256]], [2, 3]);
     assert!(p.valid(&blis));
     assert_eq!(p.register_tile(&blis), (16.0, 10.0, 2.0), "8 rows x 2 zmm accumulators; 8 broadcasts and 2 loads per step");
@@ -494,7 +494,7 @@ fn the_cpu_model_chooses_the_vector_axis() {
     // reduction axis.
     assert_eq!(p.vector_axes, vec![3, 1, 2]);
     let tiles: Vec<Vec<u64>> = [[1, 1, 1], [256, 64, 32], [7, 7, 1], [7, 7, 7], [1024, 256, 256], [1, 1, 1], [1, 1, 1]].iter().map(|t| t.to_vec()).collect();
-    let cfg = |vector: usize, pack_kv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![0, pack_kv], order: (0..7).collect(), vector: Some(vector) };
+    let cfg = |vector: usize, pack_kv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![0, pack_kv], order: (0..7).collect(), vector: Some(vector), intrinsic: None };
     let along_f = cfg(1, 3);
     assert!(p.valid(&along_f));
     assert_eq!(p.vector_width(&along_f), 16);
@@ -517,7 +517,7 @@ fn the_cpu_model_chooses_the_vector_axis() {
 fn the_cpu_model_sees_strided_reads_packed_densely() {
     let p = workload_problem("conv2d_resnet50_r4", "x86-avx512");
     let tiles: Vec<Vec<u64>> = [[1, 1, 1], [32, 32, 8], [28, 28, 2], [16, 16, 16], [256, 64, 64], [1, 1, 1], [1, 1, 1]].iter().map(|t| t.to_vec()).collect();
-    let cfg = |pack_xv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![pack_xv, 0], order: (0..7).collect(), vector: Some(3) };
+    let cfg = |pack_xv: u8| Config { tiles: tiles.clone(), vthreads: vec![1; 7], pack: vec![pack_xv, 0], order: (0..7).collect(), vector: Some(3), intrinsic: None };
     let (packed, unpacked) = (cfg(1), cfg(0));
     assert!(p.valid(&packed));
     assert_eq!(p.register_tile(&packed), (16.0, 10.0, 2.0), "8 x 2 accumulators; 2 vectors of the packed input and 8 broadcasts per step");
@@ -536,7 +536,7 @@ fn the_cpu_model_sees_strided_reads_packed_densely() {
 fn show_gemm_predictions() {
     let name = std::env::var("W").unwrap_or_else(|_| "gemm_1024".into());
     let p = workload_problem(&name, "host");
-    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1) };
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1), intrinsic: None };
     let ext: Vec<u64> = p.axes.iter().map(|a| a.extent).collect();
     let k = ext[2];
     let mut cands = vec![
@@ -581,7 +581,7 @@ fn the_cpu_model_sees_held_broadcasts_and_waits_on_shared_caches() {
     }
     t.memory.iter_mut().find(|m| m.name == "l3").unwrap().capacity_bytes = 32 << 20;
     let p = workload_problem_on("gemm_bert_m5", Arc::new(t));
-    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1) };
+    let cfg = |tiles: [[u64; 3]; 3], pack: [u8; 2], order: [usize; 3]| Config { tiles: tiles.iter().map(|t| t.to_vec()).collect(), vthreads: vec![1; 3], pack: pack.to_vec(), order: order.to_vec(), vector: Some(1), intrinsic: None };
     let hand = cfg([[64, 64, 4], [256, 256, 16], [3072, 256, 256]], [2, 3], [1, 0, 2]);
     let narrow = cfg([[64, 64, 8], [256, 256, 8], [3072, 256, 256]], [2, 3], [1, 0, 2]);
     let strip = cfg([[4, 4, 4], [256, 64, 16], [3072, 128, 32]], [0, 0], [0, 1, 2]);
@@ -676,4 +676,212 @@ fn learning_strategies_need_an_evaluator() {
         let d = d.iter().next().unwrap();
         assert!(d.message.contains(&format!("search strategy `{strategy}` learns from measurements, and nothing measures here")), "{}", d.message);
     }
+}
+
+// Tensor intrinsics in the space (docs/search.md).
+
+/// A u8 × i8 GEMM accumulating in i32: what `vpdpbusd` computes.
+pub(super) const GEMM_U8: &str = "func @gemm_u8(%A: tensor<64x128xu8>, %B: tensor<128x96xi8>) -> tensor<64x96xi32> {
+  %C = compute \"gemm_u8\" (i: 64, j: 96) reduce sum (k: 128) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x96xi32>[i, j] {
+    %x = cast %a : u8 -> i32
+    %y = cast %b : i8 -> i32
+    %0 = mul %x, %y : i32
+    yield %0 : i32
+  }
+  return %C
+}";
+
+/// The problem of the first compute op of `src` on built-in `target`, with
+/// its intrinsic options (`intrinsics=auto`).
+fn problem_with_intrinsics(src: &str, target: &str) -> (Module, Problem) {
+    let m = parse(src);
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    let p = Problem::new(f, op, tilec::target::builtin(target).unwrap(), 16).unwrap().with_intrinsics(f);
+    (m, p)
+}
+
+fn option_names(p: &Problem) -> Vec<String> {
+    (0..p.intrinsics.len()).map(|i| p.describe_intrinsic(i)).collect()
+}
+
+/// The options are every offered vector intrinsic with every basic mapping
+/// whose extents are whole intrinsic tiles: `vpdpbusd.zmm` both ways round
+/// for the u8 GEMM on `x86-avx512` (its `vdpbf16ps.zmm` is listed, not
+/// offered), `vfmadd231ps` for f32 GEMMs; none for the u8 GEMM on
+/// `x86-avx2` (it does not offer `vpdpbusd.ymm`), on GPUs, for an op that
+/// is no contraction, and without `with_intrinsics`.
+#[test]
+fn the_intrinsic_options_of_an_op_are_its_offered_vector_intrinsics_and_basic_mappings() {
+    let (_, p) = problem_with_intrinsics(GEMM_U8, "x86-avx512");
+    assert_eq!(option_names(&p), ["vpdpbusd.zmm a=%a b=%b m=[i] n=[] k=[k]", "vpdpbusd.zmm a=%b b=%a m=[j] n=[] k=[k]"]);
+    assert!(p.intrinsics.iter().all(|x| x.is_dot()));
+    // f32: `m` takes i (64) or j (80), both multiples of 16 lanes.
+    let (_, p) = problem_with_intrinsics(GEMM, "x86-avx512");
+    assert_eq!(option_names(&p), ["vfmadd231ps.zmm a=%a b=%b m=[i] n=[] k=[]", "vfmadd231ps.zmm a=%b b=%a m=[j] n=[] k=[]"]);
+    assert!(!p.intrinsics[0].is_dot());
+    let (_, p) = problem_with_intrinsics(GEMM, "x86-avx2");
+    assert_eq!(option_names(&p), ["vfmadd231ps.ymm a=%a b=%b m=[i] n=[] k=[]", "vfmadd231ps.ymm a=%b b=%a m=[j] n=[] k=[]"]);
+    // An extent that is not whole lanes leaves that mapping out: j = 72 is
+    // not a multiple of 16.
+    let (_, p) = problem_with_intrinsics(&GEMM.replace("80", "72"), "x86-avx512");
+    assert_eq!(option_names(&p), ["vfmadd231ps.zmm a=%a b=%b m=[i] n=[] k=[]"]);
+    let (_, p) = problem_with_intrinsics(GEMM_U8, "x86-avx2");
+    assert!(p.intrinsics.is_empty(), "{:?}", option_names(&p));
+    let (_, p) = problem_with_intrinsics(GEMM, "sm90");
+    assert!(p.intrinsics.is_empty());
+    // GEMV's vector read is walked along the reduction only: no axis goes
+    // onto `m` with 16 lanes (i = 9); pooling is no contraction.
+    for src in [crate::samples::OPS[2], crate::samples::OPS[9]] {
+        let (_, p) = problem_with_intrinsics(src, "x86-avx512");
+        assert!(p.intrinsics.is_empty(), "{:?}", option_names(&p));
+    }
+    let (m, _) = problem_with_intrinsics(GEMM_U8, "x86-avx512");
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    assert!(Problem::new(f, op, tilec::target::builtin("x86-avx512").unwrap(), 16).unwrap().intrinsics.is_empty());
+}
+
+/// A point of a GEMM with intrinsic choice `option`: `tiles[level]` the
+/// sizes of `(i, j, k)` at `core`, `l2`, `l1`.
+fn vnni_point(p: &Problem, option: Option<usize>, tiles: [[u64; 3]; 3]) -> Config {
+    let mut cfg = p.start(option);
+    cfg.tiles = (0..3).map(|a| tiles.iter().map(|level| level[a]).collect()).collect();
+    cfg
+}
+
+/// `schedule` writes the knob and `config_of` reads it back; the
+/// schedule passes the verifier's check of the knob against the target
+/// and the mapping candidates; what `valid` refuses with an intrinsic:
+/// partial tiles, innermost tiles that are not whole intrinsic tiles, a
+/// vector off the `m` axis.
+#[test]
+fn the_intrinsic_knob_round_trips_through_schedules_and_valid_checks_its_rules() {
+    let (m, p) = problem_with_intrinsics(GEMM_U8, "x86-avx512");
+    let t = p.target.clone();
+    let along_j = vnni_point(&p, Some(1), [[32, 96, 128], [8, 48, 32], [4, 16, 8]]);
+    assert!(p.valid(&along_j));
+    assert_eq!(p.vector_width(&along_j), 16);
+    let s = p.schedule(&along_j);
+    let x = s.intrinsic.as_ref().expect("an intrinsic knob");
+    assert_eq!((x.name.as_str(), x.a, x.a_name.as_str()), ("vpdpbusd.zmm", 1, "b"));
+    assert_eq!((x.m.clone(), x.n.clone(), x.k.clone()), (vec!["j".to_string()], vec![], vec!["k".to_string()]));
+    assert_eq!(s.vector, Some(("j".to_string(), 16)));
+    assert_eq!(p.config_of(&s), Some(along_j.clone()));
+    assert!(p.sentence(&s).ends_with("intrinsic=vpdpbusd.zmm:a=b:m=j:n=:k=k"), "{}", p.sentence(&s));
+    let mut scheduled = m.clone();
+    crate::testing::set_schedule(&mut scheduled, s.clone());
+    let v = tilec::verify::verify_module_with(&scheduled, Some(&t));
+    assert!(!v.has_errors(), "{v:?}");
+    // The same tiles without the intrinsic are another point, and map back
+    // to it.
+    let plain = Config { intrinsic: None, ..along_j.clone() };
+    assert!(p.valid(&plain));
+    assert_eq!(p.schedule(&plain).intrinsic, None);
+    assert_eq!(p.config_of(&p.schedule(&plain)), Some(plain));
+    // The other option, lanes along i.
+    let along_i = vnni_point(&p, Some(0), [[16, 96, 128], [16, 16, 32], [16, 4, 8]]);
+    assert!(p.valid(&along_i), "{along_i:?}");
+    assert_eq!(p.config_of(&p.schedule(&along_i)), Some(along_i));
+    // What valid refuses.
+    let partial = vnni_point(&p, Some(1), [[32, 64, 128], [8, 64, 32], [4, 32, 8]]);
+    assert!(!p.valid(&partial), "j tiles of 64 leave a partial tile of 96");
+    assert!(p.valid(&Config { intrinsic: None, ..partial }), "legal without the intrinsic");
+    let narrow = vnni_point(&p, Some(1), [[32, 96, 128], [8, 48, 32], [4, 8, 8]]);
+    assert!(!p.valid(&narrow), "an innermost j tile of 8 is half the 16 lanes");
+    let short_k = vnni_point(&p, Some(1), [[32, 96, 128], [8, 48, 32], [4, 16, 2]]);
+    assert!(!p.valid(&short_k), "an innermost k tile of 2 is half of k = 4");
+    let off_axis = Config { vector: Some(0), ..along_j.clone() };
+    assert!(!p.valid(&off_axis), "the vector must be on m");
+    // A schedule whose knob names no option of this space maps to no point.
+    let mut other = s.clone();
+    other.intrinsic.as_mut().unwrap().name = "vdpbf16ps.zmm".into();
+    assert_eq!(p.config_of(&other), None);
+    assert_eq!(Problem::new(&m.funcs[0], p.op, t, 16).unwrap().config_of(&s), None, "intrinsics=none has no such point");
+}
+
+/// The model (docs/search.md): a `dot` intrinsic does `k` multiply-adds
+/// per lane and instruction at its own rate, so the VNNI point of the u8
+/// GEMM is predicted faster than the same tiles vectorised; an `fma`
+/// intrinsic is the vector loop's own instruction, predicted the same.
+#[test]
+fn the_model_predicts_vnni_faster_and_fma_the_same() {
+    let (_, p) = problem_with_intrinsics(GEMM_U8, "x86-avx512");
+    // A 4 x 16 register tile (4 accumulators: 0.4 of vpdpbusd's latency
+    // hidden), and an 8 x 48 one (24: all of it).
+    for (tiles, speedup) in [([[32, 96, 128], [8, 48, 32], [4, 16, 8]], 1.5), ([[32, 96, 128], [8, 48, 32], [8, 48, 8]], 3.0)] {
+        let vnni = vnni_point(&p, Some(1), tiles);
+        assert!(p.valid(&vnni), "{vnni:?}");
+        let plain = Config { intrinsic: None, ..vnni.clone() };
+        let (with, without) = (p.predict(&vnni), p.predict(&plain));
+        eprintln!("{tiles:?}: vpdpbusd {:.1} GOP/s, vectorised {:.1} GOP/s; kernel terms {:?} against {:?}", p.flops / with / 1e9, p.flops / without / 1e9, p.kernel_terms(&vnni), p.kernel_terms(&plain));
+        assert!(with * speedup < without, "vpdpbusd {with:e} s against {without:e} s vectorised");
+    }
+    let (_, f) = problem_with_intrinsics(GEMM, "x86-avx512");
+    let fma = vnni_point(&f, Some(1), [[32, 80, 48], [8, 80, 48], [4, 16, 8]]);
+    assert!(f.fits_intrinsic(&fma), "{fma:?}");
+    assert!(f.valid(&fma), "{fma:?}");
+    let vector = Config { intrinsic: None, ..fma.clone() };
+    assert_eq!(f.predict(&fma), f.predict(&vector));
+    assert_eq!(f.kernel_terms(&fma), f.kernel_terms(&vector));
+}
+
+/// Markov on the u8 GEMM for `x86-avx512` picks `vpdpbusd.zmm`, and the
+/// pick goes through `tile`, `cache`, `vthread`, `bind`, `vectorize`,
+/// `tensorize`, `unroll` into `intrinsic` ops that compute what the op
+/// computes; `intrinsics=none` picks none.
+#[test]
+fn markov_picks_vnni_for_a_u8_gemm_and_the_pick_tensorizes_correctly() {
+    let t = tilec::target::builtin("x86-avx512").unwrap();
+    let mut passes: Vec<Box<dyn Pass>> = vec![Box::new(search("markov", &[("budget", "1000")]))];
+    for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
+        passes.push(make(d));
+    }
+    let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+    let out = check_equivalent(&parse(GEMM_U8), &t, &mut refs, 5);
+    let text = tilec::syntax::print_module(&out);
+    assert!(text.contains("intrinsic = {name = \"vpdpbusd.zmm\""), "{text}");
+    assert!(text.contains("intrinsic \"vpdpbusd.zmm\" dot"), "{text}");
+    let (m, reports) = searched(GEMM_U8, &t, search("markov", &[("budget", "1000")]));
+    assert!(reports[0].contains("per intrinsic option (vpdpbusd.zmm a=%a b=%b m=[i] n=[] k=[k]; vpdpbusd.zmm a=%b b=%a m=[j] n=[] k=[k])"), "{}", reports[0]);
+    assert!(tilec::syntax::print_module(&m).contains("vpdpbusd.zmm"));
+    let (m, reports) = searched(GEMM_U8, &t, search("markov", &[("budget", "1000"), ("intrinsics", "none")]));
+    assert!(!tilec::syntax::print_module(&m).contains("intrinsic"), "{}", tilec::syntax::print_module(&m));
+    assert!(!reports[0].contains("intrinsic option"), "{}", reports[0]);
+}
+
+/// Every strategy that does not measure schedules the u8 GEMM on
+/// `x86-avx512` correctly through the pipeline with `tensorize`, whichever
+/// intrinsic choice it makes; random and roller reach the intrinsic too.
+#[test]
+fn every_strategy_schedules_the_u8_gemm_with_intrinsics_in_the_space() {
+    let t = tilec::target::builtin("x86-avx512").unwrap();
+    for strategy in ["markov", "roller", "random"] {
+        let out = search_and_check(GEMM_U8, &t, search(strategy, &[("budget", "300")]));
+        let text = tilec::syntax::print_module(&out);
+        assert!(text.contains("intrinsic \"vpdpbusd.zmm\" dot"), "{strategy}: {text}");
+    }
+}
+
+/// The knob space draws and moves the intrinsic knob: samples with and
+/// without an intrinsic, all valid, each decoding back.
+#[test]
+fn the_knob_space_samples_the_intrinsic_choice() {
+    let (_, p) = problem_with_intrinsics(GEMM_U8, "x86-avx512");
+    let space = knobs::KnobSpace::new(&p);
+    assert_eq!(space.knobs()[0], knobs::Knob::Intrinsic);
+    assert_eq!(space.values(&p.initial(), knobs::Knob::Intrinsic), vec![-1, 0, 1]);
+    let mut rng = rng::Rng::new(3);
+    let samples = space.distinct_samples(&mut rng, 60);
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &samples {
+        assert!(space.valid(c), "{c:?}");
+        assert_eq!(space.decode(&space.encode(c)), Some(c.clone()));
+        seen.insert(c.intrinsic);
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![None, Some(0), Some(1)]);
+    // A mutation or a hop of the knob gives valid points too.
+    let with = samples.iter().find(|c| c.intrinsic.is_some()).unwrap();
+    let hops = space.neighbours(with, 1, knobs::TileMoves::Level);
+    assert!(hops.iter().all(|h| space.valid(h)) && !hops.is_empty());
 }

@@ -45,7 +45,7 @@ pub fn model_quality(records_path: &Path, files: &[PathBuf], target: &Arc<Target
         for f in &module.funcs {
             for op in f.walk() {
                 let Some(c) = f.ops[op].kind.as_compute() else { continue };
-                let Some(p) = Problem::new(f, op, target.clone(), 16) else { continue };
+                let Some(p) = Problem::new(f, op, target.clone(), 16).map(|p| p.with_intrinsics(f)) else { continue };
                 let mut measured: Vec<(Config, f64)> = Vec::new();
                 let mut failed = 0;
                 for r in records.iter().filter(|r| r.workload == p.workload && r.target == target.name) {

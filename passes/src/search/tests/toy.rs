@@ -79,6 +79,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "final-rounds",
             "final-margin",
             "op",
+            "intrinsics",
             "temperature",
             "threshold",
             "cache-scale",
