@@ -1133,7 +1133,7 @@ impl Verifier<'_> {
             } else if s.factor == 0 {
                 self.err(Diagnostic::error("`copy` split factor is 0").at(span, "split factors must be at least 1"));
                 ok = false;
-            } else if c.sizes[s.dim] % s.factor != 0 {
+            } else if !c.sizes[s.dim].is_multiple_of(s.factor) {
                 self.err(
                     Diagnostic::error(format!("`copy` split factor {} does not divide the box size {} of dimension {}", s.factor, c.sizes[s.dim], s.dim))
                         .at(span, "inexact split")

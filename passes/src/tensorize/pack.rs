@@ -124,7 +124,7 @@ fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
     let OpKind::Copy(c) = &f.ops[copy].kind else {
         return None;
     };
-    if c.sizes.len() != b.shape.len() || c.sizes[dim] % factor != 0 || b.shape[dim] % factor != 0 {
+    if c.sizes.len() != b.shape.len() || !c.sizes[dim].is_multiple_of(factor) || !b.shape[dim].is_multiple_of(factor) {
         return None;
     }
     divided(c.dst.get(dim)?, factor as i64)?;

@@ -73,7 +73,7 @@ fn targets() -> Vec<Arc<Target>> {
 }
 
 fn divisors(n: u64) -> Vec<u64> {
-    (1..=n).filter(|d| n % d == 0).collect()
+    (1..=n).filter(|&d| n.is_multiple_of(d)).collect()
 }
 
 /// A random schedule whose every tile divides its axis, the mapped axes'
@@ -131,7 +131,7 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, Te
         .filter(|x| x.is_vector())
         .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
         // Tiles divide the axes: the intrinsic's sizes must divide the mapped ones.
-        .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent % u64::from(x.m) == 0) && mp.k.iter().all(|&a| c.axis(a).extent % u64::from(x.k) == 0))
+        .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.m))) && mp.k.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.k))))
         .collect();
     if options.is_empty() {
         return Ok(None);
