@@ -1084,9 +1084,20 @@ impl Verifier<'_> {
             self.err(Diagnostic::error(format!("`copy` from `{src_ty}` into `{dst_ty}`: the element types differ")).at(span, "type mismatch"));
             ok = false;
         }
-        if st.rank() != b.shape.len() {
-            self.err(Diagnostic::error(format!("`copy` from rank {} `{src_ty}` into rank {} `{dst_ty}`", st.rank(), b.shape.len())).at(span, "ranks differ"));
-            ok = false;
+        match c.split {
+            None if st.rank() != b.shape.len() => {
+                self.err(Diagnostic::error(format!("`copy` from rank {} `{src_ty}` into rank {} `{dst_ty}`", st.rank(), b.shape.len())).at(span, "ranks differ"));
+                ok = false;
+            }
+            Some(_) if st.rank() + 1 != b.shape.len() => {
+                self.err(
+                    Diagnostic::error(format!("`copy` with `split` from rank {} `{src_ty}` into rank {} `{dst_ty}`", st.rank(), b.shape.len()))
+                        .at(span, format!("expected a rank-{} destination", st.rank() + 1))
+                        .with_note("a split box dimension takes two destination dimensions: the destination has one more than the source"),
+                );
+                ok = false;
+            }
+            _ => {}
         }
         if c.sizes.len() != st.rank() {
             self.err(
@@ -1111,18 +1122,39 @@ impl Verifier<'_> {
             self.err(Diagnostic::error(format!("`copy` stride of dimension {d} is 0")).at(span, "strides must be at least 1"));
             ok = false;
         }
+        if let Some(s) = c.split {
+            if s.dim >= c.sizes.len() {
+                self.err(
+                    Diagnostic::error(format!("`copy` splits dimension {}, but the box has {} dimension(s)", s.dim, c.sizes.len()))
+                        .at(span, "no such box dimension")
+                        .with_note("`split [d, f]` splits box dimension d (counted from 0) into (size / f, f)"),
+                );
+                ok = false;
+            } else if s.factor == 0 {
+                self.err(Diagnostic::error("`copy` split factor is 0").at(span, "split factors must be at least 1"));
+                ok = false;
+            } else if !c.sizes[s.dim].is_multiple_of(s.factor) {
+                self.err(
+                    Diagnostic::error(format!("`copy` split factor {} does not divide the box size {} of dimension {}", s.factor, c.sizes[s.dim], s.dim))
+                        .at(span, "inexact split")
+                        .with_help("split by a divisor of the box size, or make the box a multiple of the factor"),
+                );
+                ok = false;
+            }
+        }
         if !c.permute.is_empty() {
+            let rank = c.expanded_rank();
             let mut seen = c.permute.clone();
             seen.sort_unstable();
-            if seen != (0..c.sizes.len()).collect::<Vec<_>>() {
+            if seen != (0..rank).collect::<Vec<_>>() {
+                let (whose, which) = if c.split.is_some() { ("split box's", "split box dimension") } else { ("box's", "box dimension") };
                 self.err(
                     Diagnostic::error(format!(
-                        "`copy` permute [{}] is not a permutation of the box's {} dimension(s)",
+                        "`copy` permute [{}] is not a permutation of the {whose} {rank} dimension(s)",
                         c.permute.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-                        c.sizes.len()
                     ))
                     .at(span, "not a permutation")
-                    .with_note(format!("list each of 0 to {} once: destination dimension k takes box dimension permute[k]", c.sizes.len().saturating_sub(1))),
+                    .with_note(format!("list each of 0 to {} once: destination dimension k takes {which} permute[k]", rank.saturating_sub(1))),
                 );
                 ok = false;
             }

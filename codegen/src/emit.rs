@@ -847,11 +847,21 @@ impl<'f> Emitter<'f> {
         let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
         let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let vty = format!("vector<{}x{}>", lanes * k, mlir_elem(tt.elem));
-        let last = origin.len().saturating_sub(1);
-        // Consecutive: each element one further along the last dimension.
+        // Consecutive: each element one further in memory (the buffer is
+        // row-major), whichever dimensions the steps move along: a lanes
+        // operand packed as `[K/k][M][k]` moves `m` along its middle
+        // dimension and `k` along its last, and is one run all the same.
+        // (The verifier keeps the whole tile in bounds, so the run stays
+        // within the buffer.)
+        let mut strides = vec![1i64; tt.shape.len()];
+        for d in (0..tt.shape.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1].saturating_mul(tt.shape[d + 1] as i64);
+        }
+        let linear = |p: [i64; 3]| (0..origin.len()).map(|d| t.offset(d, p).saturating_mul(strides.get(d).copied().unwrap_or(0))).fold(0i64, i64::saturating_add);
         let consecutive = t.pad.is_none()
+            && origin.len() == tt.shape.len()
             && origin.iter().all(|e| e.divisor() == 1)
-            && (0..lanes as i64).all(|l| (0..k as i64).all(|q| (0..origin.len()).all(|d| t.offset(d, point(l, q)) == if d == last { l * k as i64 + q } else { 0 })));
+            && (0..lanes as i64).all(|l| (0..k as i64).all(|q| linear(point(l, q)) == l * k as i64 + q));
         if consecutive {
             let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             let v = self.fresh("tv");
@@ -950,7 +960,8 @@ impl<'f> Emitter<'f> {
     }
 
     /// `for e in box: dst[p + e] = src[o + stride·e]` (cooperative on GPUs: the
-    /// block's threads take every `threads`-th element).
+    /// block's threads take every `threads`-th element). A split copy walks
+    /// its expanded box (`CopyOp`).
     fn copy(&mut self, op: Op, c: &CopyOp) -> Result<(), EmitError> {
         let f = self.f;
         let (src, dst) = (f.ops[op].operands[0], f.ops[op].operands[1]);
@@ -961,7 +972,8 @@ impl<'f> Emitter<'f> {
         let d_o: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(op, e)).collect();
         let so_n: Vec<String> = so.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
         let do_n: Vec<String> = d_o.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
-        let total: u64 = c.sizes.iter().product();
+        let sizes = c.expanded_sizes();
+        let total: u64 = sizes.iter().product();
         let (first, step) = match (&self.thread_linear, c.cooperative && self.gpu) {
             (Some((lin, n)), true) => (lin.clone(), *n as i64),
             _ => return self.copy_nested(c, (&sm, &smty, &st.shape, st.elem), (&dm, &dmty), &so_n, &do_n),
@@ -970,11 +982,11 @@ impl<'f> Emitter<'f> {
         let e = self.fresh("e");
         self.line(&format!("scf.for {e} = {first} to {hi} step {st_c} {{"));
         self.depth += 1;
-        // Box coordinates of element e, innermost fastest.
-        let mut coords = vec![String::new(); c.sizes.len()];
+        // Expanded box coordinates of element e, innermost fastest.
+        let mut coords = vec![String::new(); sizes.len()];
         let mut rem = e.clone();
-        for d in (0..c.sizes.len()).rev() {
-            let n = self.constant_index(c.sizes[d] as i64);
+        for d in (0..sizes.len()).rev() {
+            let n = self.constant_index(sizes[d] as i64);
             let x = self.fresh("bx");
             self.line(&format!("{x} = arith.remui {rem}, {n} : index"));
             let q = self.fresh("bq");
@@ -990,24 +1002,39 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// The source and destination indices of box coordinates `coords`
-    /// (per box dimension): `o + stride·e` and `p_k + e_π(k)`.
+    /// The source and destination indices of expanded box coordinates
+    /// `coords` (per expanded box dimension, `CopyOp`): `o + stride·e` and
+    /// `p_k + x_π(k)`, where `e` is the box point (`f·x_d + x_{d+1}` in a
+    /// split dimension `d`).
     fn copy_indices(&mut self, c: &CopyOp, so_n: &[String], do_n: &[String], coords: &[String]) -> (Vec<String>, Vec<String>) {
         let mut s_idx = Vec::new();
-        let mut d_idx = Vec::new();
         for d in 0..c.sizes.len() {
+            let point = match c.split {
+                Some(s) if s.dim == d => {
+                    let (f, outer, x) = (self.constant_index(s.factor as i64), self.fresh("so"), self.fresh("sp"));
+                    self.line(&format!("{outer} = arith.muli {}, {f} : index", coords[d]));
+                    self.line(&format!("{x} = arith.addi {outer}, {} : index", coords[d + 1]));
+                    x
+                }
+                Some(s) if d > s.dim => coords[d + 1].clone(),
+                _ => coords[d].clone(),
+            };
             let along = match c.stride_of(d) {
-                1 => coords[d].clone(),
+                1 => point,
                 stride => {
                     let (g, x) = (self.constant_index(stride as i64), self.fresh("sx"));
-                    self.line(&format!("{x} = arith.muli {}, {g} : index", coords[d]));
+                    self.line(&format!("{x} = arith.muli {point}, {g} : index"));
                     x
                 }
             };
-            let (a, b) = (self.fresh("s"), self.fresh("d"));
+            let a = self.fresh("s");
             self.line(&format!("{a} = arith.addi {}, {along} : index", so_n[d]));
-            self.line(&format!("{b} = arith.addi {}, {} : index", do_n[d], coords[c.box_dim(d)]));
             s_idx.push(a);
+        }
+        let mut d_idx = Vec::new();
+        for (k, p) in do_n.iter().enumerate() {
+            let b = self.fresh("d");
+            self.line(&format!("{b} = arith.addi {p}, {} : index", coords[c.box_dim(k)]));
             d_idx.push(b);
         }
         (s_idx, d_idx)
@@ -1022,7 +1049,8 @@ impl<'f> Emitter<'f> {
     /// A copy by one thread: a loop per box dimension in the destination's
     /// order, the innermost over contiguous destination elements (so LLVM
     /// vectorises it like `memcpy`). Two kinds of strided CPU copy go a
-    /// vector at a time instead (see [`CopyRun`]).
+    /// vector at a time instead (see [`CopyRun`]). A split copy loops over
+    /// its expanded box, element by element.
     fn copy_nested(&mut self, c: &CopyOp, src: (&str, &str, &[u64], ElemType), dst: (&str, &str), so_n: &[String], do_n: &[String]) -> Result<(), EmitError> {
         let (sm, smty, shape, elem) = src;
         let (dm, dmty) = dst;
@@ -1032,7 +1060,9 @@ impl<'f> Emitter<'f> {
         // after it add nothing to the address, so a vector along the
         // memref's last dimension from there walks that dimension).
         let cols = (0..n).rev().find(|&d| shape.get(d).is_some_and(|&s| s > 1)).unwrap_or(n.saturating_sub(1));
+        let sizes = c.expanded_sizes();
         let run = match n.checked_sub(1) {
+            _ if c.split.is_some() => CopyRun::Elements,
             Some(last) if !self.gpu && c.pad.is_none() && c.box_dim(last) == last && c.stride_of(last) == 2 => CopyRun::EvenElements,
             Some(last) if !self.gpu && c.pad.is_none() && c.box_dim(last) != cols && c.stride_of(cols) == 1 && c.sizes[cols] > 1 && width.count_ones() == 1 && width > 1 => {
                 CopyRun::Transposed { rows: c.box_dim(last), cols }
@@ -1045,13 +1075,13 @@ impl<'f> Emitter<'f> {
             CopyRun::EvenElements => vec![n - 1],
             CopyRun::Transposed { rows, cols } => vec![rows, cols],
         };
-        let mut coords = vec![String::new(); n];
-        for k in 0..n {
+        let mut coords = vec![String::new(); sizes.len()];
+        for k in 0..sizes.len() {
             let d = c.box_dim(k);
             if blocked.contains(&d) {
                 continue;
             }
-            let (lo, hi, one) = (self.constant_index(0), self.constant_index(c.sizes[d] as i64), self.constant_index(1));
+            let (lo, hi, one) = (self.constant_index(0), self.constant_index(sizes[d] as i64), self.constant_index(1));
             let i = self.fresh("cp");
             self.line(&format!("scf.for {i} = {lo} to {hi} step {one} {{"));
             self.depth += 1;
@@ -1073,7 +1103,7 @@ impl<'f> Emitter<'f> {
             CopyRun::EvenElements => self.copy_pairs(c.sizes[n - 1] as i64, width, &coords[n - 1], (sm, smty, elem), (dm, dmty), &mut s_idx, &d_idx)?,
             CopyRun::Transposed { rows, cols } => self.copy_transposed(c, (rows, cols), width, &coords, (sm, smty, elem), (dm, dmty), &s_idx, &d_idx)?,
         }
-        for _ in 0..n {
+        for _ in 0..sizes.len() {
             self.depth -= 1;
             self.line("}");
         }

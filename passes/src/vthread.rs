@@ -216,6 +216,17 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
             return Err(inconsistent(axis, span));
         };
         let dim = *dim;
+        // The destination dimension the thread's slices go along: that of
+        // the box dimension, unless a split made two of it.
+        let expanded_dim = match c.split {
+            Some(sp) if sp.dim == dim => {
+                return Err(Diagnostic::error(format!("cannot split `{axis}` into virtual threads: a copy splits the dimension the thread indexes"))
+                    .at(f.op_spans[c_op], "this copy (`split`)")
+                    .with_note("run vthread before the passes that split copies (tensorize's packing)"));
+            }
+            Some(sp) if dim > sp.dim => dim + 1,
+            _ => dim,
+        };
         // In box coordinates (a strided copy steps `g` source elements per
         // box element), thread `ti` starts `k·t` elements further on.
         let g = c.stride_of(dim) as i64;
@@ -237,7 +248,7 @@ fn restage_copies(f: &mut Function, lp: Op, ti: Value, axis: &str, t: i64, s: i6
         let others = AffineExpr::from_parts(src[dim].terms().iter().copied().filter(|&(x, _)| x != ti), src[dim].constant_term(), 1).expect("small");
         new_src[dim] = others.checked_add(&AffineExpr::from_parts([(w, g * k * (s / vv)), (ti, g * k * (t / vv))], 0, 1).expect("small")).expect("small");
         let mut dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(c_op, e)).collect();
-        let ddim = c.dst_dim(dim);
+        let ddim = c.dst_dim(expanded_dim);
         dst[ddim] = dst[ddim].checked_add(&AffineExpr::from_parts([(w, slice)], 0, 1).expect("small")).expect("small");
         let mut sizes = c.sizes.clone();
         sizes[dim] = slice as u64;

@@ -537,7 +537,9 @@ impl<'f, 'i> Machine<'f, 'i> {
         let dst = self.buf_of(env, data.operands[1])?;
         let so: Vec<i64> = c.src.iter().map(|e| self.eval_index(op, env, e)).collect::<Result<_, _>>()?;
         let d_o: Vec<i64> = c.dst.iter().map(|e| self.eval_index(op, env, e)).collect::<Result<_, _>>()?;
-        let total: u64 = c.sizes.iter().product();
+        // Walk the expanded box (the box itself unless a dimension is split).
+        let sizes = c.expanded_sizes();
+        let total: u64 = sizes.iter().product();
         // A cooperative copy inside a thread region is shared out: thread t
         // of T copies elements t, t + T, ...
         let (first, step) = match (c.cooperative, self.thread, self.thread_count) {
@@ -548,13 +550,14 @@ impl<'f, 'i> Machine<'f, 'i> {
         let mut e = first;
         while e < total {
             let mut rem = e;
-            let mut box_idx = vec![0i64; c.sizes.len()];
-            for d in (0..c.sizes.len()).rev() {
-                box_idx[d] = (rem % c.sizes[d]) as i64;
-                rem /= c.sizes[d];
+            let mut expanded = vec![0i64; sizes.len()];
+            for x in (0..sizes.len()).rev() {
+                expanded[x] = (rem % sizes[x]) as i64;
+                rem /= sizes[x];
             }
+            let box_idx = c.box_point(&expanded);
             let s: Vec<i64> = so.iter().zip(&box_idx).enumerate().map(|(d, (o, i))| o + c.stride_of(d) as i64 * i).collect();
-            let t: Vec<i64> = d_o.iter().enumerate().map(|(k, o)| o + box_idx[c.box_dim(k)]).collect();
+            let t: Vec<i64> = d_o.iter().enumerate().map(|(k, o)| o + expanded[c.box_dim(k)]).collect();
             let v = match (Self::offset(&self.buffers[src].data.ty.shape, &s), c.pad) {
                 (Some(off), _) => self.read_elem(src, off, "copy")?,
                 (None, Some(p)) => Self::literal_val(p, elem),

@@ -560,3 +560,51 @@ fn a_returned_input_is_copied_and_counted() {
     assert!(err.0.starts_with("result 0 (%x, tensor<262144xf32>) needs 1 MiB"), "{err}");
     assert_eq!(run_function_with(&m.funcs[0], std::slice::from_ref(&x), &Limits::at_most(2 << 20)).unwrap()[0], x);
 }
+
+/// `split [0, 4] permute [0, 2, 1]` packs an 8x3 box as VNNI's
+/// `[k/4][j][4]`: `y[a][b][c] = x[4a + c][b]`.
+#[test]
+fn split_copy_packs_four_rows_per_lane() {
+    let src = "func @f(%x: tensor<8x3xf32>) -> tensor<2x3x4xf32> {
+  %y = alloc : buffer<2x3x4xf32, global>
+  copy %x[0, 0] -> %y[0, 0, 0] box [8, 3] split [0, 4] permute [0, 2, 1]
+  return %y
+}";
+    let x: Vec<f64> = (0..24).map(f64::from).collect();
+    let got = run1(src, &[t32(&[8, 3], &x)]).to_f64_vec();
+    let mut want = Vec::new();
+    for a in 0..2 {
+        for b in 0..3 {
+            for c in 0..4 {
+                want.push(x[(4 * a + c) * 3 + b]);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+/// With a stride, offsets and padding: the split dimension's box point is
+/// `f·x_d + x_{d+1}`, stepped by the stride from the source origin.
+#[test]
+fn split_copy_with_stride_offsets_and_pad() {
+    let src = "func @f(%x: tensor<5x6xi32>) -> tensor<3x2x2xi32> {
+  %y = alloc : buffer<3x2x2xi32, global>
+  copy %x[1, 3] -> %y[0, 0, 0] box [2, 6] stride [2, 1] split [1, 2] permute [1, 0, 2] pad(-1)
+  return %y
+}";
+    let ty = TensorType::new(vec![5, 6], ElemType::I32);
+    let x: Vec<i64> = (0..30).collect();
+    let got = run1(src, &[Tensor::from_i64(&ty, &x).unwrap()]);
+    // Expanded box (2, 3, 2): point (a, b, c) reads x[1 + 2a, 3 + 2b + c]
+    // and lands at y[b, a, c].
+    let mut want = vec![0i64; 12];
+    for a in 0..2 {
+        for b in 0..3 {
+            for c in 0..2 {
+                let (r, col) = (1 + 2 * a, 3 + 2 * b + c);
+                want[(b * 2 + a) * 2 + c] = if col < 6 { x[r * 6 + col] } else { -1 };
+            }
+        }
+    }
+    assert_eq!((0..12).map(|i| got.get_i64(i)).collect::<Vec<_>>(), want);
+}

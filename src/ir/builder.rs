@@ -112,7 +112,7 @@ impl Function {
         let (operands, mut exprs) = pack_indices(vec![src, dst], &[src_idx, dst_idx]);
         let dst_e = exprs.remove(1);
         let src_e = exprs.remove(0);
-        self.new_op(at, OpKind::Copy(Box::new(CopyOp { src: src_e, dst: dst_e, sizes, stride: Vec::new(), permute: Vec::new(), pad, cooperative })), operands, vec![], span)
+        self.new_op(at, OpKind::Copy(Box::new(CopyOp { src: src_e, dst: dst_e, sizes, stride: Vec::new(), split: None, permute: Vec::new(), pad, cooperative })), operands, vec![], span)
     }
 
     pub fn build_fill(&mut self, at: Cursor, buf: Value, value: Literal, span: Span) -> Op {

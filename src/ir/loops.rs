@@ -197,24 +197,50 @@ pub struct Access {
 /// `dst[p + e] = src[o + e]` (source elements outside the source read
 /// `pad`). With `stride [g...]` the box steps through the source by `g`:
 /// `dst[p + e] = src[o + g·e]` (a packed copy of a strided read holds only
-/// the elements read, densely). With `permute [π...]` the destination's dimensions are the box's
-/// in the order π: `dst[p_k + e_π(k)] = src[o + e]` (a packed copy that
-/// puts another dimension innermost). `cooperative`: the box is shared out
-/// among the threads of the enclosing thread-mapped loops (each copies a
-/// strided part); outside any thread-mapped loop one thread copies all of
-/// it.
+/// the elements read, densely).
+///
+/// With `split [d, f]` box dimension `d` (of size `n_d`, a multiple of `f`)
+/// is split into two, `(n_d / f, f)`, and the destination has one
+/// dimension more than the box: the *expanded box* has the dimensions
+/// `(n_0, .., n_d / f, f, .., n_{r-1})`, numbered in that order, and
+/// expanded point `x` copies box point `e` with `e_d = f·x_d + x_{d+1}`
+/// (the other dimensions in order, skipping `d + 1`): `dst[p + x] =
+/// src[o + g·e]` (VNNI's `[k/4][j][4]` layout, with `permute`).
+///
+/// With `permute [π...]` (a permutation of the expanded box's dimensions)
+/// the destination's dimensions are the expanded box's in the order π:
+/// `dst[p_k + x_π(k)] = src[o + g·e]` (a packed copy that puts another
+/// dimension innermost). `cooperative`: the box is shared out among the
+/// threads of the enclosing thread-mapped loops (each copies a strided
+/// part); outside any thread-mapped loop one thread copies all of it.
+///
+/// Source-side helpers (`stride_of`, `src_extent`) number the box's
+/// dimensions; destination-side ones (`box_dim`, `dst_dim`, `dst_sizes`)
+/// the expanded box's, which are the box's when there is no split.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CopyOp {
     pub src: Vec<AffineExpr<Dim>>,
     pub dst: Vec<AffineExpr<Dim>>,
+    /// The box's sizes, one per source dimension.
     pub sizes: Vec<u64>,
     /// The source stride of each box dimension; empty: all 1.
     pub stride: Vec<u64>,
-    /// The box dimension each destination dimension takes, outermost
-    /// first; empty: the box's own order.
+    /// The box dimension split in two for the destination, if any.
+    pub split: Option<CopySplit>,
+    /// The expanded box dimension each destination dimension takes,
+    /// outermost first; empty: the expanded box's own order.
     pub permute: Vec<usize>,
     pub pad: Option<Literal>,
     pub cooperative: bool,
+}
+
+/// `split [dim, factor]` of a copy: box dimension `dim` becomes the
+/// expanded box's dimensions `dim` (`size / factor`, the outer part) and
+/// `dim + 1` (`factor`, the inner part).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CopySplit {
+    pub dim: usize,
+    pub factor: u64,
 }
 
 impl CopyOp {
@@ -226,23 +252,72 @@ impl CopyOp {
     /// The source elements box dimension `d` spans, from the first to the
     /// last it reads (saturating: a stride near 2^64 is still a span the
     /// verifier can compare with the tensor and reject, not an overflow).
+    /// A split does not change it.
     pub fn src_extent(&self, d: usize) -> u64 {
         self.sizes.get(d).map_or(1, |&n| self.stride_of(d).saturating_mul(n.saturating_sub(1)).saturating_add(1))
     }
 
-    /// The box dimension destination dimension `k` takes.
+    /// The sizes of the expanded box: the box's, with the split dimension
+    /// (if any) as `(size / factor, factor)`. Its length is the
+    /// destination's rank.
+    pub fn expanded_sizes(&self) -> Vec<u64> {
+        let mut sizes = self.sizes.clone();
+        if let Some(s) = self.split
+            && s.dim < sizes.len()
+        {
+            let f = s.factor.max(1);
+            sizes[s.dim] /= f;
+            sizes.insert(s.dim + 1, f);
+        }
+        sizes
+    }
+
+    /// The expanded box's rank (the destination's): the box's, plus one
+    /// with a split.
+    pub fn expanded_rank(&self) -> usize {
+        self.sizes.len() + usize::from(self.split.is_some())
+    }
+
+    /// The box dimension expanded box dimension `x` comes from (both parts
+    /// of a split dimension come from it).
+    pub fn source_dim(&self, x: usize) -> usize {
+        match self.split {
+            Some(s) if x > s.dim => x - 1,
+            _ => x,
+        }
+    }
+
+    /// The box point of expanded box point `x`: `e_d = f·x_d + x_{d+1}` for
+    /// the split dimension, the others as they are.
+    pub fn box_point(&self, x: &[i64]) -> Vec<i64> {
+        match self.split {
+            None => x.to_vec(),
+            Some(s) => (0..self.sizes.len())
+                .map(|d| match d.cmp(&s.dim) {
+                    std::cmp::Ordering::Less => x.get(d).copied().unwrap_or(0),
+                    std::cmp::Ordering::Equal => s.factor as i64 * x.get(d).copied().unwrap_or(0) + x.get(d + 1).copied().unwrap_or(0),
+                    std::cmp::Ordering::Greater => x.get(d + 1).copied().unwrap_or(0),
+                })
+                .collect(),
+        }
+    }
+
+    /// The expanded box dimension destination dimension `k` takes.
     pub fn box_dim(&self, k: usize) -> usize {
         self.permute.get(k).copied().unwrap_or(k)
     }
 
-    /// The destination dimension box dimension `d` lands in.
-    pub fn dst_dim(&self, d: usize) -> usize {
-        self.permute.iter().position(|&x| x == d).unwrap_or(d)
+    /// The destination dimension expanded box dimension `x` lands in
+    /// (without a split, `x` is a box dimension; with one, see
+    /// [`CopyOp::source_dim`]).
+    pub fn dst_dim(&self, x: usize) -> usize {
+        self.permute.iter().position(|&p| p == x).unwrap_or(x)
     }
 
-    /// The box's sizes in destination order.
+    /// The expanded box's sizes in destination order.
     pub fn dst_sizes(&self) -> Vec<u64> {
-        (0..self.sizes.len()).map(|k| self.sizes.get(self.box_dim(k)).copied().unwrap_or(1)).collect()
+        let expanded = self.expanded_sizes();
+        (0..expanded.len()).map(|k| expanded.get(self.box_dim(k)).copied().unwrap_or(1)).collect()
     }
 }
 

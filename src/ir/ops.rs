@@ -459,12 +459,17 @@ Thread-mapped loops nest inside block-mapped loops; a mapping dimension occurs
 at most once on a nest; `vector` loops contain no loops.";
 
 const COPY_DESCRIPTION: &str = "\
-Copies a box of elements: for every offset `e` in the box, `dst[p + e] =
-src[o + e]`. Source elements outside the source read the `pad` value; without
-`pad` the source box must be in bounds (checked statically outside `if`
-guards). The destination is a buffer. `cooperative` shares the copy out among
-the threads of the enclosing thread-mapped loops (each copies a strided part,
-so a `barrier` must follow before the data is read); without it, or outside any
+Copies a box of elements: for every offset `e` in the box, `dst[p + e] = src[o +
+e]`. Source elements outside the source read the `pad` value; without `pad` the
+source box must be in bounds (checked statically outside `if` guards). With
+`stride [g...]` box dimension `d` steps `g_d` source elements. With `split [d,
+f]` box dimension `d` is split into `(n_d / f, f)` (`f` divides its size) and
+the destination has one dimension more than the source: the split box's point
+`x` copies box point `e` with `e_d = f·x_d + x_{d+1}`. `permute [π...]` orders
+the (split) box's dimensions for the destination: `dst[p_k + x_π(k)] = src[o +
+g·e]`. The destination is a buffer. `cooperative` shares the copy out among the
+threads of the enclosing thread-mapped loops (each copies a strided part, so a
+`barrier` must follow before the data is read); without it, or outside any
 thread-mapped loop, each executing thread copies the whole box.";
 
 const INTRINSIC_DESCRIPTION: &str = "\
@@ -537,7 +542,7 @@ fn loop_op_decls() -> Vec<OpDecl> {
             "copy",
             "copies a box of elements into a buffer",
             COPY_DESCRIPTION,
-            "copy %src[index, ...] -> %dst[index, ...] box [n, ...] [pad(literal)] [cooperative]",
+            "copy %src[index, ...] -> %dst[index, ...] box [n, ...] [stride [g, ...]] [split [d, f]] [permute [π, ...]] [pad(literal)] [cooperative]",
             "func @stage(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  for %b = 0 to 4 map(block.x) {\n    %tile = alloc : buffer<16xf32, shared>\n    for %t = 0 to 16 map(thread.x) {\n      copy %x[%b * 16] -> %tile[0] box [16] cooperative\n      barrier\n      %v = load %tile[%t] : f32\n      %w = mul %v, %v : f32\n      store %w, %y[%b * 16 + %t]\n    }\n  }\n  return %y\n}\n",
         ),
         decl(

@@ -85,7 +85,7 @@ pub enum StmtAst {
     Load { result: Word, src: Word, indices: Vec<IndexAst>, pad: Option<LiteralAst>, clauses: Vec<ClauseAst>, ty: TypeAst, span: Span },
     /// `store %v, %dst[i, ...]`
     Store { value: Word, dst: Word, indices: Vec<IndexAst>, span: Span },
-    /// `copy %src[i, ...] -> %dst[i, ...] box [n, ...] [stride [g, ...]] [permute [d, ...]] [pad(lit)] [cooperative]`
+    /// `copy %src[i, ...] -> %dst[i, ...] box [n, ...] [stride [g, ...]] [split [d, f]] [permute [d, ...]] [pad(lit)] [cooperative]`
     Copy {
         src: Word,
         src_indices: Vec<IndexAst>,
@@ -94,6 +94,8 @@ pub enum StmtAst {
         sizes: Vec<Word>,
         /// The source stride of each box dimension, and where the clause is.
         stride: Option<(Vec<Word>, Span)>,
+        /// The box dimension split and the factor, and where the clause is.
+        split: Option<(Vec<Word>, Span)>,
         /// The box dimension each destination dimension takes, and where
         /// the clause is.
         permute: Option<(Vec<Word>, Span)>,

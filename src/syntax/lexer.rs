@@ -57,6 +57,8 @@ pub enum Tok<'s> {
     KwPermute,
     #[token("stride")]
     KwStride,
+    #[token("split")]
+    KwSplit,
     #[token("fill")]
     KwFill,
     #[token("kernel")]
@@ -145,6 +147,7 @@ impl fmt::Display for Tok<'_> {
             Tok::KwBox => f.write_str("`box`"),
             Tok::KwCooperative => f.write_str("`cooperative`"),
             Tok::KwPermute => f.write_str("`permute`"),
+            Tok::KwSplit => f.write_str("`split`"),
             Tok::KwStride => f.write_str("`stride`"),
             Tok::KwFill => f.write_str("`fill`"),
             Tok::KwKernel => f.write_str("`kernel`"),

@@ -198,6 +198,9 @@ impl Printer<'_> {
                 if !c.stride.is_empty() {
                     write!(self.out, " stride [{}]", c.stride.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")).unwrap();
                 }
+                if let Some(s) = c.split {
+                    write!(self.out, " split [{}, {}]", s.dim, s.factor).unwrap();
+                }
                 if !c.permute.is_empty() {
                     write!(self.out, " permute [{}]", c.permute.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")).unwrap();
                 }

@@ -20,6 +20,14 @@ use std::collections::HashMap;
 /// `permute [..]`), if present.
 type ListClause<'a> = Option<&'a (Vec<Word>, Span)>;
 
+/// A copy's clauses of integers.
+#[derive(Clone, Copy)]
+struct CopyClauses<'a> {
+    stride: ListClause<'a>,
+    split: ListClause<'a>,
+    permute: ListClause<'a>,
+}
+
 /// The keys of a schedule dictionary, in printing order.
 const SCHEDULE_KEYS: [&str; 7] = ["tile", "order", "vthread", "cache", "unroll", "vector", "intrinsic"];
 /// The keys of a schedule's `intrinsic` dictionary, in printing order.
@@ -382,8 +390,9 @@ impl Resolver {
                 (Some(result), self.load(func, scope, place, src, indices, pad.as_ref(), clauses, ty, *span))
             }
             StmtAst::Store { value, dst, indices, span } => return self.store(func, scope, place, value, dst, indices, *span),
-            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, stride, permute, pad, cooperative, span } => {
-                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), (sizes, stride.as_ref(), permute.as_ref()), pad.as_ref(), *cooperative, *span);
+            StmtAst::Copy { src, src_indices, dst, dst_indices, sizes, stride, split, permute, pad, cooperative, span } => {
+                let clauses = CopyClauses { stride: stride.as_ref(), split: split.as_ref(), permute: permute.as_ref() };
+                return self.copy(func, scope, place, (src, src_indices), (dst, dst_indices), sizes, clauses, pad.as_ref(), *cooperative, *span);
             }
             StmtAst::Fill { buffer, value, span } => return self.fill(func, scope, place, buffer, value, *span),
             StmtAst::Intrinsic(x) => return self.intrinsic(func, scope, place, x),
@@ -1162,7 +1171,8 @@ impl Resolver {
         place: &Place<'_>,
         src: (&Word, &[IndexAst]),
         dst: (&Word, &[IndexAst]),
-        (sizes, stride, permute): (&[Word], ListClause<'_>, ListClause<'_>),
+        sizes: &[Word],
+        clauses: CopyClauses<'_>,
         pad: Option<&LiteralAst>,
         cooperative: bool,
         span: Span,
@@ -1178,9 +1188,13 @@ impl Resolver {
         // Whether the strides are one per box dimension, and the permutation
         // one of the box's dimensions, are the verifier's rules (passes make
         // copies too).
-        let stride = stride.map_or(Some(Vec::new()), |(steps, _)| self.ints::<u64>(steps, "stride"));
-        let permute = permute.map_or(Some(Vec::new()), |(dims, _)| self.ints::<usize>(dims, "dimension"));
-        let (Some(s), Some(d), Some(stride), Some(permute)) = (s, d, stride, permute) else { return };
+        let stride = clauses.stride.map_or(Some(Vec::new()), |(steps, _)| self.ints::<u64>(steps, "stride"));
+        let split = match clauses.split {
+            None => Some(None),
+            Some((parts, at)) => self.copy_split(parts, *at).map(Some),
+        };
+        let permute = clauses.permute.map_or(Some(Vec::new()), |(dims, _)| self.ints::<usize>(dims, "dimension"));
+        let (Some(s), Some(d), Some(stride), Some(split), Some(permute)) = (s, d, stride, split, permute) else { return };
         let Some(src_type) = self.readable(func, s, src.0, "copied from") else { return };
         let pad = match pad {
             Some(p) => match self.literal(p, src_type.elem) {
@@ -1194,8 +1208,25 @@ impl Resolver {
         let all: Vec<AffineExpr<Value>> = src_exprs.iter().chain(&dst_exprs).cloned().collect();
         let mut dims = index_operands(&mut operands, &all);
         let dst_dims = dims.split_off(src_exprs.len());
-        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, stride, permute, pad, cooperative }));
+        let kind = OpKind::Copy(Box::new(CopyOp { src: dims, dst: dst_dims, sizes, stride, split, permute, pad, cooperative }));
         func.append_op(place.region, kind, operands, vec![], span);
+    }
+
+    /// A copy's `split [dim, factor]`. Whether the dimension is the box's
+    /// and the factor divides its size are the verifier's rules (passes
+    /// make copies too).
+    fn copy_split(&mut self, parts: &[Word], at: Span) -> Option<CopySplit> {
+        let [dim, factor] = parts else {
+            self.error(
+                Diagnostic::error(format!("`split` takes a box dimension and a factor, not {} number(s)", parts.len()))
+                    .at(at, "expected `split [dimension, factor]`")
+                    .with_help("`split [0, 4]` splits box dimension 0 into (size / 4, 4)"),
+            );
+            return None;
+        };
+        let dim = self.ints::<usize>(std::slice::from_ref(dim), "dimension");
+        let factor = self.ints::<u64>(std::slice::from_ref(factor), "split factor");
+        Some(CopySplit { dim: dim?[0], factor: factor?[0] })
     }
 
     /// The integers of a list clause; each one too large for `T` is an

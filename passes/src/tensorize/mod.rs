@@ -19,6 +19,8 @@
 //! 4. The statement becomes one `intrinsic` op whose operands' origins are
 //!    the accesses at the tile's first point and whose steps are the
 //!    accesses' coefficients of the mapped loops.
+//! 5. A `dot` intrinsic's lanes operand staged in a buffer of the kernel's
+//!    own takes VNNI's layout where it can (`pack`).
 
 use crate::nest::{for_loop, induction_var, kernels, subtree, target_for};
 use tilec::diag::{Diagnostic, Diagnostics};
@@ -42,7 +44,11 @@ mapped axes' innermost loops must run a multiple of the intrinsic's sizes
 and nest perfectly around the statement, with no guard inside; the
 intrinsic must be one the target offers. Vector intrinsics (`fma`, `dot`)
 only: warp intrinsics (`mma.sync`) are not rewritten yet, and neither are
-fused mappings (several op axes on one intrinsic axis).",
+fused mappings (several op axes on one intrinsic axis). A `dot` intrinsic's
+`a` operand staged by `cache` in a local buffer that only the intrinsics
+read is then repacked in VNNI's layout, `[K/k][M][k]` (the copy gets `split
+[dk, k] permute [...]`), so that each lane's `k` elements and the lanes
+follow each other and code generation loads them as one vector.",
     options: &[
         OptionDecl { name: "intrinsic", kind: OptionKind::Str, default: "", help: "the intrinsic (empty: each kernel's schedule)" },
         OptionDecl { name: "a", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the read that plays `a`" },
@@ -50,7 +56,10 @@ fused mappings (several op axes on one intrinsic axis).",
         OptionDecl { name: "n", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `n`" },
         OptionDecl { name: "k", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `k`" },
     ],
-    statistics: &[("tensorized", "contraction statements rewritten into intrinsic calls")],
+    statistics: &[
+        ("tensorized", "contraction statements rewritten into intrinsic calls"),
+        ("packed", "local buffers of `dot` intrinsics' lanes operand repacked as [K/k][M][k] (VNNI's layout)"),
+    ],
     create: |o: &PassOptions| {
         let axis = |name: &str| o.str(name).split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
         Box::new(Tensorize {
@@ -121,7 +130,10 @@ impl Pass for Tensorize {
                     continue;
                 }
                 match tensorize_kernel(f, kernel, x, &choice) {
-                    Ok(n) => cx.bump("tensorized", n),
+                    Ok(r) => {
+                        cx.bump("tensorized", r.statements);
+                        cx.bump("packed", r.packed);
+                    }
                     Err(d) => diags.push(d),
                 }
             }
@@ -141,8 +153,18 @@ struct Statement {
     ops: Vec<Op>,
 }
 
-/// Rewrites the contraction statements of `kernel`; returns how many.
-pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Choice) -> Result<u64, Diagnostic> {
+/// What [`tensorize_kernel`] rewrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rewritten {
+    /// Contraction statements made intrinsic calls.
+    pub statements: u64,
+    /// Lanes-operand buffers repacked ([`pack::pack_lanes_operands`]).
+    pub packed: u64,
+}
+
+/// Rewrites the contraction statements of `kernel`, then packs the lanes
+/// operands it can.
+pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Choice) -> Result<Rewritten, Diagnostic> {
     let span = f.op_spans[kernel];
     let kind = IntrinsicKind::from_name(&x.kind).ok_or_else(|| Diagnostic::error(format!("intrinsic `{}` has an unknown kind `{}`", x.name, x.kind)).at(span, "in this kernel"))?;
     if !kind.is_vector() {
@@ -166,7 +188,8 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
         rewrite_statement(f, s, x, kind, choice, sizes)?;
     }
     renumber_reads(f, kernel);
-    Ok(statements.len() as u64)
+    let packed = pack::pack_lanes_operands(f, kernel);
+    Ok(Rewritten { statements: statements.len() as u64, packed })
 }
 
 /// A kernel's schedule refers to reads by their position among the
@@ -375,6 +398,8 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
     }
     Ok(())
 }
+
+mod pack;
 
 #[cfg(test)]
 mod tests;

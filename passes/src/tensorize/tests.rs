@@ -2,7 +2,10 @@
 //! contractions onto the vector intrinsics of the x86 targets, with random
 //! tile sizes, caches and vectors; the interpreter's answer on the
 //! tensorized kernel (each intrinsic with its own rounding) must match the
-//! op's, and the tensorized IR must verify and print back.
+//! op's, and the tensorized IR must verify and print back. The lanes
+//! operand is cached more often than the other reads, so that `dot`
+//! kernels are often repacked (`pack`); `packing_is_exercised` checks
+//! they are.
 
 use super::*;
 use crate::samples::{Choices, name_reads};
@@ -65,19 +68,18 @@ const CONTRACTIONS: &[&str] = &[
 
 /// The x86 targets, and x86-avx512 with AVX512-BF16 (which offers `vdpbf16ps.zmm`).
 fn targets() -> Vec<Arc<Target>> {
-    let avx512 = include_str!("../../../targets/x86-avx512.toml")
-        .replace("name = \"x86-avx512\"", "name = \"x86-avx512-bf16\"")
-        .replace("+avx512vnni,", "+avx512vnni,+avx512bf16,");
+    let avx512 = include_str!("../../../targets/x86-avx512.toml").replace("name = \"x86-avx512\"", "name = \"x86-avx512-bf16\"").replace("+avx512vnni,", "+avx512vnni,+avx512bf16,");
     vec![tilec::target::builtin("x86-avx2").expect("built in"), tilec::target::builtin("x86-avx512").expect("built in"), target(&avx512)]
 }
 
 fn divisors(n: u64) -> Vec<u64> {
-    (1..=n).filter(|d| n % d == 0).collect()
+    (1..=n).filter(|&d| n.is_multiple_of(d)).collect()
 }
 
 /// A random schedule whose every tile divides its axis, the mapped axes'
 /// innermost tiles multiples of the intrinsic's sizes, maybe with caches
-/// and the `m` axis vectorised at the intrinsic's width.
+/// (the lanes operand `a`'s more often: `pack` repacks its buffer) and the
+/// `m` axis vectorised at the intrinsic's width.
 fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping, ch: &mut Choices) -> Schedule {
     let levels = t.tile_levels.len();
     let mut s = Schedule::new(&t.name);
@@ -101,7 +103,7 @@ fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target:
         s.tiles.push((a.name.clone(), sizes));
     }
     for (i, _) in c.all_reads() {
-        if ch.below(3) == 0 {
+        if ch.below(if i == mapping.a { 3 } else { 6 }) < 2 {
             s.cache.push(tilec::ir::schedule::CacheDirective { read: i, read_name: String::new(), level: ch.pick(&["l1", "l2", "l3"]).to_string() });
         }
     }
@@ -112,52 +114,84 @@ fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target:
     s
 }
 
+/// What one case did: whether it tensorized (`None`: no offered intrinsic
+/// maps the op, or no schedule was found) and whether it repacked a lanes
+/// operand (a copy with `split`).
+fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
+    let t = &targets()[which];
+    let mut m = parse(CONTRACTIONS[op]);
+    let f = &m.funcs[0];
+    let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
+    let c = f.ops[cop].kind.as_compute().expect("compute").clone();
+    let con = contraction(f, cop).expect("a contraction");
+    let mut ch = Choices::new(seed);
+    // An offered intrinsic with a basic mapping of this op.
+    let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
+        .offered_intrinsics()
+        .filter(|x| x.is_vector())
+        .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
+        // Tiles divide the axes: the intrinsic's sizes must divide the mapped ones.
+        .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.m))) && mp.k.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.k))))
+        .collect();
+    if options.is_empty() {
+        return Ok(None);
+    }
+    let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
+    let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
+    let choice = Choice {
+        name: x.name.clone(),
+        a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
+        axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
+    };
+    // A schedule the target's limits allow.
+    let mut tries = 0;
+    loop {
+        let s = schedule_for(&c, t, x, &mapping, &mut ch);
+        set_schedule(&mut m, s);
+        name_reads(&mut m);
+        if !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
+            break;
+        }
+        tries += 1;
+        if tries >= 30 {
+            return Ok(None);
+        }
+    }
+    let make = |d: &PassDecl| (d.create)(&PassOptions::defaults(d.options));
+    let mut passes: Vec<Box<dyn Pass>> = vec![make(&tile::DECL), make(&cache::DECL), make(&bind::DECL), make(&vectorize::DECL), Box::new(Tensorize::with(choice)), make(&unroll::DECL)];
+    let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();
+    let after = check_equivalent(&m, t, &mut refs, seed);
+    let g = &after.funcs[0];
+    prop_assert!(g.walk().into_iter().any(|o| matches!(g.ops[o].kind, OpKind::Intrinsic(_))), "no intrinsic in\n{}", tilec::syntax::print_module(&after));
+    Ok(Some(g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Copy(c) if c.split.is_some()))))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
     fn random_mappings_preserve_semantics(op in 0..CONTRACTIONS.len(), which in 0usize..3, seed in any::<u64>()) {
-        let t = &targets()[which];
-        let mut m = parse(CONTRACTIONS[op]);
-        let f = &m.funcs[0];
-        let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
-        let c = f.ops[cop].kind.as_compute().expect("compute").clone();
-        let con = contraction(f, cop).expect("a contraction");
-        let mut ch = Choices::new(seed);
-        // An offered intrinsic with a basic mapping of this op.
-        let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
-            .offered_intrinsics()
-            .filter(|x| x.is_vector())
-            .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
-            // Tiles divide the axes: the intrinsic's sizes must divide the mapped ones.
-            .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent % u64::from(x.m) == 0) && mp.k.iter().all(|&a| c.axis(a).extent % u64::from(x.k) == 0))
-            .collect();
-        prop_assume!(!options.is_empty());
-        let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
-        let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
-        let choice = Choice {
-            name: x.name.clone(),
-            a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
-            axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
-        };
-        // A schedule the target's limits allow.
-        let mut tries = 0;
-        loop {
-            let s = schedule_for(&c, t, x, &mapping, &mut ch);
-            set_schedule(&mut m, s);
-            name_reads(&mut m);
-            if !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
-                break;
-            }
-            tries += 1;
-            prop_assume!(tries < 30);
-        }
-        let make = |d: &PassDecl| (d.create)(&PassOptions::defaults(d.options));
-        let mut passes: Vec<Box<dyn Pass>> =
-            vec![make(&tile::DECL), make(&cache::DECL), make(&bind::DECL), make(&vectorize::DECL), Box::new(Tensorize::with(choice)), make(&unroll::DECL)];
-        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();
-        let after = check_equivalent(&m, t, &mut refs, seed);
-        let g = &after.funcs[0];
-        prop_assert!(g.walk().into_iter().any(|o| matches!(g.ops[o].kind, OpKind::Intrinsic(_))), "no intrinsic in\n{}", tilec::syntax::print_module(&after));
+        prop_assume!(tensorize_case(op, which, seed)?.is_some());
     }
+}
+
+/// The `dot` contractions (u8 and bf16 GEMMs, the batched u8 GEMM) on the
+/// targets that offer `dot` intrinsics, over fixed seeds: some cases must
+/// repack the lanes operand, so the property test above covers packing.
+#[test]
+fn packing_is_exercised() {
+    let (mut tensorized, mut packed) = (0, 0);
+    for seed in 0..24u64 {
+        for (op, which) in [(1, 1), (2, 2), (4, 1)] {
+            match tensorize_case(op, which, seed) {
+                Ok(Some(p)) => {
+                    tensorized += 1;
+                    packed += u32::from(p);
+                }
+                Ok(None) => {}
+                Err(e) => panic!("op {op}, target {which}, seed {seed}: {e}"),
+            }
+        }
+    }
+    assert!(packed * 5 >= tensorized, "{packed} of {tensorized} tensorized dot kernels repacked");
 }

@@ -63,6 +63,7 @@ pub const TILE_WORDS: &[&str] = &[
     "copy",
     "box",
     "stride",
+    "split",
     "permute",
     "cooperative",
     "fill",

@@ -1,0 +1,165 @@
+//! Repacking the lanes operand of `dot` intrinsics (VNNI's layout).
+//!
+//! `vpdpbusd` (and `vdpbf16ps`) want lane `m`'s `k` elements of `a`
+//! consecutive, the lanes one after the other: `[K/k][M][k]`. `cache`
+//! stages a GEMM's `B[k, j]` as `%b_l3[k, j]`, where lane `j`'s elements
+//! are a row apart and code generation gathers them one by one. When the
+//! staging buffer is private to the kernel (filled by one plain copy and
+//! read only by the intrinsics), it can take the packed layout instead:
+//! the copy splits the `k` dimension and moves its inner part innermost
+//! (`split [dk, k] permute [...]`), and the intrinsics read the packed
+//! indices, so each intrinsic's `a` is one contiguous vector load.
+//!
+//! The rewrite only changes where the buffer's elements live, never which
+//! element an access reaches, so it is skipped, not reported, whenever one
+//! of its conditions fails.
+
+use crate::nest::subtree;
+use tilec::ir::*;
+
+/// Packs the lanes operand of the `dot` intrinsics in `kernel` where the
+/// conditions hold (module documentation); returns how many buffers it
+/// packed.
+pub fn pack_lanes_operands(f: &mut Function, kernel: Op) -> u64 {
+    let ops = subtree(f, kernel);
+    let mut buffers: Vec<Value> = Vec::new();
+    for &op in &ops {
+        if let OpKind::Intrinsic(x) = &f.ops[op].kind
+            && x.kind == IntrinsicKind::Dot
+            && x.shape[2] > 1
+            && !buffers.contains(&f.ops[op].operands[1])
+        {
+            buffers.push(f.ops[op].operands[1]);
+        }
+    }
+    let mut packed = 0;
+    for buffer in buffers {
+        if let Some(plan) = plan(f, &ops, buffer) {
+            apply(f, buffer, &plan);
+            packed += 1;
+        }
+    }
+    packed
+}
+
+/// How a buffer is packed: dimension `dim` split by `factor`, the inner
+/// part moved innermost.
+struct Plan {
+    dim: usize,
+    factor: u64,
+    copy: Op,
+    intrinsics: Vec<Op>,
+}
+
+/// `e / k` where every coefficient and the constant of `e` (undivided) are
+/// multiples of `k`.
+fn divided(e: &AffineExpr<Dim>, k: i64) -> Option<AffineExpr<Dim>> {
+    if e.divisor() != 1 || e.constant_term() % k != 0 || e.terms().iter().any(|&(_, c)| c % k != 0) {
+        return None;
+    }
+    AffineExpr::from_parts(e.terms().iter().map(|&(v, c)| (v, c / k)), e.constant_term() / k, 1).ok()
+}
+
+/// The one dimension an axis' steps move along, with step 1; `None` if it
+/// moves along none, several, or by another step.
+fn unit_step_dim(steps: &[i64]) -> Option<usize> {
+    let moving: Vec<usize> = (0..steps.len()).filter(|&d| steps[d] != 0).collect();
+    match moving.as_slice() {
+        [d] if steps[*d] == 1 => Some(*d),
+        _ => None,
+    }
+}
+
+/// The packing of `buffer`, if every condition holds: a local `alloc`,
+/// written by exactly one copy (no split, permute or stride) and otherwise
+/// read only as the `a` operand of `dot` intrinsics of one `k`, each
+/// stepping `k` along one dimension `dk` (the same for all) and `m` along
+/// another, with origins and the copy's destination in `dk` divisible by
+/// `k`, and the copy's box and the buffer in `dk` multiples of `k`.
+fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
+    let alloc = f.def_op(buffer)?;
+    let Type::Buffer(b) = f.value_type(buffer) else {
+        return None;
+    };
+    if !matches!(f.ops[alloc].kind, OpKind::Alloc) || b.scope != MemScope::Local {
+        return None;
+    }
+    let mut copy = None;
+    let mut intrinsics = Vec::new();
+    let mut packing: Option<(usize, u64)> = None;
+    for &op in ops {
+        let data = &f.ops[op];
+        let Some(at) = data.operands.iter().position(|&v| v == buffer) else {
+            continue;
+        };
+        match &data.kind {
+            OpKind::Copy(c) if at == 1 && data.operands[0] != buffer && copy.is_none() => {
+                if c.split.is_some() || !c.permute.is_empty() || !c.stride.is_empty() {
+                    return None;
+                }
+                copy = Some(op);
+            }
+            OpKind::Intrinsic(x) if at == 1 && !data.operands[..3].iter().enumerate().any(|(i, &v)| i != 1 && v == buffer) => {
+                let k = x.shape[2];
+                if x.kind != IntrinsicKind::Dot || k <= 1 || x.a.steps.iter().any(|s| s.len() != x.a.indices.len()) {
+                    return None;
+                }
+                let dk = unit_step_dim(&x.a.steps[2])?;
+                let dm = unit_step_dim(&x.a.steps[0])?;
+                if dm == dk || x.a.steps[1].iter().any(|&s| s != 0) {
+                    return None;
+                }
+                if packing.is_some_and(|p| p != (dk, k)) {
+                    return None;
+                }
+                packing = Some((dk, k));
+                divided(x.a.indices.get(dk)?, k as i64)?;
+                intrinsics.push(op);
+            }
+            _ => return None,
+        }
+    }
+    let (dim, factor) = packing?;
+    let copy = copy?;
+    let OpKind::Copy(c) = &f.ops[copy].kind else {
+        return None;
+    };
+    if c.sizes.len() != b.shape.len() || !c.sizes[dim].is_multiple_of(factor) || !b.shape[dim].is_multiple_of(factor) {
+        return None;
+    }
+    divided(c.dst.get(dim)?, factor as i64)?;
+    Some(Plan { dim, factor, copy, intrinsics })
+}
+
+/// Packs `buffer` as `plan` says: the buffer's type, its copy and the
+/// intrinsics' `a` operands.
+fn apply(f: &mut Function, buffer: Value, plan: &Plan) {
+    let (dim, k) = (plan.dim, plan.factor);
+    // Old index `y` in `dim` becomes `y / k` there and `y % k` innermost.
+    if let Type::Buffer(b) = &mut f.values[buffer].ty {
+        b.shape[dim] /= k;
+        b.shape.push(k);
+    }
+    if let OpKind::Copy(c) = &mut f.ops[plan.copy].kind {
+        let rank = c.sizes.len();
+        c.dst[dim] = divided(&c.dst[dim], k as i64).expect("checked by plan");
+        c.dst.push(AffineExpr::constant(0));
+        c.split = Some(CopySplit { dim, factor: k });
+        // The expanded box is (.., n / k, k, ..): its dimension `dim + 1`
+        // (the inner part) goes last.
+        c.permute = (0..=rank).filter(|&x| x != dim + 1).chain([dim + 1]).collect();
+    }
+    for &op in &plan.intrinsics {
+        if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
+            let a = &mut x.a;
+            a.indices[dim] = divided(&a.indices[dim], k as i64).expect("checked by plan");
+            a.indices.push(AffineExpr::constant(0));
+            for steps in &mut a.steps {
+                steps.push(0);
+            }
+            // `k` steps the inner part (innermost) instead of `dim`.
+            a.steps[2][dim] = 0;
+            *a.steps[2].last_mut().expect("pushed") = 1;
+        }
+    }
+}
