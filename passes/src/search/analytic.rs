@@ -257,8 +257,10 @@ impl Problem {
     /// loaded once per instruction as the vector loop's are once per step
     /// (a vector of `a`'s `m × k` elements, a broadcast of `b`'s `k`), so
     /// loads per step are a `k`-th too: the VNNI layout, each lane's `k`
-    /// elements consecutive. (Row-major operands are gathered today, as
-    /// `cache` does not make that layout yet: docs/search.md.)
+    /// elements consecutive. `tensorize` makes that layout when `a` is
+    /// packed (a packed copy becomes VNNI's `[K/k][M][k]`); unpacked, `a`'s
+    /// `m × k` elements are gathered one by one for every instruction, at
+    /// the target's `scatter_lane_cost` each, so packing wins.
     pub fn kernel_terms(&self, cfg: &Config) -> [f64; 4] {
         let t = &self.target;
         let (acc, loads, vector_loads) = self.register_tile(cfg);
@@ -273,7 +275,12 @@ impl Problem {
         let l1 = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory));
         let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
         let fma_cycles = acc / fma_units / steps_per_op;
-        let issue = fma_cycles / fma_cycles.max(loads / steps_per_op / load_units);
+        let mut issue = fma_cycles / fma_cycles.max(loads / steps_per_op / load_units);
+        if let Some(x) = self.intrinsic_of(cfg).filter(|x| x.is_dot() && cfg.pack_level(x.mapping.a).is_none()) {
+            // Unpacked lanes operand: a gather per instruction.
+            let (per_instruction, gather) = (1.0 / fma_units, f64::from(x.intrinsic.m * x.intrinsic.k) * t.model.scatter_lane_cost);
+            issue *= per_instruction / (per_instruction + gather);
+        }
         let latency = (acc / (fma_units * latency_cycles)).min(1.0);
         let regs = t.isa.vector_registers.max(1) as f64;
         let need = acc + vector_loads + 1.0;

@@ -354,6 +354,15 @@ impl Problem {
             }
         }
         cfg.vector = x.m_axis();
+        // A dot product's lanes operand starts packed (where it can be):
+        // `tensorize` turns a packed copy into VNNI's layout, and the model
+        // charges an unpacked one a gather per instruction.
+        if x.is_dot()
+            && self.packable.contains(&x.mapping.a)
+            && let Some(&l) = self.pack_levels.first()
+        {
+            cfg.pack[x.mapping.a] = l as u8 + 1;
+        }
         cfg
     }
 
