@@ -168,8 +168,9 @@ pub fn write_schedule_body(s: &Schedule, f: &mut dyn fmt::Write, indent: &str, r
     write!(f, "{indent}}}")
 }
 
-/// `s` as the inside of a string literal the lexer reads back.
-fn escape_string(s: &str) -> String {
+/// `s` as the inside of a string literal the lexer reads back (the
+/// printer's too: labels, quoted names, intrinsic names).
+pub(crate) fn escape_string(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         match c {

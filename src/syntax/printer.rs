@@ -7,7 +7,7 @@
 //! share one numbering, a loop region's names are free again after it (so
 //! sibling loops keep their `%i`), and each compute op numbers its own.
 
-use crate::ir::schedule::write_schedule_body;
+use crate::ir::schedule::{escape_string, write_schedule_body};
 use crate::ir::*;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -213,7 +213,7 @@ impl Printer<'_> {
             }
             OpKind::Intrinsic(x) => {
                 let [m, n, k] = x.shape;
-                write!(self.out, "intrinsic \"{}\" {} [{m}, {n}, {k}] ", escape_label(&x.name), x.kind).unwrap();
+                write!(self.out, "intrinsic \"{}\" {} [{m}, {n}, {k}] ", escape_string(&x.name), x.kind).unwrap();
                 if let (Some(a), Some(b)) = (&x.a.read, &x.b.read) {
                     write!(self.out, "reads({}, {}) ", name_text(a), name_text(b)).unwrap();
                 }
@@ -255,7 +255,7 @@ impl Printer<'_> {
             OpKind::Kernel(k) => {
                 self.out.push_str("kernel ");
                 if let Some(label) = &k.label {
-                    write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
+                    write!(self.out, "\"{}\" ", escape_string(label)).unwrap();
                 }
                 let read_name = |pos: usize| {
                     let cached = k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone());
@@ -287,7 +287,7 @@ impl Printer<'_> {
     /// `schedule "target" {...}`, the dictionary's keys one per line, closed
     /// at `depth`.
     fn schedule(&mut self, s: &Schedule, depth: usize, read_name: &dyn Fn(usize) -> String) {
-        write!(self.out, "schedule \"{}\" ", escape_label(&s.target)).unwrap();
+        write!(self.out, "schedule \"{}\" ", escape_string(&s.target)).unwrap();
         let indent = "  ".repeat(depth);
         write_schedule_body(s, &mut self.out, &indent, read_name).unwrap();
     }
@@ -365,7 +365,7 @@ impl Printer<'_> {
         self.indent(depth);
         write!(self.out, "{result} = compute ").unwrap();
         if let Some(label) = &c.label {
-            write!(self.out, "\"{}\" ", escape_label(label)).unwrap();
+            write!(self.out, "\"{}\" ", escape_string(label)).unwrap();
         }
         let axes_text = |kind: AxisKind| {
             c.axes.iter().filter(|a| a.kind == kind).map(|a| format!("{}: {}", a.name, a.extent)).collect::<Vec<_>>().join(", ")
@@ -462,20 +462,6 @@ fn name_text(name: &str) -> String {
     let mut chars = name.chars();
     let ident = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.split('.').all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-    if ident { name.to_string() } else { format!("\"{}\"", escape_label(name)) }
+    if ident { name.to_string() } else { format!("\"{}\"", escape_string(name)) }
 }
 
-/// Escapes a label for a string literal the lexer reads back.
-fn escape_label(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
-        }
-    }
-    out
-}
