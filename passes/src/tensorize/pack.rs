@@ -71,7 +71,8 @@ fn unit_step_dim(steps: &[i64]) -> Option<usize> {
 }
 
 /// The packing of `buffer`, if every condition holds: a local `alloc`,
-/// written by exactly one copy (no split, permute or stride) and otherwise
+/// written by exactly one copy (no split or stride; a permute is composed
+/// with the packing) and otherwise
 /// read only as the `a` operand of `dot` intrinsics of one `k`, each
 /// stepping `k` along one dimension `dk` (the same for all) and `m` along
 /// another, with origins and the copy's destination in `dk` divisible by
@@ -94,7 +95,7 @@ fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
         };
         match &data.kind {
             OpKind::Copy(c) if at == 1 && data.operands[0] != buffer && copy.is_none() => {
-                if c.split.is_some() || !c.permute.is_empty() || !c.stride.is_empty() {
+                if c.split.is_some() || !c.stride.is_empty() {
                     return None;
                 }
                 copy = Some(op);
@@ -124,7 +125,10 @@ fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
     let OpKind::Copy(c) = &f.ops[copy].kind else {
         return None;
     };
-    if c.sizes.len() != b.shape.len() || !c.sizes[dim].is_multiple_of(factor) || !b.shape[dim].is_multiple_of(factor) {
+    // The box dimension the buffer's `dim` holds (a permuted copy, such as
+    // `cache`'s weights with the output channels innermost, reorders them).
+    let box_dim = c.permute.get(dim).copied().unwrap_or(dim);
+    if c.sizes.len() != b.shape.len() || !c.sizes.get(box_dim)?.is_multiple_of(factor) || !b.shape[dim].is_multiple_of(factor) {
         return None;
     }
     divided(c.dst.get(dim)?, factor as i64)?;
@@ -144,10 +148,15 @@ fn apply(f: &mut Function, buffer: Value, plan: &Plan) {
         let rank = c.sizes.len();
         c.dst[dim] = divided(&c.dst[dim], k as i64).expect("checked by plan");
         c.dst.push(AffineExpr::constant(0));
-        c.split = Some(CopySplit { dim, factor: k });
-        // The expanded box is (.., n / k, k, ..): its dimension `dim + 1`
-        // (the inner part) goes last.
-        c.permute = (0..=rank).filter(|&x| x != dim + 1).chain([dim + 1]).collect();
+        // The buffer's `dim` holds box dimension `bd`; split that one. In
+        // the expanded box (.., n / k, k, ..) box dimension `x` is `x`
+        // before `bd`, `x + 1` after it; each destination dimension keeps
+        // its box dimension (`bd`'s outer part), and the inner part, `bd +
+        // 1`, goes last.
+        let bd = c.permute.get(dim).copied().unwrap_or(dim);
+        let old: Vec<usize> = (0..rank).map(|d| c.permute.get(d).copied().unwrap_or(d)).collect();
+        c.split = Some(CopySplit { dim: bd, factor: k });
+        c.permute = old.into_iter().map(|x| if x > bd { x + 1 } else { x }).chain([bd + 1]).collect();
     }
     for &op in &plan.intrinsics {
         if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {

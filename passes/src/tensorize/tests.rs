@@ -64,6 +64,18 @@ const CONTRACTIONS: &[&str] = &[
   }
   return %C
 }",
+    // An int8 convolution: `cache` stages the weights with `f` innermost
+    // (a permuted copy), which packing composes with.
+    "func @f(%x: tensor<1x8x6x6xu8>, %w: tensor<16x8x3x3xi8>) -> tensor<1x16x4x4xi32> {
+  %y = compute (n: 1, f: 16, oh: 4, ow: 4) reduce sum (c: 8, r: 3, s: 3)
+      reads(%xv = %x[n, c, oh + r, ow + s], %wv = %w[f, c, r, s]) -> tensor<1x16x4x4xi32>[n, f, oh, ow] {
+    %p = cast %xv : u8 -> i32
+    %q = cast %wv : i8 -> i32
+    %0 = mul %p, %q : i32
+    yield %0 : i32
+  }
+  return %y
+}",
 ];
 
 /// The x86 targets, and x86-avx512 with AVX512-BF16 (which offers `vdpbf16ps.zmm`).
@@ -175,18 +187,20 @@ proptest! {
     }
 }
 
-/// The `dot` contractions (u8 and bf16 GEMMs, the batched u8 GEMM) on the
-/// targets that offer `dot` intrinsics, over fixed seeds: some cases must
-/// repack the lanes operand, so the property test above covers packing.
+/// The `dot` contractions (u8 and bf16 GEMMs, the batched u8 GEMM, the
+/// int8 convolution) on the targets that offer `dot` intrinsics, over
+/// fixed seeds: some cases must repack the lanes operand, the convolution's
+/// permuted weights among them, so the property test above covers packing.
 #[test]
 fn packing_is_exercised() {
-    let (mut tensorized, mut packed) = (0, 0);
+    let (mut tensorized, mut packed, mut conv_packed) = (0, 0, 0);
     for seed in 0..24u64 {
-        for (op, which) in [(1, 1), (2, 2), (4, 1)] {
+        for (op, which) in [(1, 1), (2, 2), (4, 1), (5, 1)] {
             match tensorize_case(op, which, seed) {
                 Ok(Some(p)) => {
                     tensorized += 1;
                     packed += u32::from(p);
+                    conv_packed += u32::from(p && op == 5);
                 }
                 Ok(None) => {}
                 Err(e) => panic!("op {op}, target {which}, seed {seed}: {e}"),
@@ -194,4 +208,5 @@ fn packing_is_exercised() {
         }
     }
     assert!(packed * 5 >= tensorized, "{packed} of {tensorized} tensorized dot kernels repacked");
+    assert!(conv_packed > 0, "no convolution repacked ({packed} of {tensorized} kernels)");
 }
