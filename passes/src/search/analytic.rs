@@ -276,10 +276,22 @@ impl Problem {
         let load_units = l1.map_or(1.0, |m| (m.bandwidth_gbs / per_clock / vector_bytes).round().max(1.0));
         let fma_cycles = acc / fma_units / steps_per_op;
         let mut issue = fma_cycles / fma_cycles.max(loads / steps_per_op / load_units);
-        if let Some(x) = self.intrinsic_of(cfg).filter(|x| x.is_dot() && cfg.pack_level(x.mapping.a).is_none()) {
-            // Unpacked lanes operand: a gather per instruction.
-            let (per_instruction, gather) = (1.0 / fma_units, f64::from(x.intrinsic.m * x.intrinsic.k) * t.model.scatter_lane_cost);
-            issue *= per_instruction / (per_instruction + gather);
+        if let Some(x) = self.intrinsic_of(cfg).filter(|x| x.is_dot()) {
+            // Per instruction, the elements gathered one by one: an
+            // unpacked lanes operand's `m × k`; an unpacked broadcast
+            // operand's `k` where they are not consecutive in its source
+            // (a convolution's input channels, a plane apart).
+            let mut gathered = 0.0;
+            if cfg.pack_level(x.mapping.a).is_none() {
+                gathered += f64::from(x.intrinsic.m * x.intrinsic.k);
+            }
+            let k_axis = x.mapping.k.first().copied();
+            let b_consecutive = self.compute.all_reads().nth(x.mapping.b).zip(k_axis).is_some_and(|((_, read), k)| Self::walks_contiguously(&read.indices, k, None));
+            if cfg.pack_level(x.mapping.b).is_none() && !b_consecutive {
+                gathered += f64::from(x.intrinsic.k);
+            }
+            let per_instruction = 1.0 / fma_units;
+            issue *= per_instruction / (per_instruction + gathered * t.model.scatter_lane_cost);
         }
         let latency = (acc / (fma_units * latency_cycles)).min(1.0);
         let regs = t.isa.vector_registers.max(1) as f64;

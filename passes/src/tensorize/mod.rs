@@ -58,7 +58,7 @@ follow each other and code generation loads them as one vector.",
     ],
     statistics: &[
         ("tensorized", "contraction statements rewritten into intrinsic calls"),
-        ("packed", "local buffers of `dot` intrinsics' lanes operand repacked as [K/k][M][k] (VNNI's layout)"),
+        ("packed", "staged operands of `dot` intrinsics repacked with their `k` elements innermost (VNNI's layout)"),
     ],
     create: |o: &PassOptions| {
         let axis = |name: &str| o.str(name).split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();

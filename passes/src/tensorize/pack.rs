@@ -1,4 +1,4 @@
-//! Repacking the lanes operand of `dot` intrinsics (VNNI's layout).
+//! Repacking the operands of `dot` intrinsics (VNNI's layout).
 //!
 //! `vpdpbusd` (and `vdpbf16ps`) want lane `m`'s `k` elements of `a`
 //! consecutive, the lanes one after the other: `[K/k][M][k]`. `cache`
@@ -9,6 +9,12 @@
 //! the copy splits the `k` dimension and moves its inner part innermost
 //! (`split [dk, k] permute [...]`), and the intrinsics read the packed
 //! indices, so each intrinsic's `a` is one contiguous vector load.
+//! The broadcast operand `b` is packed the same way where its `k`
+//! elements are not already consecutive: a convolution's input tile
+//! `x[n, c, h, w]` becomes `[n][c/4][h][w][4]`, so each instruction's four
+//! channels are one 32-bit load and a broadcast instead of four byte
+//! loads. (A copy that already permutes, like `cache`'s weights with `f`
+//! innermost, composes with the split.)
 //!
 //! The rewrite only changes where the buffer's elements live, never which
 //! element an access reaches, so it is skipped, not reported, whenever one
@@ -18,24 +24,32 @@ use crate::nest::subtree;
 use tilec::ir::*;
 
 /// Packs the lanes operand of the `dot` intrinsics in `kernel` where the
-/// conditions hold (module documentation); returns how many buffers it
-/// packed.
+/// conditions hold (module documentation), and the broadcast operand the
+/// same way where its `k` elements are not already consecutive (a
+/// convolution's input channels: NCHW becomes NC/4HW4); returns how many
+/// buffers it packed.
 pub fn pack_lanes_operands(f: &mut Function, kernel: Op) -> u64 {
     let ops = subtree(f, kernel);
-    let mut buffers: Vec<Value> = Vec::new();
+    // (buffer, operand): the lanes operand `a` (1) and the broadcast one
+    // `b` (2), whose `k` elements a lane reads together either way.
+    let mut buffers: Vec<(Value, usize)> = Vec::new();
     for &op in &ops {
         if let OpKind::Intrinsic(x) = &f.ops[op].kind
             && x.kind == IntrinsicKind::Dot
             && x.shape[2] > 1
-            && !buffers.contains(&f.ops[op].operands[1])
         {
-            buffers.push(f.ops[op].operands[1]);
+            for operand in [1, 2] {
+                let v = f.ops[op].operands[operand];
+                if !buffers.iter().any(|&(b, _)| b == v) {
+                    buffers.push((v, operand));
+                }
+            }
         }
     }
     let mut packed = 0;
-    for buffer in buffers {
-        if let Some(plan) = plan(f, &ops, buffer) {
-            apply(f, buffer, &plan);
+    for (buffer, operand) in buffers {
+        if let Some(plan) = plan(f, &ops, buffer, operand) {
+            apply(f, buffer, &plan, operand);
             packed += 1;
         }
     }
@@ -77,7 +91,7 @@ fn unit_step_dim(steps: &[i64]) -> Option<usize> {
 /// stepping `k` along one dimension `dk` (the same for all) and `m` along
 /// another, with origins and the copy's destination in `dk` divisible by
 /// `k`, and the copy's box and the buffer in `dk` multiples of `k`.
-fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
+fn plan(f: &Function, ops: &[Op], buffer: Value, operand: usize) -> Option<Plan> {
     let alloc = f.def_op(buffer)?;
     let Type::Buffer(b) = f.value_type(buffer) else {
         return None;
@@ -100,21 +114,31 @@ fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
                 }
                 copy = Some(op);
             }
-            OpKind::Intrinsic(x) if at == 1 && !data.operands[..3].iter().enumerate().any(|(i, &v)| i != 1 && v == buffer) => {
+            OpKind::Intrinsic(x) if at == operand && !data.operands[..3].iter().enumerate().any(|(i, &v)| i != operand && v == buffer) => {
                 let k = x.shape[2];
-                if x.kind != IntrinsicKind::Dot || k <= 1 || x.a.steps.iter().any(|s| s.len() != x.a.indices.len()) {
+                let t = if operand == 1 { &x.a } else { &x.b };
+                if x.kind != IntrinsicKind::Dot || k <= 1 || t.steps.iter().any(|s| s.len() != t.indices.len()) {
                     return None;
                 }
-                let dk = unit_step_dim(&x.a.steps[2])?;
-                let dm = unit_step_dim(&x.a.steps[0])?;
-                if dm == dk || x.a.steps[1].iter().any(|&s| s != 0) {
+                let dk = unit_step_dim(&t.steps[2])?;
+                // The lanes operand moves along `m` in another dimension
+                // (the broadcast one does not move along `m`).
+                if operand == 1 && unit_step_dim(&t.steps[0])? == dk {
+                    return None;
+                }
+                if t.steps[1].iter().any(|&s| s != 0) || (operand == 2 && t.steps[0].iter().any(|&s| s != 0)) {
+                    return None;
+                }
+                // A broadcast operand whose `k` elements are already the
+                // buffer's innermost run is consecutive as it is.
+                if operand == 2 && dk + 1 == t.indices.len() {
                     return None;
                 }
                 if packing.is_some_and(|p| p != (dk, k)) {
                     return None;
                 }
                 packing = Some((dk, k));
-                divided(x.a.indices.get(dk)?, k as i64)?;
+                divided(t.indices.get(dk)?, k as i64)?;
                 intrinsics.push(op);
             }
             _ => return None,
@@ -137,7 +161,7 @@ fn plan(f: &Function, ops: &[Op], buffer: Value) -> Option<Plan> {
 
 /// Packs `buffer` as `plan` says: the buffer's type, its copy and the
 /// intrinsics' `a` operands.
-fn apply(f: &mut Function, buffer: Value, plan: &Plan) {
+fn apply(f: &mut Function, buffer: Value, plan: &Plan, operand: usize) {
     let (dim, k) = (plan.dim, plan.factor);
     // Old index `y` in `dim` becomes `y / k` there and `y % k` innermost.
     if let Type::Buffer(b) = &mut f.values[buffer].ty {
@@ -160,7 +184,7 @@ fn apply(f: &mut Function, buffer: Value, plan: &Plan) {
     }
     for &op in &plan.intrinsics {
         if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
-            let a = &mut x.a;
+            let a = if operand == 1 { &mut x.a } else { &mut x.b };
             a.indices[dim] = divided(&a.indices[dim], k as i64).expect("checked by plan");
             a.indices.push(AffineExpr::constant(0));
             for steps in &mut a.steps {
