@@ -101,7 +101,15 @@ def onnx_case(header, threads):
         k = int(re.search(r"window (\d+)", header).group(1))
         op = "MaxPool" if header.startswith("max") else "AveragePool"
         node = helper.make_node(op, ["x"], ["y"], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
-    graph = helper.make_graph([node], "baseline", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return onnx_timed(node, inputs, TensorProto.FLOAT, feeds, threads, "onnxruntime " + ort.__version__)
+
+
+def onnx_timed(node, inputs, output_type, feeds, threads, library):
+    """Times one onnxruntime session of the single-node graph `node`."""
+    from onnx import helper
+    import onnxruntime as ort
+
+    graph = helper.make_graph([node], "baseline", inputs, [helper.make_tensor_value_info("y", output_type, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     # A newer onnx writes a newer IR version than onnxruntime may read; opset
     # 13 needs no more than IR version 7.
@@ -109,7 +117,7 @@ def onnx_case(header, threads):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return {"library": "onnxruntime " + ort.__version__, "median_s": median_time(lambda: session.run(None, feeds))}
+    return {"library": library, "median_s": median_time(lambda: session.run(None, feeds))}
 
 
 def onnx_int8_case(header, threads):
@@ -135,13 +143,7 @@ def onnx_int8_case(header, threads):
         node = helper.make_node("ConvInteger", ["x", "w"], ["y"], strides=[stride, stride], pads=[pad] * 4)
     inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape), helper.make_tensor_value_info("w", TensorProto.INT8, w_shape)]
     feeds = {"x": rng.integers(0, 256, x_shape, dtype=np.uint8), "w": rng.integers(-128, 128, w_shape, dtype=np.int8)}
-    graph = helper.make_graph([node], "baseline", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = min(model.ir_version, 7)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return {"library": f"onnxruntime {ort.__version__} {node.op_type}", "median_s": median_time(lambda: session.run(None, feeds))}
+    return onnx_timed(node, inputs, TensorProto.INT32, feeds, threads, f"onnxruntime {ort.__version__} {node.op_type}")
 
 
 def torch_cuda_case(header):

@@ -847,22 +847,7 @@ impl<'f> Emitter<'f> {
         let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
         let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let vty = format!("vector<{}x{}>", lanes * k, mlir_elem(tt.elem));
-        // Consecutive: each element one further in memory (the buffer is
-        // row-major), whichever dimensions the steps move along: a lanes
-        // operand packed as `[K/k][M][k]` moves `m` along its middle
-        // dimension and `k` along its last, and is one run all the same.
-        // (The verifier keeps the whole tile in bounds, so the run stays
-        // within the buffer.)
-        let mut strides = vec![1i64; tt.shape.len()];
-        for d in (0..tt.shape.len().saturating_sub(1)).rev() {
-            strides[d] = strides[d + 1].saturating_mul(tt.shape[d + 1] as i64);
-        }
-        let linear = |p: [i64; 3]| (0..origin.len()).map(|d| t.offset(d, p).saturating_mul(strides.get(d).copied().unwrap_or(0))).fold(0i64, i64::saturating_add);
-        let consecutive = t.pad.is_none()
-            && origin.len() == tt.shape.len()
-            && origin.iter().all(|e| e.divisor() == 1)
-            && (0..lanes as i64).all(|l| (0..k as i64).all(|q| linear(point(l, q)) == l * k as i64 + q));
-        if consecutive {
+        if is_run(t, &tt.shape, lanes, k, &point) {
             let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             let v = self.fresh("tv");
             self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
@@ -885,11 +870,10 @@ impl<'f> Emitter<'f> {
         let f = self.f;
         let buf = f.ops[op].operands[0];
         let (m, mty) = self.memref_of(buf)?;
+        let shape = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?.shape;
         let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let vty = format!("vector<{lanes}x{}>", mlir_elem(elem));
-        let last = origin.len().saturating_sub(1);
-        let consecutive = origin.iter().all(|e| e.divisor() == 1) && (0..origin.len()).all(|d| t.steps[0][d] == if d == last { 1 } else { 0 });
-        if consecutive {
+        if is_run(t, &shape, lanes, 1, &|l, _| [l, 0, 0]) {
             let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             self.line(&format!("vector.store {v}, {m}[{}] : {mty}, {vty}", base.join(", ")));
             return Ok(());
@@ -1675,6 +1659,25 @@ impl<'f> Emitter<'f> {
         let v = as_elem(self, &sum, true);
         Ok(Ev::Vector(v, ty))
     }
+}
+
+/// Are an intrinsic operand's elements at `point(l, q)` (`l < lanes`, `q <
+/// k`) one run of memory, element `l·k + q` at offset `l·k + q` from the
+/// origin, with no padding? The buffer is row-major, so this holds
+/// whichever dimensions the steps move along: a lanes operand packed as
+/// `[K/k][M][k]` moves `m` along its middle dimension and `k` along its
+/// last, and is one run all the same. (The verifier keeps the whole tile in
+/// bounds, so the run stays within the buffer.)
+fn is_run(t: &TileOperand, shape: &[u64], lanes: u64, k: u64, point: &dyn Fn(i64, i64) -> [i64; 3]) -> bool {
+    let mut strides = vec![1i64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1].saturating_mul(shape[d + 1] as i64);
+    }
+    let linear = |p: [i64; 3]| (0..t.indices.len()).map(|d| t.offset(d, p).saturating_mul(strides.get(d).copied().unwrap_or(0))).fold(0i64, i64::saturating_add);
+    t.pad.is_none()
+        && t.indices.len() == shape.len()
+        && t.indices.iter().all(|e| e.divisor() == 1)
+        && (0..lanes as i64).all(|l| (0..k as i64).all(|q| linear(point(l, q)) == l * k as i64 + q))
 }
 
 /// `e + offset` (an origin moved to another point of an intrinsic's tile;
