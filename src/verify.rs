@@ -736,7 +736,7 @@ impl Verifier<'_> {
                     .with_help("allocate it before the loops; kernels write their results into buffers of the function"),
             ),
             MemScope::Shared => {
-                if let Some(&t) = ctx.loops.iter().rev().find(|&&l| matches!(self.mapping_of(l), Mapping::Thread(_))) {
+                if let Some(&t) = ctx.loops.iter().rev().find(|&&l| self.mapping_of(l).is_gpu_thread()) {
                     self.err(
                         Diagnostic::error("`shared` buffer allocated inside a thread-mapped loop")
                             .at(span, "one copy per block, not per thread")
@@ -828,13 +828,67 @@ impl Verifier<'_> {
             }
             _ => {}
         }
+        if m == Mapping::Lane {
+            self.lane_loop(op);
+        }
+        if matches!(m, Mapping::Thread(_))
+            && let Some(o) = find(self, &|x| x == Mapping::Lane)
+        {
+            self.err(
+                Diagnostic::error(format!("thread-mapped loop `map({m})` inside a lane loop"))
+                    .at(span, "warps contain lanes, not threads")
+                    .with_secondary(self.op_span(o), "lane loop"),
+            );
+        }
         if matches!(m, Mapping::Block(_))
-            && let Some(o) = find(self, &|x| matches!(x, Mapping::Thread(_)))
+            && let Some(o) = find(self, &|x| x.is_gpu_thread())
         {
             self.err(
                 Diagnostic::error(format!("block-mapped loop `map({m})` inside a thread-mapped loop"))
                     .at(span, "blocks contain threads, not the other way round")
                     .with_secondary(self.op_span(o), "thread-mapped loop"),
+            );
+        }
+    }
+
+    /// A `lane` loop: directly inside a thread or lane loop (its only op),
+    /// and, at the outermost one, lane loops splitting a warp's 32 lanes.
+    fn lane_loop(&mut self, op: Op) {
+        let f = self.f;
+        let span = self.op_span(op);
+        let parent = f.ops[op].parent;
+        let owner = f.regions[parent].owner;
+        let direct = f.regions[parent].ops.len() == 1;
+        let owner_mapping = owner.filter(|&o| matches!(f.ops[o].kind, OpKind::For(_))).map(|o| self.mapping_of(o));
+        if !direct || !owner_mapping.is_some_and(Mapping::is_gpu_thread) {
+            self.err(
+                Diagnostic::error("a `lane` loop must be the only op of a thread or lane loop")
+                    .at(span, "not directly inside a thread loop")
+                    .with_note("the lane loops split each thread's iteration into the 32 lanes of a warp"),
+            );
+            return;
+        }
+        if owner_mapping == Some(Mapping::Lane) {
+            return;
+        }
+        let mut lanes = 1u64;
+        let mut at = op;
+        loop {
+            let OpKind::For(l) = &f.ops[at].kind else { break };
+            if l.mapping != Mapping::Lane {
+                break;
+            }
+            lanes = lanes.saturating_mul(l.extent);
+            match f.regions[f.ops[at].regions[0]].ops.as_slice() {
+                [only] => at = *only,
+                _ => break,
+            }
+        }
+        if lanes != WARP_LANES {
+            self.err(
+                Diagnostic::error(format!("the lane loops here split {lanes} lanes, not a warp's {WARP_LANES}"))
+                    .at(span, "lane loops")
+                    .with_help("nest lane loops whose extents multiply to 32 (`mma` uses 8 × 4: the lane's group and its index in it)"),
             );
         }
     }
@@ -1243,6 +1297,24 @@ impl Verifier<'_> {
             );
             ok = false;
         }
+        if let Some(lane) = &x.lane {
+            ok &= self.index_operands(op, 3, lane.iter());
+            if x.kind != IntrinsicKind::Mma {
+                self.err(
+                    Diagnostic::error(format!("a `{}` intrinsic has no `lane` clause", x.kind))
+                        .at(span, "not a warp's fragment")
+                        .with_note("`lane(%g, %t)` makes the accumulator a lane's fragment of an `mma` intrinsic's tile"),
+                );
+                ok = false;
+            } else if [m, n] != [16, 8] {
+                self.err(
+                    Diagnostic::error(format!("a lane's fragment is defined for `mma` tiles of 16 × 8, not {m} × {n}"))
+                        .at(span, "no fragment layout")
+                        .with_note("lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 (PTX's m16n8 accumulator)"),
+                );
+                ok = false;
+            }
+        }
         // Which axes an operand may move along: the accumulator not along
         // `k`, `a` not along `n`, `b` not along `m`.
         let roles = [("accumulator", 2usize), ("`a`", 1), ("`b`", 0)];
@@ -1295,7 +1367,8 @@ impl Verifier<'_> {
             for (d, e) in t.indices.iter().enumerate() {
                 let (mut lo, mut hi) = (0i64, 0i64);
                 for a in 0..3 {
-                    let reach = t.steps[a][d].saturating_mul(x.shape[a].saturating_sub(1).min(i64::MAX as u64) as i64);
+                    let extent = if i == 0 && a < 2 { x.acc_shape()[a] } else { x.shape[a] };
+                    let reach = t.steps[a][d].saturating_mul(extent.saturating_sub(1).min(i64::MAX as u64) as i64);
                     if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }
                 }
                 let shifted = if lo == 0 { Ok(e.clone()) } else { e.checked_add(&AffineExpr::constant(lo)) };

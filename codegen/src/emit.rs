@@ -19,7 +19,9 @@
 //! splits them over cores; GPU block and thread loops become
 //! `gpu.block_id`/`gpu.thread_id`, shared buffers workgroup memory,
 //! barriers `gpu.barrier`, cooperative copies loops strided by the block's
-//! thread count.
+//! thread count; `lane` loops make each `thread.x` iteration a warp of 32
+//! hardware threads along x, and an `mma` intrinsic with `lane(...)` the
+//! warp's `nvgpu.mma.sync` on the lane's fragments.
 //!
 //! Arithmetic follows `tilec::ir::scalar`: f16/bf16 ops are computed in
 //! f32 and rounded per op (by LLVM for f16, by MLIR's
@@ -181,6 +183,9 @@ pub struct Emitter<'f> {
     shared_offsets: Vec<u64>,
     /// GPU: the block's linear thread index and thread count, once known.
     thread_linear: Option<(String, u64)>,
+    /// GPU: the kernel has `lane` loops, so `threadIdx.x` is 32 times the
+    /// `thread.x` loop's index plus the lane: the hardware `threadIdx.x`.
+    warp_lanes: Option<String>,
     shared_bytes: u64,
     /// CPU: bytes of the local buffers on the stack (each 64-byte aligned).
     stack_bytes: u64,
@@ -243,7 +248,7 @@ impl<'f> Emitter<'f> {
             Device::Gpu { max_static_shared_bytes } => max_static_shared_bytes,
             Device::Cpu => 0,
         };
-        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, shared_bytes: 0, stack_bytes: 0 };
+        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, warp_lanes: None, shared_bytes: 0, stack_bytes: 0 };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -385,18 +390,26 @@ impl<'f> Emitter<'f> {
     }
 
     fn gpu_kernel_body(&mut self, body: Region, abi: &mut KernelAbi) -> Result<(), EmitError> {
-        // Launch dimensions come from the block and thread loops.
+        // Launch dimensions come from the block and thread loops; `lane`
+        // loops (32 lanes in all, the verifier's rule) make each thread a
+        // warp along x.
+        let mut lanes = 1;
         for o in tilec_ops_inside(self.f, self.f.regions[body].owner.expect("kernel region")) {
             if let OpKind::For(l) = &self.f.ops[o].kind {
                 match l.mapping {
                     Mapping::Block(d) => abi.grid[d as usize] = l.extent,
                     Mapping::Thread(d) => abi.block[d as usize] = l.extent,
+                    Mapping::Lane => lanes = WARP_LANES,
                     _ => {}
                 }
             }
         }
+        abi.block[0] *= lanes;
         let threads: u64 = abi.block.iter().product();
         let (x, y, z) = (self.fresh("tx"), self.fresh("ty"), self.fresh("tz"));
+        if lanes > 1 {
+            self.warp_lanes = Some(x.clone());
+        }
         self.line(&format!("{x} = gpu.thread_id x"));
         self.line(&format!("{y} = gpu.thread_id y"));
         self.line(&format!("{z} = gpu.thread_id z"));
@@ -526,8 +539,35 @@ impl<'f> Emitter<'f> {
         match mapping {
             Mapping::Block(d) | Mapping::Thread(d) if self.gpu => {
                 let kind = if matches!(mapping, Mapping::Block(_)) { "block_id" } else { "thread_id" };
-                let n = self.fresh("id");
+                let mut n = self.fresh("id");
                 self.line(&format!("{n} = gpu.{kind} {}", ["x", "y", "z"][d as usize]));
+                if mapping == Mapping::Thread(0) && self.warp_lanes.is_some() {
+                    // One warp per thread: threadIdx.x / 32.
+                    let (w, warp) = (self.constant_index(WARP_LANES as i64), self.fresh("warp"));
+                    self.line(&format!("{warp} = arith.divui {n}, {w} : index"));
+                    n = warp;
+                }
+                self.vals.insert(iv, Ev::Index(n));
+                self.region(body)
+            }
+            Mapping::Lane if self.gpu => {
+                // threadIdx.x % 32, split over the lane loops (outermost most
+                // significant): this loop's part is lane / inner % extent.
+                let tx = self.warp_lanes.clone().ok_or_else(|| EmitError("a lane loop in a kernel without lanes".into()))?;
+                let mut inner = 1u64;
+                let mut at = body;
+                while let [only] = f.regions[at].ops.as_slice()
+                    && let OpKind::For(l) = &f.ops[*only].kind
+                    && l.mapping == Mapping::Lane
+                {
+                    inner *= l.extent;
+                    at = f.ops[*only].regions[0];
+                }
+                let (w, lane) = (self.constant_index(WARP_LANES as i64), self.fresh("lane"));
+                self.line(&format!("{lane} = arith.remui {tx}, {w} : index"));
+                let (ci, ce, q, n) = (self.constant_index(inner as i64), self.constant_index(extent as i64), self.fresh("lq"), self.fresh("lane"));
+                self.line(&format!("{q} = arith.divui {lane}, {ci} : index"));
+                self.line(&format!("{n} = arith.remui {q}, {ce} : index"));
                 self.vals.insert(iv, Ev::Index(n));
                 self.region(body)
             }
@@ -786,7 +826,10 @@ impl<'f> Emitter<'f> {
     /// gathered element by element (with their padding).
     fn intrinsic(&mut self, op: Op, x: &IntrinsicCall) -> Result<(), EmitError> {
         if self.gpu {
-            return err(format!("`{}`: warp intrinsics are not compiled yet", x.name));
+            return match &x.lane {
+                Some(lane) if x.kind == IntrinsicKind::Mma => self.warp_mma(op, x, lane),
+                _ => err(format!("`{}`: a GPU runs warp intrinsics (`mma` with `lane(...)`, made by tensorize) only", x.name)),
+            };
         }
         if !x.kind.is_vector() || x.shape[1] != 1 {
             return err(format!("`{}`: a CPU runs vector intrinsics (`fma`, `dot`) only", x.name));
@@ -834,6 +877,95 @@ impl<'f> Emitter<'f> {
             _ => return err(format!("`{}`: no x86 instruction computes a {} of {lanes} lanes of {k} {ea} × {eb} products into {ec}", x.name, x.kind)),
         }
         self.store_tile_vector(op, &x.acc, lanes, &r, ec)
+    }
+
+    /// A warp's `mma.sync` (`nvgpu.mma.sync`), in lane `(g, t)` of the
+    /// warp: the lane loads its fragments of `a` and `b` from memory, in
+    /// PTX's layouts ("Matrix Fragments for mma.m16n8k16 / m16n8k32"), and
+    /// its accumulator fragment from the local buffer, where it stores the
+    /// result. Register `r` of `a` holds elements `e` of row `g + 8·(r %
+    /// 2)`, columns `c·t + e + 4·c·(r / 2)`; register `r` of `b` rows
+    /// `c·t + e + 4·c·r` of column `g`; `c` is 2 for 16-bit types and 4 for
+    /// bytes (`k` = 16 or 32).
+    fn warp_mma(&mut self, op: Op, x: &IntrinsicCall, lane: &[AffineExpr<Dim>; 2]) -> Result<(), EmitError> {
+        let f = self.f;
+        let operands = &f.ops[op].operands;
+        let elem = |i: usize| f.value_type(operands[i]).readable().map(|t| t.elem).ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()));
+        let (ec, ea, eb) = (elem(0)?, elem(1)?, elem(2)?);
+        let per_reg: i64 = match (x.shape, ea, eb, ec) {
+            ([16, 8, 16], ElemType::F16, ElemType::F16, ElemType::F32 | ElemType::F16) => 2,
+            ([16, 8, 32], ElemType::I8, ElemType::I8, ElemType::I32) => 4,
+            _ => return err(format!("`{}`: nvgpu.mma.sync has no {}x{}x{} form of {ea} × {eb} into {ec} (f16 with k = 16, i8 with k = 32)", x.name, x.shape[0], x.shape[1], x.shape[2])),
+        };
+        let [g, t] = [f.expr_in_values(op, &lane[0]), f.expr_in_values(op, &lane[1])];
+        let affine = |base: &AffineExpr<Value>, scale: i64, plus: i64| -> Result<AffineExpr<Value>, EmitError> {
+            base.checked_scale(scale).and_then(|e| e.checked_add(&AffineExpr::constant(plus))).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))
+        };
+        // Operand `i`'s element at intrinsic point `p` (expressions in the lane).
+        let element = |this: &mut Self, i: usize, tile: &TileOperand, p: [AffineExpr<Value>; 3]| -> Result<String, EmitError> {
+            let buf = operands[i];
+            let (m, mty) = this.memref_of(buf)?;
+            let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
+            let mut at = Vec::new();
+            for (d, e) in tile.indices.iter().enumerate() {
+                let mut idx = f.expr_in_values(op, e);
+                for (axis, offset) in p.iter().enumerate() {
+                    let step = tile.steps[axis][d];
+                    if step != 0 {
+                        if idx.divisor() != 1 {
+                            return err("an intrinsic's operand steps inside a division");
+                        }
+                        idx = offset.checked_scale(step).and_then(|o| idx.checked_add(&o)).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))?;
+                    }
+                }
+                at.push(idx);
+            }
+            this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad)
+        };
+        let zero = AffineExpr::constant(0);
+        let mut a_parts = Vec::new();
+        for r in 0..4 {
+            for e in 0..per_reg {
+                let (row, col) = (affine(&g, 1, 8 * (r % 2))?, affine(&t, per_reg, e + 4 * per_reg * (r / 2))?);
+                a_parts.push(element(self, 1, &x.a, [row, zero.clone(), col])?);
+            }
+        }
+        let mut b_parts = Vec::new();
+        for r in 0..2 {
+            for e in 0..per_reg {
+                let krow = affine(&t, per_reg, e + 4 * per_reg * r)?;
+                b_parts.push(element(self, 2, &x.b, [zero.clone(), g.clone(), krow])?);
+            }
+        }
+        // The accumulator fragment: 2 × 2 elements at constant offsets.
+        let acc_buf = operands[0];
+        let (m, mty) = self.memref_of(acc_buf)?;
+        let origin: Vec<AffineExpr<Value>> = x.acc.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let mut acc_idx = Vec::new();
+        for (fm, fn_) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, x.acc.offset(d, [fm, fn_, 0]))).collect::<Result<_, _>>()?;
+            let idx: Vec<String> = at.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+            acc_idx.push(idx);
+        }
+        let mut c_parts = Vec::new();
+        for idx in &acc_idx {
+            let v = self.fresh("fr");
+            self.line(&format!("{v} = memref.load {m}[{}] : {mty}", idx.join(", ")));
+            c_parts.push(v);
+        }
+        let (et_a, et_c) = (mlir_elem(ea), mlir_elem(ec));
+        let (a_ty, b_ty, c_ty) = (format!("vector<4x{per_reg}x{et_a}>"), format!("vector<2x{per_reg}x{et_a}>"), format!("vector<2x2x{et_c}>"));
+        let (va, vb, vc, r) = (self.fresh("fa"), self.fresh("fb"), self.fresh("fc"), self.fresh("mma"));
+        self.line(&format!("{va} = vector.from_elements {} : {a_ty}", a_parts.join(", ")));
+        self.line(&format!("{vb} = vector.from_elements {} : {b_ty}", b_parts.join(", ")));
+        self.line(&format!("{vc} = vector.from_elements {} : {c_ty}", c_parts.join(", ")));
+        self.line(&format!("{r} = nvgpu.mma.sync({va}, {vb}, {vc}) {{mmaShape = [{}, {}, {}]}} : ({a_ty}, {b_ty}, {c_ty}) -> {c_ty}", x.shape[0], x.shape[1], x.shape[2]));
+        for ((fm, fn_), idx) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().zip(&acc_idx) {
+            let v = self.fresh("el");
+            self.line(&format!("{v} = vector.extract {r}[{fm}, {fn_}] : {et_c} from {c_ty}"));
+            self.line(&format!("memref.store {v}, {m}[{}] : {mty}", idx.join(", ")));
+        }
+        Ok(())
     }
 
     /// Operand `i` of an intrinsic as one vector of `lanes × k` elements,

@@ -141,10 +141,15 @@ pub fn rewrite_index_exprs(f: &mut Function, ops: &[Op], mut rewrite: impl FnMut
             OpKind::Intrinsic(x) => {
                 // The origins move; the steps of `m`, `n`, `k` do not.
                 let origins: Vec<Vec<AffineExpr<Value>>> = x.tiles().iter().map(|t| t.indices.iter().map(|e| rewrite(&f.expr_in_values(op, e))).collect()).collect();
+                let lane: Vec<AffineExpr<Value>> = x.lane.iter().flatten().map(|e| rewrite(&f.expr_in_values(op, e))).collect();
                 let fixed = f.ops[op].operands[..3].to_vec();
-                let (operands, packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2]]);
+                let (operands, mut packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2], &lane]);
                 f.ops[op].operands = operands;
                 if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
+                    let lane = packed.pop().expect("4 groups");
+                    if let Some(l) = &mut x.lane {
+                        *l = [lane[0].clone(), lane[1].clone()];
+                    }
                     for (t, indices) in x.tiles_mut().into_iter().zip(packed) {
                         t.indices = indices;
                     }

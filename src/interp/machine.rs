@@ -604,21 +604,40 @@ impl<'f, 'i> Machine<'f, 'i> {
                 (None, None) => Err(InterpError::new(format!("intrinsic reads {} out of bounds at point {p:?} (m, n, k)", this.buffers[bufs[i]].name))),
             }
         };
-        let [m, n, k] = x.shape.map(|s| s as i64);
+        let [_, _, k] = x.shape.map(|s| s as i64);
+        let [m, n] = x.acc_shape().map(|s| s as i64);
+        // A lane's fragment element (fm, fn) is the tile's point
+        // `fragment_point`; otherwise the accumulator spans the tile.
+        let lane = match &x.lane {
+            Some([g, t]) => Some((self.eval_index(op, env, g)?, self.eval_index(op, env, t)?)),
+            None => None,
+        };
         let acc_elem = elems[0];
         for mi in 0..m {
             for ni in 0..n {
                 let at = [mi, ni, 0];
+                let (tm, tn) = match lane {
+                    Some((g, t)) => IntrinsicCall::fragment_point(g, t, mi, ni),
+                    None => (mi, ni),
+                };
                 let acc = read(self, 0, at)?;
                 let mut products = Vec::with_capacity(k as usize);
                 for ki in 0..k {
-                    products.push((read(self, 1, [mi, ni, ki])?, read(self, 2, [mi, ni, ki])?));
+                    products.push((read(self, 1, [tm, tn, ki])?, read(self, 2, [tm, tn, ki])?));
                 }
                 let result = match (acc, x.kind) {
-                    (Val::I(acc), _) => Val::I(scalar::wrap_int(acc_elem, products.iter().try_fold(acc, |s, &(a, b)| match (a, b) {
-                        (Val::I(a), Val::I(b)) => Ok(s.wrapping_add(a.wrapping_mul(b))),
-                        _ => Err(InterpError::new("intrinsic: integer accumulator with float operands")),
-                    })?)),
+                    (Val::I(acc), kind) => {
+                        let sum = products.iter().try_fold(acc, |s, &(a, b)| match (a, b) {
+                            (Val::I(a), Val::I(b)) => Ok(s.wrapping_add(a.wrapping_mul(b))),
+                            _ => Err(InterpError::new("intrinsic: integer accumulator with float operands")),
+                        })?;
+                        // A warp's integer mma saturates its result (PTX
+                        // `.satfinite`, as nvgpu emits it); vector dot products wrap.
+                        match (kind, acc_elem.int_range()) {
+                            (IntrinsicKind::Mma, Some((lo, hi))) => Val::I(sum.clamp(lo, hi)),
+                            _ => Val::I(scalar::wrap_int(acc_elem, sum)),
+                        }
+                    }
                     (Val::F(acc), kind) => {
                         let mut floats = Vec::with_capacity(products.len());
                         for &(a, b) in &products {
@@ -643,7 +662,7 @@ impl<'f, 'i> Machine<'f, 'i> {
         let body = f.ops[op].regions[0];
         let iv = f.regions[body].args[0];
         match mapping {
-            Mapping::Thread(_) => {
+            Mapping::Thread(_) | Mapping::Lane => {
                 if self.thread.is_some() {
                     // Directly nested thread loops are gathered by the outer
                     // one; anything else is a structure we do not execute.
@@ -708,7 +727,7 @@ impl<'f, 'i> Machine<'f, 'i> {
         loop {
             let body = f.ops[*nest.last().expect("non-empty")].regions[0];
             match f.regions[body].ops.as_slice() {
-                [only] if matches!(&f.ops[*only].kind, OpKind::For(l) if matches!(l.mapping, Mapping::Thread(_))) => nest.push(*only),
+                [only] if matches!(&f.ops[*only].kind, OpKind::For(l) if l.mapping.is_gpu_thread()) => nest.push(*only),
                 _ => break,
             }
         }

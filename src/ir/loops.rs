@@ -21,6 +21,9 @@ use std::fmt;
 pub struct Dim(u32);
 entity_impl!(Dim, "d");
 
+/// The lanes of a GPU warp (NVIDIA's warp size): what `lane` loops split.
+pub const WARP_LANES: u64 = 32;
+
 /// How the iterations of a loop are executed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Mapping {
@@ -40,6 +43,12 @@ pub enum Mapping {
     Unroll,
     /// Serial, to be executed as vector lanes by code generation.
     Vector,
+    /// The lanes of a GPU warp (`tensorize` makes them for warp
+    /// intrinsics): the lane loops directly nested in a thread loop split
+    /// the 32 lanes, the outermost most significant, so that each iteration
+    /// of the thread loops is one warp. Concurrent like threads: barriers
+    /// and cooperative copies count every lane.
+    Lane,
 }
 
 impl Mapping {
@@ -53,6 +62,7 @@ impl Mapping {
             Mapping::VThread => "vthread".into(),
             Mapping::Unroll => "unroll".into(),
             Mapping::Vector => "vector".into(),
+            Mapping::Lane => "lane".into(),
         }
     }
 
@@ -64,6 +74,7 @@ impl Mapping {
             "vthread" => Mapping::VThread,
             "unroll" => Mapping::Unroll,
             "vector" => Mapping::Vector,
+            "lane" => Mapping::Lane,
             _ => {
                 let (kind, d) = s.split_once('.')?;
                 match kind {
@@ -77,7 +88,12 @@ impl Mapping {
 
     /// Iterations run as concurrent hardware threads or blocks.
     pub fn is_concurrent(self) -> bool {
-        matches!(self, Mapping::Parallel | Mapping::Block(_) | Mapping::Thread(_))
+        matches!(self, Mapping::Parallel | Mapping::Block(_) | Mapping::Thread(_) | Mapping::Lane)
+    }
+
+    /// A GPU thread or warp lane: the loops a block's threads run as.
+    pub fn is_gpu_thread(self) -> bool {
+        matches!(self, Mapping::Thread(_) | Mapping::Lane)
     }
 }
 
@@ -424,9 +440,29 @@ pub struct IntrinsicCall {
     pub acc: TileOperand,
     pub a: TileOperand,
     pub b: TileOperand,
+    /// A warp intrinsic computed by the lanes of a warp (`lane(%g, %t)`,
+    /// the text after `reads`): the lane's group `g` (0..8) and its index
+    /// `t` in the group (0..4), lane = 4·g + t. The accumulator is then
+    /// the lane's *fragment*: its `m` and `n` run over 2 × 2 elements, the
+    /// tile's rows `g + 8·m` and columns `2·t + n` (PTX's layout of an
+    /// m16n8 accumulator), while `a` and `b` address the whole tile in
+    /// memory. `None`: every operand is the whole tile.
+    pub lane: Option<[AffineExpr<Dim>; 2]>,
 }
 
 impl IntrinsicCall {
+    /// Rows and columns of the warp tile that lane `(g, t)` holds in its
+    /// fragment element `(fm, fn)` (`lane` above).
+    pub fn fragment_point(g: i64, t: i64, fm: i64, fn_: i64) -> (i64, i64) {
+        (g + 8 * fm, 2 * t + fn_)
+    }
+
+    /// The extent of the accumulator's `m` and `n` axes: the whole tile's,
+    /// or the 2 × 2 of a lane's fragment.
+    pub fn acc_shape(&self) -> [u64; 2] {
+        if self.lane.is_some() { [2, 2] } else { [self.shape[0], self.shape[1]] }
+    }
+
     /// The operands in operand order: `acc`, `a`, `b`.
     pub fn tiles(&self) -> [&TileOperand; 3] {
         [&self.acc, &self.a, &self.b]

@@ -451,12 +451,15 @@ Runs its body once for each value of the induction variable, `0` to `N - 1`
 (the lower bound is always 0). `map(...)` says how iterations execute: `serial`
 (the default, not printed) one after the other; `parallel` spread over CPU
 cores; `block.x/y/z` as GPU thread blocks and `thread.x/y/z` as the threads of
-a block, all iterations concurrently; `vthread`, `unroll` and `vector` are serial
+a block, all iterations concurrently; `lane` loops, each the only op of a thread
+or lane loop and splitting 32 lanes in all (the outermost most significant),
+make each thread iteration a warp whose lanes run concurrently too (warp
+intrinsics, `tensorize`); `vthread`, `unroll` and `vector` are serial
 in meaning and tell code generation to interleave virtual threads, unroll, or
 use vector lanes. Concurrent iterations must not write the same element.
 `axis(a.level)` records which compute axis and tile level the loop came from.
-Thread-mapped loops nest inside block-mapped loops; a mapping dimension occurs
-at most once on a nest; `vector` loops contain no loops.";
+Thread-mapped loops nest inside block-mapped loops, and not inside lane loops; a
+mapping dimension occurs at most once on a nest; `vector` loops contain no loops.";
 
 const COPY_DESCRIPTION: &str = "\
 Copies a box of elements: for every offset `e` in the box, `dst[p + e] = src[o +
@@ -482,9 +485,14 @@ may not use `n`, `b` may not use `m`. The kind gives the rounding: `fma`
 for integers (`u8`/`i8` operands widened to `i32`, wrapping) and, for `bf16`
 operands into `f32`, each product exact and added one at a time from the last
 `k` to the first, rounding each sum to `f32` (`vdpbf16ps`); `mma` and `wmma` add
-each product, exact, in `k` order, rounding each sum to the accumulator's type.
-The name is the target's (`tilec --list-targets -v`); `tensorize` makes these
-ops. Operands read within bounds, or `pad` outside them (`a` and `b`).";
+each product, exact, in `k` order, rounding each sum to the accumulator's type
+(integers: saturating the result to `i32`, as PTX's `.satfinite`). With `lane(%g,
+%t)` (an `mma` of 16 × 8, inside `lane` loops) the op is one lane's part of a
+warp's instruction: lane `4g + t` holds the accumulator's rows `g`, `g + 8` and
+columns `2t`, `2t + 1`, so its accumulator operand is that 2 × 2 fragment (`m`
+and `n` index it), while `a` and `b` address the whole tile. The name is the
+target's (`tilec --list-targets -v`); `tensorize` makes these ops. Operands read
+within bounds, or `pad` outside them (`a` and `b`).";
 
 const KERNEL_DESCRIPTION: &str = "\
 The loop nest made from one compute op, with the schedule it was made from; its
@@ -521,7 +529,7 @@ fn loop_op_decls() -> Vec<OpDecl> {
             "for",
             "a counted loop, mapped to hardware",
             FOR_DESCRIPTION,
-            "for %i = 0 to N [map(serial|parallel|block.x|...|thread.x|...|vthread|unroll|vector)] [axis(a.level)] {\n  ...\n}",
+            "for %i = 0 to N [map(serial|parallel|block.x|...|thread.x|...|lane|vthread|unroll|vector)] [axis(a.level)] {\n  ...\n}",
             "func @double(%x: tensor<8xf32>) -> tensor<8xf32> {\n  %y = alloc : buffer<8xf32, global>\n  for %i = 0 to 8 map(parallel) {\n    %a = load %x[%i] : f32\n    %b = add %a, %a : f32\n    store %b, %y[%i]\n  }\n  return %y\n}\n",
         ),
         decl(
@@ -549,7 +557,7 @@ fn loop_op_decls() -> Vec<OpDecl> {
             "intrinsic",
             "one tensor-intrinsic call over a tile",
             INTRINSIC_DESCRIPTION,
-            "intrinsic \"name\" fma|dot|mma|wmma [m, n, k] %acc[index, ...] += %a[index, ...] [pad(literal)] * %b[index, ...] [pad(literal)]",
+            "intrinsic \"name\" fma|dot|mma|wmma [m, n, k] [reads(name, name)] [lane(%g, %t)] %acc[index, ...] += %a[index, ...] [pad(literal)] * %b[index, ...] [pad(literal)]",
             "func @gemm_fma(%A: tensor<2x4xf32>, %B: tensor<4x8xf32>) -> tensor<2x8xf32> {\n  %C = alloc : buffer<2x8xf32, global>\n  fill %C, 0.0\n  for %i = 0 to 2 {\n    for %k = 0 to 4 {\n      intrinsic \"vfmadd231ps.ymm\" fma [8, 1, 1] %C[%i, m] += %B[%k, m] * %A[%i, %k]\n    }\n  }\n  return %C\n}\n",
         ),
         decl(

@@ -118,6 +118,9 @@ pub struct IntrinsicAst {
     pub shape: Vec<Word>,
     /// The read names of `a` and `b` (`reads(b, a)`).
     pub reads: Option<(Word, Word)>,
+    /// `lane(%g, %t)`: the clause's word (checked to be `lane`) and the
+    /// lane's group and index in it, of a warp intrinsic.
+    pub lane: Option<(Word, Word, Word)>,
     pub acc: TileAst,
     pub a: TileAst,
     pub b: TileAst,

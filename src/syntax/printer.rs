@@ -217,6 +217,9 @@ impl Printer<'_> {
                 if let (Some(a), Some(b)) = (&x.a.read, &x.b.read) {
                     write!(self.out, "reads({}, {}) ", name_text(a), name_text(b)).unwrap();
                 }
+                if let Some([g, t]) = &x.lane {
+                    write!(self.out, "lane({}, {}) ", self.index_text(op, g), self.index_text(op, t)).unwrap();
+                }
                 for (i, t) in x.tiles().into_iter().enumerate() {
                     let buf = operands.get(i).cloned().unwrap_or_default();
                     let indices = (0..t.indices.len()).map(|d| self.tile_index_text(op, t, d)).collect::<Vec<_>>().join(", ");

@@ -1279,6 +1279,25 @@ impl Resolver {
             self.error(Diagnostic::error("the accumulator of an intrinsic has no padding").at(p.span(), "only `a` and `b` may read padding").with_help("remove `pad(...)` after the accumulator"));
             return;
         }
+        let mut lane = None;
+        if let Some((word, g, t)) = &x.lane {
+            if word.text != "lane" {
+                self.error(
+                    Diagnostic::error(format!("unknown intrinsic clause `{}`", word.text))
+                        .at(word.span, "expected `lane`")
+                        .with_help("a warp intrinsic names its lane as `lane(%g, %t)`: its group (0..8) and index in the group (0..4)"),
+                );
+                return;
+            }
+            let (Some(g), Some(t)) = (self.lookup(scope, None, false, g), self.lookup(scope, None, false, t)) else { return };
+            for (v, w) in [(g, &x.lane.as_ref().expect("some").1), (t, &x.lane.as_ref().expect("some").2)] {
+                if func.value_type(v) != &Type::Index {
+                    self.error(Diagnostic::error(format!("`lane` takes index values, not `{}`", func.value_type(v))).at(w.span, "not an index value"));
+                    return;
+                }
+            }
+            lane = Some([g, t]);
+        }
         let mut operands = Vec::new();
         let mut resolved = Vec::new();
         for t in [&x.acc, &x.a, &x.b] {
@@ -1297,7 +1316,8 @@ impl Resolver {
             resolved.push((exprs, pad.flatten()));
         }
         let (Some(kind), Some(shape)) = (kind, shape) else { return };
-        let all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
+        let mut all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
+        all.extend(lane.iter().flatten().map(|&v| AffineExpr::var(v)));
         let mut dims = index_operands(&mut operands, &all).into_iter();
         let mut reads = [None, x.reads.as_ref().map(|r| r.0.text.clone()), x.reads.as_ref().map(|r| r.1.text.clone())].into_iter();
         let mut tiles = resolved.into_iter().map(|(exprs, pad)| {
@@ -1306,7 +1326,8 @@ impl Resolver {
             TileOperand { indices, steps, pad, read: reads.next().flatten() }
         });
         let (acc, a, b) = (tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"));
-        let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], acc, a, b };
+        let lane = lane.map(|_| [dims.next().expect("g"), dims.next().expect("t")]);
+        let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], acc, a, b, lane };
         func.append_op(place.region, OpKind::Intrinsic(Box::new(call)), operands, vec![], x.span);
     }
 

@@ -356,6 +356,8 @@ impl<'a> Checker<'a> {
             parts.push(match p {
                 FootprintPart::Read(r) => Part { what: self.read_name(r), bytes, span: self.read_span(r), read: true },
                 FootprintPart::Output => Part { what: "output".into(), bytes, span: Span::DUMMY, read: false },
+                // A warp's lanes each hold a fragment of the accumulator.
+                FootprintPart::Accumulator if self.plan.lanes > 1 => Part { what: format!("accumulator fragment (1/{})", self.plan.lanes), bytes: bytes.div_ceil(self.plan.lanes), span: Span::DUMMY, read: false },
                 FootprintPart::Accumulator => Part { what: "accumulator".into(), bytes, span: Span::DUMMY, read: false },
             })
         });
@@ -430,7 +432,7 @@ impl<'a> Checker<'a> {
     fn threads_per_block(&mut self) {
         let t = self.t;
         let Some(block) = self.res.block_threads(&|a, l| self.raw_size(a, l)) else { return };
-        let (g, th, threads) = (block.grid_level, block.thread_level, block.threads);
+        let (g, th, threads) = (block.grid_level, block.thread_level, block.threads.saturating_mul(self.plan.lanes));
         let mut parts = Vec::new();
         for a in self.c.spatial_axes() {
             let (outer, inner) = (self.raw_size(a, g), self.raw_size(a, th));
@@ -451,7 +453,11 @@ impl<'a> Checker<'a> {
                     ),
                     "too many threads",
                 )
-                .with_note(format!("threads per block are the product over spatial axes of the `{gl}` size over the `{tl}` size"))
+                .with_note(if self.plan.lanes > 1 {
+                    format!("threads per block are {} lanes (a warp intrinsic's) times the product over spatial axes of the `{gl}` size over the `{tl}` size", self.plan.lanes)
+                } else {
+                    format!("threads per block are the product over spatial axes of the `{gl}` size over the `{tl}` size")
+                })
                 .with_help(format!("use smaller `{gl}` tiles or larger `{tl}` tiles"));
             self.diags.push(d);
         }
@@ -465,7 +471,11 @@ impl<'a> Checker<'a> {
             return;
         }
         let cached = self.cached_at(&m.name);
-        let parts = self.res.register_parts(&cached, &|a| self.range_of(a, innermost));
+        let mut parts = self.res.register_parts(&cached, &|a| self.range_of(a, innermost));
+        if self.plan.lanes > 1 {
+            // A lane holds its fragment of the accumulator (the first part).
+            parts[0] = (format!("accumulator fragment (1/{})", self.plan.lanes), parts[0].1.div_ceil(self.plan.lanes));
+        }
         let total = parts.iter().fold(0u64, |s, (_, n)| s.saturating_add(*n));
         let limit = t.compute.max_registers_per_thread as u64;
         if total > limit {

@@ -36,6 +36,10 @@ pub struct SchedulePlan {
     /// Per axis, its place in the loop order within each tile level,
     /// outermost 0 (a permutation of the axes).
     pub ranks: Vec<usize>,
+    /// Lanes per thread-level tile: [`WARP_LANES`](crate::ir::WARP_LANES)
+    /// where a warp intrinsic (`mma`) computes it, whose accumulator the
+    /// lanes share as fragments; else 1.
+    pub lanes: u64,
 }
 
 impl SchedulePlan {
@@ -57,7 +61,9 @@ impl SchedulePlan {
         }
         let vector = s.vector.as_ref().and_then(|(name, w)| Some((c.axis_by_name(name)?, *w)));
         let ranks = s.axis_ranks(c.axes.iter().map(|a| a.name.as_str()));
-        SchedulePlan { sizes, vthreads, staged, unroll: s.unroll, vector, ranks }
+        let warp = s.intrinsic.as_ref().and_then(|x| t.intrinsics.iter().find(|i| i.name == x.name)).is_some_and(|i| !i.is_vector());
+        let lanes = if warp { crate::ir::WARP_LANES } else { 1 };
+        SchedulePlan { sizes, vthreads, staged, unroll: s.unroll, vector, ranks, lanes }
     }
 
     /// The tile size of axis `a` at tile level `level`.

@@ -607,7 +607,8 @@ impl Problem {
         for (rank, &a) in cfg.order.iter().enumerate() {
             ranks[a] = rank;
         }
-        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks }
+        // Warp intrinsics are not in the space (`with_intrinsics`): one lane per thread.
+        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks, lanes: 1 }
     }
 
     /// The schedule of a state (its plan, as the IR writes it, and its

@@ -42,9 +42,14 @@ its axes, longer ones step by it. Run it after `vectorize` (a vector loop
 of the `m` axis becomes the intrinsic's lanes) and before `unroll`. The
 mapped axes' innermost loops must run a multiple of the intrinsic's sizes
 and nest perfectly around the statement, with no guard inside; the
-intrinsic must be one the target offers. Vector intrinsics (`fma`, `dot`)
-only: warp intrinsics (`mma.sync`) are not rewritten yet, and neither are
-fused mappings (several op axes on one intrinsic axis). A `dot` intrinsic's
+intrinsic must be one the target offers. Warp intrinsics (`mma.sync`
+m16n8kK) make each thread-level tile a warp's: the thread's body runs in two
+`lane` loops (the lane's group of 8 and index of 4), its accumulator becomes
+the lane's fragments (`[M/16][2][N/8][2]`), the loops over the accumulator's
+rows and columns elsewhere (the fold into the output) run over the lane's own,
+and each intrinsic names its lane (`lane(%g, %t)`); run it after `bind`.
+Fused mappings (several op axes on one intrinsic axis) and `wmma` are not
+rewritten yet. A `dot` intrinsic's
 `a` operand staged by `cache` in a local buffer that only the intrinsics
 read is then repacked in VNNI's layout, `[K/k][M][k]` (the copy gets `split
 [dk, k] permute [...]`), so that each lane's `k` elements and the lanes
@@ -129,7 +134,7 @@ impl Pass for Tensorize {
                     );
                     continue;
                 }
-                match tensorize_kernel(f, kernel, x, &choice) {
+                match tensorize_kernel(f, kernel, x, &choice, u64::from(target.compute.max_threads_per_block)) {
                     Ok(r) => {
                         cx.bump("tensorized", r.statements);
                         cx.bump("packed", r.packed);
@@ -164,13 +169,16 @@ pub struct Rewritten {
 
 /// Rewrites the contraction statements of `kernel`, then packs the lanes
 /// operands it can.
-pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Choice) -> Result<Rewritten, Diagnostic> {
+///
+/// `max_threads`: the target's threads per block, which a warp
+/// intrinsic's lanes (32 per thread) must fit.
+pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Choice, max_threads: u64) -> Result<Rewritten, Diagnostic> {
     let span = f.op_spans[kernel];
     let kind = IntrinsicKind::from_name(&x.kind).ok_or_else(|| Diagnostic::error(format!("intrinsic `{}` has an unknown kind `{}`", x.name, x.kind)).at(span, "in this kernel"))?;
-    if !kind.is_vector() {
-        return Err(Diagnostic::error(format!("`{}` is a warp intrinsic (`{}`): tensorize rewrites vector intrinsics (`fma`, `dot`) only, so far", x.name, kind))
+    if kind == IntrinsicKind::Wmma || kind == IntrinsicKind::Mma && [x.m, x.n] != [16, 8] {
+        return Err(Diagnostic::error(format!("`{}` is a {}×{} `{kind}` intrinsic: tensorize rewrites `mma` intrinsics of 16 × 8 tiles (and vector ones) only, so far", x.name, x.m, x.n))
             .at(span, "in this kernel")
-            .with_note("mma.sync shares its tile among the 32 threads of a warp; mapping a thread's loops onto fragments is not built yet (docs/tensorize.md)"));
+            .with_note("lanes hold fragments of m16n8 accumulators (docs/tensorize.md); choose an `mma.sync.m16n8k*` intrinsic"));
     }
     if choice.axes.iter().any(|a| a.len() > 1) {
         return Err(Diagnostic::error("tensorize rewrites basic mappings only (one op axis per intrinsic axis), so far")
@@ -186,6 +194,9 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
     }
     for s in &statements {
         rewrite_statement(f, s, x, kind, choice, sizes)?;
+    }
+    if kind == IntrinsicKind::Mma {
+        warp::spread_over_lanes(f, kernel, max_threads)?;
     }
     renumber_reads(f, kernel);
     let packed = pack::pack_lanes_operands(f, kernel);
@@ -372,7 +383,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
     let mut steps = steps.into_iter();
     let mut tile = |(pad, read)| TileOperand { indices: packed.next().expect("3"), steps: steps.next().expect("3"), pad, read };
     let (acc, a, b) = (tile((None, None)), tile(load_a), tile(load_b));
-    let call = IntrinsicCall { name: x.name.clone(), kind, shape: sizes, acc, a, b };
+    let call = IntrinsicCall { name: x.name.clone(), kind, shape: sizes, acc, a, b, lane: None };
     // Replace the statement, then the loops: those of the intrinsic's size
     // go (their one op moves up), longer ones step by it.
     for &op in &s.ops {
@@ -400,6 +411,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
 }
 
 mod pack;
+mod warp;
 
 #[cfg(test)]
 mod tests;

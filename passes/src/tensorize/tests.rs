@@ -210,3 +210,138 @@ fn packing_is_exercised() {
     assert!(packed * 5 >= tensorized, "{packed} of {tensorized} tensorized dot kernels repacked");
     assert!(conv_packed > 0, "no convolution repacked ({packed} of {tensorized} kernels)");
 }
+
+/// Contractions for warp intrinsics (`mma.sync` on sm80): f16 into f32 and
+/// into f16, s8 into s32, an f16 convolution; extents the 16 × 8 × k tiles
+/// divide.
+const WARP_CONTRACTIONS: &[&str] = &[
+    "func @f(%A: tensor<32x32xf16>, %B: tensor<32x64xf16>) -> tensor<32x64xf32> {
+  %C = compute (i: 32, j: 64) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x64xf32>[i, j] {
+    %x = cast %a : f16 -> f32
+    %y = cast %b : f16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
+  }
+  return %C
+}",
+    "func @f(%A: tensor<32x16xf16>, %B: tensor<16x16xf16>) -> tensor<32x16xf16> {
+  %C = compute (i: 32, j: 16) reduce sum (k: 16) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x16xf16>[i, j] {
+    %0 = mul %a, %b : f16
+    yield %0 : f16
+  }
+  return %C
+}",
+    "func @f(%A: tensor<32x64xi8>, %B: tensor<64x16xi8>) -> tensor<32x16xi32> {
+  %C = compute (i: 32, j: 16) reduce sum (k: 64) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x16xi32>[i, j] {
+    %x = cast %a : i8 -> i32
+    %y = cast %b : i8 -> i32
+    %0 = mul %x, %y : i32
+    yield %0 : i32
+  }
+  return %C
+}",
+    "func @f(%x: tensor<1x16x6x10xf16>, %w: tensor<16x16x3x3xf16>) -> tensor<1x16x4x8xf32> {
+  %y = compute (n: 1, f: 16, oh: 4, ow: 8) reduce sum (c: 16, r: 3, s: 3)
+      reads(%xv = %x[n, c, oh + r, ow + s], %wv = %w[f, c, r, s]) -> tensor<1x16x4x8xf32>[n, f, oh, ow] {
+    %p = cast %xv : f16 -> f32
+    %q = cast %wv : f16 -> f32
+    %0 = mul %p, %q : f32
+    yield %0 : f32
+  }
+  return %y
+}",
+];
+
+/// One warp case: a random basic mapping of contraction `op` onto an
+/// m16n8 `mma` of sm80, random divisor-chain tiles whose thread level is
+/// whole intrinsic tiles, random shared caches; `None` where no mapping
+/// fits or no schedule verifies.
+fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
+    let t = tilec::target::builtin("sm80").expect("built in");
+    let mut m = parse(WARP_CONTRACTIONS[op]);
+    let f = &m.funcs[0];
+    let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
+    let c = f.ops[cop].kind.as_compute().expect("compute").clone();
+    let con = contraction(f, cop).expect("a contraction");
+    let mut ch = Choices::new(seed);
+    let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
+        .intrinsics
+        .iter()
+        .filter(|x| x.kind == "mma" && [x.m, x.n] == [16, 8])
+        .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
+        .filter(|(x, mp)| {
+            let fits = |axes: &[AxisId], size: u32| axes.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(size)));
+            fits(&mp.m, x.m) && fits(&mp.n, x.n) && fits(&mp.k, x.k)
+        })
+        .collect();
+    if options.is_empty() {
+        return Ok(None);
+    }
+    let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
+    let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
+    let choice = Choice {
+        name: x.name.clone(),
+        a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
+        axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
+    };
+    let unit = |a: AxisId| {
+        let on = |axes: &[AxisId], size: u32| axes.contains(&a).then_some(u64::from(size));
+        on(&mapping.m, x.m).or(on(&mapping.n, x.n)).or(on(&mapping.k, x.k)).unwrap_or(1)
+    };
+    let mut tries = 0;
+    loop {
+        let mut s = Schedule::new(&t.name);
+        for (id, a) in c.axes.iter().enumerate() {
+            let u = unit(AxisId::new(id));
+            let block = ch.pick(&divisors(a.extent).into_iter().filter(|d| d % u == 0).collect::<Vec<_>>());
+            let thread = ch.pick(&divisors(block).into_iter().filter(|d| d % u == 0).collect::<Vec<_>>());
+            s.tiles.push((a.name.clone(), vec![block, thread]));
+        }
+        for (i, _) in c.all_reads() {
+            if ch.below(2) == 0 {
+                s.cache.push(tilec::ir::schedule::CacheDirective { read: i, read_name: String::new(), level: "shared".to_string() });
+            }
+        }
+        s.unroll = ch.pick(&[0, 64]);
+        let threads = c.spatial_axes().fold(1, |p, a| p * (s.tiles[a.index()].1[0] / s.tiles[a.index()].1[1]));
+        set_schedule(&mut m, s);
+        name_reads(&mut m);
+        // A thread loop to make warps of (bind makes none of extent 1).
+        if threads > 1 && !tilec::verify::verify_module_with(&m, Some(&t)).has_errors() {
+            break;
+        }
+        tries += 1;
+        if tries >= 30 {
+            return Ok(None);
+        }
+    }
+    let make = |d: &PassDecl| (d.create)(&PassOptions::defaults(d.options));
+    let mut passes: Vec<Box<dyn Pass>> = vec![make(&tile::DECL), make(&cache::DECL), make(&bind::DECL), Box::new(Tensorize::with(choice)), make(&unroll::DECL)];
+    let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();
+    let after = check_equivalent(&m, &t, &mut refs, seed);
+    let g = &after.funcs[0];
+    let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
+    prop_assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&after));
+    Ok(Some(()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Warp intrinsics: the lanes, fragments and the fold over each lane's
+    /// own elements compute what the op computes.
+    #[test]
+    fn random_warp_mappings_preserve_semantics(op in 0..WARP_CONTRACTIONS.len(), seed in any::<u64>()) {
+        prop_assume!(warp_case(op, seed)?.is_some());
+    }
+}
+
+/// Every warp contraction tensorizes for some seed (the property test
+/// above would pass vacuously otherwise).
+#[test]
+fn warp_cases_are_exercised() {
+    for op in 0..WARP_CONTRACTIONS.len() {
+        let hits = (0..16u64).filter(|&seed| matches!(warp_case(op, seed), Ok(Some(())))).count();
+        assert!(hits * 2 >= 16, "warp contraction {op} tensorized for {hits} of 16 seeds");
+    }
+}
