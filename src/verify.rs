@@ -873,11 +873,9 @@ impl Verifier<'_> {
         }
         let mut lanes = 1u64;
         let mut at = op;
-        loop {
-            let OpKind::For(l) = &f.ops[at].kind else { break };
-            if l.mapping != Mapping::Lane {
-                break;
-            }
+        while let OpKind::For(l) = &f.ops[at].kind
+            && l.mapping == Mapping::Lane
+        {
             lanes = lanes.saturating_mul(l.extent);
             match f.regions[f.ops[at].regions[0]].ops.as_slice() {
                 [only] => at = *only,

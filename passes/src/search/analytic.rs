@@ -186,16 +186,19 @@ impl Problem {
     }
 
     /// The peak GFLOP/s (GOP/s) `cfg`'s micro-kernel runs at: with a
-    /// `dot` intrinsic, its own (`per_cycle` instructions per core and
+    /// `dot` or warp intrinsic, its own (`per_cycle` instructions per core and
     /// clock, each `m` lanes of `k` multiply-adds: `vpdpbusd.zmm` on the
     /// Xeon 8380, 2 × 16 × 4 × 2 × 40 × 2.3 = 23552, the target's i8
     /// figure); else the target's for the accumulator's type (an `fma`
     /// intrinsic is the vectorised loop's own instruction).
     fn kernel_peak_gflops(&self, cfg: &Config) -> f64 {
-        match self.intrinsic_of(cfg).filter(|x| x.is_dot()) {
+        match self.intrinsic_of(cfg).filter(|x| x.is_dot() || x.is_warp()) {
             Some(x) => {
+                // A warp's `mma`: `per_cycle` instructions per SM and clock
+                // of m·n·k multiply-adds (sm80's m16n8k16 f16: 0.5 × 2048
+                // × 2 × 108 × 1.41 = 312 TFLOP/s, the datasheet's).
                 let t = &self.target;
-                let ops = x.intrinsic.per_cycle * f64::from(x.intrinsic.m) * f64::from(x.intrinsic.k) * 2.0;
+                let ops = x.intrinsic.per_cycle * f64::from(x.intrinsic.m) * f64::from(x.intrinsic.n) * f64::from(x.intrinsic.k) * 2.0;
                 ops * t.compute.units.max(1) as f64 * t.compute.clock_ghz.max(1e-3)
             }
             None => self.peak_gflops(),

@@ -193,6 +193,7 @@ impl<'a> KnobSpace<'a> {
                 let inner = cfg.tiles[axis][p.levels - 1];
                 VTHREAD_VALUES.iter().filter(|&&v| inner.is_multiple_of(v)).map(|&v| v as i64).collect()
             }
+            Knob::Vector if p.intrinsic_of(cfg).is_some_and(|x| x.is_warp()) => vec![-1],
             Knob::Vector if p.intrinsic_of(cfg).is_some() => p.intrinsic_of(cfg).and_then(|x| x.m_axis()).map_or(vec![-1], |a| vec![a as i64]),
             Knob::Vector => {
                 let mut v: Vec<i64> = p.vector_choices().into_iter().map(|v| v.map_or(-1, |a| a as i64)).collect();

@@ -326,11 +326,13 @@ impl Strategy for Markov {
         // reason: its micro-kernel (k multiply-adds per lane and
         // instruction, its own throughput and latency) balances against
         // loads differently, so its register tiles are another search.
-        // `fma` options get no walks: the instruction is the vectorised
-        // loop's own, the model predicts them alike, and their states are
-        // the vector walks' along the `m` axis (docs/search.md).
+        // So does each warp (`mma`) option on GPUs: its warp tiles are
+        // whole 16 × 8 intrinsic tiles. `fma` options get no walks: the
+        // instruction is the vectorised loop's own, the model predicts
+        // them alike, and their states are the vector walks' along the
+        // `m` axis (docs/search.md).
         let per_axis = cx.budget;
-        let dots: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot()).collect();
+        let dots: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot() || p.intrinsics[i].is_warp()).collect();
         let starts = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i))));
         for start in starts {
             cx.budget = cx.visited.saturating_add(per_axis);

@@ -77,7 +77,7 @@ that file has times for. Options that only some strategies read say so. See
         &[
             OptionDecl { name: "strategy", kind: registry::STRATEGY_KIND, default: "markov", help: "how candidates are constructed" },
             OptionDecl { name: "seed", kind: OptionKind::UInt, default: "0", help: "seed of the strategy's random numbers" },
-            OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis and per dot intrinsic option on CPUs; random: draws; gradient and evolutionary spend trials instead)" },
+            OptionDecl { name: "budget", kind: OptionKind::UInt, default: "20000", help: "states a strategy may visit per op (markov: walk steps, per vector axis, per dot intrinsic option on CPUs and per mma option on GPUs; random: draws; gradient and evolutionary spend trials instead)" },
             OptionDecl { name: "max-seconds", kind: OptionKind::Float, default: "0", help: "wall-clock limit per op, construction and measurement together (0: none); a search stopped by it says so in --search-report, and its pick depends on the machine's speed" },
             OptionDecl { name: "measure-top-k", kind: OptionKind::UInt, default: "0", help: "candidates to compile and time per op (0: construction only)" },
             OptionDecl { name: "trials", kind: OptionKind::UInt, default: "64", help: "measurements per op of a strategy that learns from them (gradient, evolutionary; the op's timed records count, so a stopped search resumed with the same trials makes the rest); the others measure measure-top-k" },
@@ -90,7 +90,7 @@ that file has times for. Options that only some strategies read say so. See
                 name: "intrinsics",
                 kind: OptionKind::Enum(&["auto", "none"]),
                 default: "auto",
-                help: "tensor intrinsics in the space (CPU targets): auto, every vector intrinsic the target offers with every basic mapping of the op onto it; none, no intrinsic (the space without them)",
+                help: "tensor intrinsics in the space: auto, every intrinsic the target offers that tensorize rewrites (vector ones on CPUs, m16n8 mma.sync of f16 and i8 on GPUs) with every basic mapping of the op onto it; none, no intrinsic (the space without them)",
             },
         ],
         &[OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" }]

@@ -83,17 +83,24 @@ impl IntrinsicOption {
     pub fn is_dot(&self) -> bool {
         self.intrinsic.kind == "dot"
     }
+
+    /// A warp intrinsic (`mma`): each thread-level tile is a warp's.
+    pub fn is_warp(&self) -> bool {
+        !self.intrinsic.is_vector()
+    }
 }
 
 /// The intrinsic options of compute op `op` of `f` (with compute `c`) on
-/// `target`, in a fixed order: the target's offered vector intrinsics in
-/// file order, each with its basic mapping candidates in their order
-/// ([`mapping::candidates`]), keeping those whose mapped axes' extents
-/// are multiples of the intrinsic's sizes.
+/// `target`, in a fixed order: the target's offered intrinsics that
+/// `tensorize` rewrites and code generation compiles
+/// ([`crate::tensorize::rewrites`]: vector ones on CPUs, m16n8 `mma` of f16
+/// and i8 on GPUs) in file order, each with its basic mapping candidates
+/// in their order ([`mapping::candidates`]), keeping those whose mapped
+/// axes' extents are multiples of the intrinsic's sizes.
 fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<IntrinsicOption> {
     let Ok(con) = mapping::contraction(f, op) else { return Vec::new() };
     let mut out = Vec::new();
-    for x in target.offered_intrinsics().filter(|x| x.is_vector()) {
+    for x in target.offered_intrinsics().filter(|x| crate::tensorize::rewrites(x)) {
         let Ok(maps) = mapping::candidates(c, &con, x) else { continue };
         for m in maps.into_iter().filter(Mapping::is_basic) {
             let fits = IntrinsicAxis::ALL.into_iter().all(|ax| m.fused_extent(c, ax).is_multiple_of(u64::from(ax.size(x))));
@@ -159,8 +166,8 @@ pub struct Problem {
     /// permuted); on GPUs declaration order alone.
     pub orders: Vec<Vec<usize>>,
     /// The tensor intrinsics a point may compute its innermost tile with
-    /// ([`Problem::with_intrinsics`]; empty on GPUs, and with the search
-    /// option `intrinsics=none`).
+    /// ([`Problem::with_intrinsics`]; empty with the search option
+    /// `intrinsics=none`).
     pub intrinsics: Vec<IntrinsicOption>,
 }
 
@@ -306,12 +313,11 @@ impl Problem {
     }
 
     /// The problem with the intrinsic options of its op (`f` is the
-    /// function [`Problem::new`] had): on CPU targets
-    /// [`intrinsic_options`]; none on GPUs, whose warp intrinsics
-    /// `tensorize` does not rewrite yet. (The search option
-    /// `intrinsics=auto`; [`Problem::new`] alone is `intrinsics=none`.)
+    /// function [`Problem::new`] had): [`intrinsic_options`]. (The search
+    /// option `intrinsics=auto`; [`Problem::new`] alone is
+    /// `intrinsics=none`.)
     pub fn with_intrinsics(mut self, f: &Function) -> Problem {
-        self.intrinsics = if self.gpu() { Vec::new() } else { intrinsic_options(f, self.op, &self.compute, &self.target) };
+        self.intrinsics = intrinsic_options(f, self.op, &self.compute, &self.target);
         self
     }
 
@@ -353,7 +359,9 @@ impl Problem {
                 }
             }
         }
-        cfg.vector = x.m_axis();
+        // A vector intrinsic's lanes are the vector loop's; a warp's are
+        // its own.
+        cfg.vector = if x.is_warp() { None } else { x.m_axis() };
         // A dot product's lanes operand starts packed (where it can be):
         // `tensorize` turns a packed copy into VNNI's layout, and the model
         // charges an unpacked one a gather per instruction.
@@ -493,9 +501,21 @@ impl Problem {
         n2 >= n || n2 >= min
     }
 
-    /// GPU threads per block.
+    /// GPU threads per block: the thread-level tiles, times 32 lanes each
+    /// with a warp intrinsic.
     pub fn threads(&self, cfg: &Config) -> u64 {
+        self.tiles_per_block(cfg).saturating_mul(self.lanes_per_tile(cfg))
+    }
+
+    /// Thread-level tiles per block (the IR's threads).
+    pub fn tiles_per_block(&self, cfg: &Config) -> u64 {
         self.block_levels.map_or(1, |(g, t)| self.resources().threads_between(g, t, &|a, l| cfg.tiles[a.index()][l]))
+    }
+
+    /// Hardware threads per thread-level tile: a warp's 32 lanes with a
+    /// warp intrinsic, else 1.
+    pub fn lanes_per_tile(&self, cfg: &Config) -> u64 {
+        if self.intrinsic_of(cfg).is_some_and(IntrinsicOption::is_warp) { WARP_LANES } else { 1 }
     }
 
     /// Does `level` of `cfg` fit (footprint within capacity; on GPUs at the
@@ -520,7 +540,8 @@ impl Problem {
             if self.thread_level.is_some_and(|tl| l >= tl) {
                 for a in 0..self.axes.len() {
                     if !self.fixed(a, l) {
-                        c.tiles[a][l] = 1;
+                        // The smallest tile: one intrinsic tile where one is chosen.
+                        c.tiles[a][l] = self.intrinsic_of(&c).map_or(1, |x| x.size_of(a));
                     }
                 }
             } else {
@@ -607,8 +628,7 @@ impl Problem {
         for (rank, &a) in cfg.order.iter().enumerate() {
             ranks[a] = rank;
         }
-        // Warp intrinsics are not in the space (`with_intrinsics`): one lane per thread.
-        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks, lanes: 1 }
+        SchedulePlan { sizes: cfg.tiles.clone(), vthreads: cfg.vthreads.clone(), staged, unroll: self.unroll, vector, ranks, lanes: self.lanes_per_tile(cfg) }
     }
 
     /// The schedule of a state (its plan, as the IR writes it, and its
@@ -704,6 +724,12 @@ impl Problem {
             self.axes[a].extent.is_multiple_of(t[0].max(1)) && t.windows(2).all(|w| w[0].is_multiple_of(w[1].max(1)))
         });
         let whole = (0..self.axes.len()).all(|a| cfg.tiles[a][self.levels - 1].is_multiple_of(self.innermost_unit(cfg, a)));
+        if x.is_warp() {
+            // A warp's tile: no vector, no virtual threads (the lanes
+            // rewrite the plain loops over the accumulator), and thread
+            // loops to make warps of.
+            return nested && whole && cfg.vector.is_none() && cfg.vthreads.iter().all(|&v| v <= 1) && self.tiles_per_block(cfg) > 1;
+        }
         nested && whole && cfg.vector == x.m_axis() && self.vector_width(cfg) == u64::from(x.intrinsic.m)
     }
 

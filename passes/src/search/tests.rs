@@ -34,7 +34,7 @@ fn search_and_check(src: &str, t: &Arc<Target>, s: Search) -> Module {
     let m = parse(src);
     let mut passes: Vec<Box<dyn Pass>> = vec![Box::new(s)];
     let order: &[&PassDecl] = if t.kind == TargetKind::Cuda {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL]
     } else {
         &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
     };
@@ -893,4 +893,48 @@ fn the_knob_space_samples_the_intrinsic_choice() {
     let with = samples.iter().find(|c| c.intrinsic.is_some()).unwrap();
     let hops = space.neighbours(with, 1, knobs::TileMoves::Level);
     assert!(hops.iter().all(|h| space.valid(h)) && !hops.is_empty());
+}
+
+const GEMM_F16: &str = "func @hgemm(%A: tensor<64x64xf16>, %B: tensor<64x64xf16>) -> tensor<64x64xf32> {
+  %C = compute \"hgemm\" (i: 64, j: 64) reduce sum (k: 64) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<64x64xf32>[i, j] {
+    %x = cast %a : f16 -> f32
+    %y = cast %b : f16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+
+/// On GPUs the options are the warp intrinsics `tensorize` rewrites: for
+/// an f16 GEMM on sm80 the m16n8k16 `mma` into f32 both ways round (not
+/// the f16-accumulating one, nor bf16, tf32 or `wmma`); the knob space
+/// draws points with them, and every such point is one `tensorize` makes
+/// warps of, computing what the op computes (interpreted).
+#[test]
+fn warp_intrinsic_points_of_the_space_tensorize_correctly() {
+    let (m, p) = problem_with_intrinsics(GEMM_F16, "sm80");
+    assert_eq!(
+        option_names(&p),
+        ["mma.sync.m16n8k16.f32.f16.f16.f32 a=%a b=%b m=[i] n=[j] k=[k]", "mma.sync.m16n8k16.f32.f16.f16.f32 a=%b b=%a m=[j] n=[i] k=[k]"]
+    );
+    assert!(p.intrinsics.iter().all(|x| x.is_warp()));
+    let t = tilec::target::builtin("sm80").unwrap();
+    let space = knobs::KnobSpace::new(&p);
+    let mut rng = rng::Rng::new(7);
+    let warps: Vec<Config> = space.distinct_samples(&mut rng, 200).into_iter().filter(|c| c.intrinsic.is_some()).take(6).collect();
+    assert!(warps.len() >= 3, "{} warp points", warps.len());
+    for cfg in &warps {
+        assert!(space.valid(cfg), "{cfg:?}");
+        assert_eq!(p.threads(cfg), p.tiles_per_block(cfg) * 32);
+        let mut with = m.clone();
+        crate::testing::set_schedule(&mut with, p.schedule(cfg));
+        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
+            passes.push(make(d));
+        }
+        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+        let out = check_equivalent(&with, &t, &mut refs, 3);
+        let text = tilec::syntax::print_module(&out);
+        assert!(text.contains("map(lane)") && text.contains("lane(%lane_group, %lane_in_group)"), "{text}");
+    }
 }
