@@ -36,6 +36,23 @@ impl PackedStrides<'_> {
     }
 }
 
+/// One entry of the target's loop order as a packed copy sees it
+/// ([`Problem::entry_copies`]): the product of its loops' trips up to the
+/// last loop the copy stays in (`kept`: there is one), and of all of them.
+#[derive(Copy, Clone, Debug)]
+struct EntryCopies {
+    kept: bool,
+    prefix: u64,
+    full: u64,
+}
+
+/// Per (read, pack level) of one state's tiles: the bytes of a packed
+/// copy, and the copies under each of [`Problem::orders`].
+#[derive(Default)]
+struct OrderCopies {
+    copies: std::collections::HashMap<(usize, usize), (f64, Vec<f64>)>,
+}
+
 /// The tile level whose reduction sizes bound the accumulator's run: the
 /// reduction loops after the last spatial tile loop of `order` cover the
 /// tile of the level above the outermost of them (`None`: they start at
@@ -411,40 +428,71 @@ impl Problem {
     /// level's innermost loop), except the innermost loops the box does not
     /// depend on, which `cache` hoists the copy out of.
     pub fn pack_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        self.pack_copies(cfg, r, level) * self.pack_box_bytes(cfg, r, level)
+    }
+
+    /// The bytes of one packed copy of read `r` at tile level `level` (its
+    /// box).
+    fn pack_box_bytes(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        self.read_bytes(r, &|id: AxisId| self.range_of(cfg, id.index(), level)) as f64
+    }
+
+    /// How many packed copies of read `r` at tile level `level` run: the
+    /// product of the trips of the loops around the copy down to the last
+    /// one it cannot be hoisted out of ([`Problem::pack_traffic`]).
+    fn pack_copies(&self, cfg: &Config, r: usize, level: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
-        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
-        // (axis, trip, bound to cores): a copy moves out of the serial loops
-        // its box does not depend on, never out of a parallel one (each
-        // core packs its own).
-        let mut loops: Vec<(usize, u64, bool)> = Vec::new();
-        for e in &self.order {
-            let (spatial, l) = match *e {
-                OrderEntry::Spatial(l) => (true, l),
-                OrderEntry::Reduction(l) => (false, l),
-                _ => continue,
-            };
-            if l > level {
+        let kind = |spatial: bool| -> Vec<usize> { cfg.order.iter().copied().filter(|&a| self.axes[a].spatial == spatial).collect() };
+        let (spatial, reduction) = (kind(true), kind(false));
+        let entries = self.copy_entries(level).map(|(_, l, sp)| self.entry_copies(cfg, &read.indices, l, if sp { &spatial } else { &reduction }));
+        Self::copies_over(entries)
+    }
+
+    /// The entries of the target's loop order at or above `level`, with
+    /// their position, level and kind (spatial or not).
+    fn copy_entries(&self, level: usize) -> impl Iterator<Item = (usize, usize, bool)> + '_ {
+        self.order.iter().enumerate().filter_map(move |(i, e)| match *e {
+            OrderEntry::Spatial(l) if l <= level => Some((i, l, true)),
+            OrderEntry::Reduction(l) if l <= level => Some((i, l, false)),
+            _ => None,
+        })
+    }
+
+    /// One entry of the loop order for a copy reading `indices`: its loops
+    /// are `axes` (the order's axes of the entry's kind) at level `l`, each
+    /// running `trip` times; a copy moves out of the serial loops its box
+    /// does not depend on, never out of a parallel one (each core packs its
+    /// own). Products are exact integers (they count iterations of the op).
+    fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, axes: &[usize]) -> EntryCopies {
+        let mut e = EntryCopies { kept: false, prefix: 1, full: 1 };
+        for &a in axes {
+            let axis = &self.axes[a];
+            if self.fixed(a, l) {
                 continue;
             }
-            for &a in &cfg.order {
-                let axis = &self.axes[a];
-                if axis.spatial != spatial || self.fixed(a, l) {
-                    continue;
-                }
-                let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
-                let parallel = spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
-                loops.push((a, outer.div_ceil(self.range_of(cfg, a, l).max(1)), parallel));
+            let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
+            let parallel = axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
+            let trip = outer.div_ceil(self.range_of(cfg, a, l).max(1));
+            e.full = e.full.saturating_mul(trip);
+            if parallel || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))) {
+                e.kept = true;
+                e.prefix = e.full;
             }
         }
-        while let Some(&(a, trip, parallel)) = loops.last() {
-            if parallel || (trip > 1 && read.indices.iter().any(|e| e.uses(ids[a]))) {
-                break;
+        e
+    }
+
+    /// The copies of a read over the loop order's entries (outermost
+    /// first): the trips of every loop up to the last one it stays in.
+    fn copies_over(entries: impl Iterator<Item = EntryCopies>) -> f64 {
+        let (mut before, mut copies) = (1u64, 1u64);
+        for e in entries {
+            if e.kept {
+                copies = before.saturating_mul(e.prefix);
             }
-            loops.pop();
+            before = before.saturating_mul(e.full);
         }
-        let copies: f64 = loops.iter().map(|&(_, trip, _)| trip as f64).product();
-        let box_bytes = self.read_bytes(r, &|id: AxisId| self.range_of(cfg, id.index(), level));
-        copies * box_bytes as f64
+        copies as f64
     }
 
     /// Predicted run time in seconds (the roofline of the module docs).
@@ -558,20 +606,65 @@ impl Problem {
     /// copy is hoisted out of). Ties, and nothing packed: the earlier order
     /// of [`Problem::orders`], declaration order first.
     pub fn best_order(&self, cfg: &Config) -> Vec<usize> {
+        self.best_order_with(cfg, &mut OrderCopies::default())
+    }
+
+    /// [`Problem::best_order`] with the copies per order of `cfg`'s tiles
+    /// kept in `memo` (which must only ever see states with these tiles:
+    /// [`Problem::best_packing_with`] weighs every pack choice of one
+    /// state's tiles).
+    fn best_order_with(&self, cfg: &Config, memo: &mut OrderCopies) -> Vec<usize> {
         let packed: Vec<(usize, usize)> = (0..self.nreads()).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
         if packed.is_empty() || self.orders.len() == 1 {
             return self.orders[0].clone();
         }
-        let mut n = cfg.clone();
-        let mut best: Option<(f64, &Vec<usize>)> = None;
-        for o in &self.orders {
-            n.order.clone_from(o);
-            let bytes: f64 = packed.iter().map(|&(r, l)| self.pack_traffic(&n, r, l)).sum();
+        for &(r, l) in &packed {
+            if !memo.copies.contains_key(&(r, l)) {
+                let copies = self.copies_per_order(cfg, r, l);
+                memo.copies.insert((r, l), (self.pack_box_bytes(cfg, r, l), copies));
+            }
+        }
+        let per_read: Vec<&(f64, Vec<f64>)> = packed.iter().map(|k| &memo.copies[k]).collect();
+        let mut best: Option<(f64, usize)> = None;
+        for o in 0..self.orders.len() {
+            let mut bytes = 0.0;
+            for (b, copies) in &per_read {
+                bytes += copies[o] * b;
+            }
             if best.is_none_or(|(b, _)| bytes < b) {
                 best = Some((bytes, o));
             }
         }
-        best.map_or_else(|| self.orders[0].clone(), |(_, o)| o.clone())
+        best.map_or_else(|| self.orders[0].clone(), |(_, o)| self.orders[o].clone())
+    }
+
+    /// The packed copies of read `r` at level `l` ([`Problem::pack_copies`])
+    /// under each of [`Problem::orders`]. A copy's loops in an entry of the
+    /// target's loop order depend only on the order of the axes of the
+    /// entry's kind, and the orders are every spatial permutation times
+    /// every reduction one (up to 14,400 of them): each permutation's
+    /// entries are computed once.
+    fn copies_per_order(&self, cfg: &Config, r: usize, level: usize) -> Vec<f64> {
+        let indices: &[AffineExpr<AxisId>] = self.compute.all_reads().nth(r).map_or(&[][..], |(_, read)| &read.indices[..]);
+        // The entries in the target's order: (spatial, position among the
+        // entries of that kind).
+        let mut seen = [0usize; 2];
+        let layout: Vec<(bool, usize)> = self
+            .copy_entries(level)
+            .map(|(_, _, sp)| {
+                seen[usize::from(sp)] += 1;
+                (sp, seen[usize::from(sp)] - 1)
+            })
+            .collect();
+        let stats = |sp: bool, axes: &[usize]| -> Vec<EntryCopies> { self.copy_entries(level).filter(|&(_, _, k)| k == sp).map(|(_, l, _)| self.entry_copies(cfg, indices, l, axes)).collect() };
+        let parts = &self.order_parts;
+        let spatial: Vec<Vec<EntryCopies>> = parts.spatial.iter().map(|axes| stats(true, axes)).collect();
+        let reduction: Vec<Vec<EntryCopies>> = parts.reduction.iter().map(|axes| stats(false, axes)).collect();
+        parts
+            .of_order
+            .iter()
+            .map(|&(si, ri)| Self::copies_over(layout.iter().map(|&(sp, k)| if sp { spatial[si][k] } else { reduction[ri][k] })))
+            .collect()
     }
 
     /// `cfg` with each packable read, in turn, given the pack choice the
@@ -584,13 +677,15 @@ impl Problem {
     /// [`Problem::best_packing`] by another prediction (a cost model's).
     pub fn best_packing_with(&self, cfg: &Config, predict: &dyn Fn(&Config) -> f64) -> Config {
         let mut best = cfg.clone();
-        best.order = self.best_order(&best);
+        // Every choice has `cfg`'s tiles: the copies per order are shared.
+        let mut memo = OrderCopies::default();
+        best.order = self.best_order_with(&best, &mut memo);
         for &r in &self.packable {
             let mut time = predict(&best);
             for c in self.pack_choices(r) {
                 let mut n = best.clone();
                 n.pack[r] = c;
-                n.order = self.best_order(&n);
+                n.order = self.best_order_with(&n, &mut memo);
                 let t = predict(&n);
                 if t < time {
                     time = t;

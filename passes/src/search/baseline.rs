@@ -119,7 +119,8 @@ impl Strategy for Exhaustive {
             let vt_ok = (0..p.axes.len()).all(|a| cfg.tiles[a][p.levels - 1] % cfg.vthreads[a] == 0);
             // The intrinsics' points are points of the chains too (their
             // sizes a subset), each with the vector its option fixes.
-            let choices = std::iter::once((None, vectors.clone())).chain((0..p.intrinsics.len()).map(|i| (Some(i), vec![p.intrinsics[i].m_axis()])));
+            // A warp intrinsic's lanes are its own: no vector.
+            let choices = std::iter::once((None, vectors.clone())).chain((0..p.intrinsics.len()).map(|i| (Some(i), vec![if p.intrinsics[i].is_warp() { None } else { p.intrinsics[i].m_axis() }])));
             for (intrinsic, v) in choices.flat_map(|(i, vs)| vs.into_iter().map(move |v| (i, v))) {
                 let cfg = Config { vector: v, intrinsic, ..cfg.clone() };
                 if vt_ok && p.valid(&cfg) {

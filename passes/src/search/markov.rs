@@ -53,9 +53,10 @@ pub const DECL: StrategyDecl = StrategyDecl {
         OptionDecl { name: "threshold", kind: OptionKind::Float, default: "1e-30", help: "markov: a walk ends when the temperature falls below this (halving: log2(temperature/threshold) steps)" },
         OptionDecl { name: "cache-scale", kind: OptionKind::Float, default: "0", help: "markov: factor on the benefit of the cache action (Formula 2); 0: 0.1 on CPU targets, 0.01 on GPU targets" },
         OptionDecl { name: "polish", kind: OptionKind::UInt, default: "16", help: "markov: the best states improved by steepest descent on the model after the walks (0: none, the paper's algorithm alone)" },
+        OptionDecl { name: "op-budget", kind: OptionKind::UInt, default: "0", help: "markov: walk steps per op over all its starts (vector axes, intrinsic options): each start gets budget, or op-budget / starts where that is less (0: no limit, every start gets budget)" },
     ],
     measures: false,
-    create: |o: &PassOptions| Box::new(Markov { temperature: o.float("temperature"), threshold: o.float("threshold"), cache_scale: o.float("cache-scale"), polish: o.uint("polish") }),
+    create: |o: &PassOptions| Box::new(Markov { temperature: o.float("temperature"), threshold: o.float("threshold"), cache_scale: o.float("cache-scale"), polish: o.uint("polish"), op_budget: o.uint("op-budget") }),
 };
 
 pub struct Markov {
@@ -65,6 +66,23 @@ pub struct Markov {
     /// How many of the best-ranked states [`polish`] improves (0: the
     /// paper's construction alone).
     pub polish: u64,
+    /// Walk steps per op over all starts (0: none): [`Markov::start_budget`].
+    pub op_budget: u64,
+}
+
+impl Markov {
+    /// The walk steps each of `starts` starts gets: `budget`, or an equal
+    /// share of `op_budget` where that is less (0: no limit). A cap for
+    /// users who want construction bounded on ops with many starts (a
+    /// batched convolution has four vector axes: `ow`, `n`, `f`, `oh`).
+    /// Not on by default: with 60,000 (15,000 per start there) the pick
+    /// for the batched ResNet-18 layer C8 ran at 31–39 GFLOP/s against
+    /// 54–56 with the full budget (2-vCPU AMD EPYC, docs/search.md,
+    /// "Construction time").
+    pub fn start_budget(&self, budget: u64, starts: usize) -> u64 {
+        let starts = starts.max(1) as u64;
+        if self.op_budget == 0 { budget } else { budget.min(self.op_budget / starts).max(1) }
+    }
 }
 
 /// The most descent steps [`polish`] takes from one state.
@@ -162,14 +180,67 @@ pub fn keep_probability(temp: f64) -> f64 {
     1.0 - 1.0 / (1.0 + (-0.5 * (-temp.ln() - 10.0)).exp())
 }
 
+/// Where an action goes from a state.
+enum Move {
+    Tile { axis: usize, level: usize, size: u64 },
+    VThreads { axis: usize, vthreads: u64 },
+    To(Config),
+}
+
+impl Move {
+    /// The state the move makes from `cfg`.
+    fn from(self, cfg: &Config) -> Config {
+        match self {
+            Move::Tile { axis, level, size } => {
+                let mut n = cfg.clone();
+                n.tiles[axis][level] = size;
+                n
+            }
+            Move::VThreads { axis, vthreads } => {
+                let mut n = cfg.clone();
+                n.vthreads[axis] = vthreads;
+                n
+            }
+            Move::To(n) => n,
+        }
+    }
+}
+
+/// What a step's tile benefits need of the state it moves from (its
+/// traffic and footprint at the level, its micro-kernel's terms): the
+/// same for every action of the step, so computed once, when first needed.
+struct Here<'a> {
+    p: &'a Problem,
+    cfg: &'a Config,
+    level: usize,
+    traffic_footprint: std::cell::OnceCell<(f64, f64)>,
+    kernel: std::cell::OnceCell<[f64; 4]>,
+}
+
+impl<'a> Here<'a> {
+    fn new(p: &'a Problem, cfg: &'a Config, level: usize) -> Self {
+        Here { p, cfg, level, traffic_footprint: std::cell::OnceCell::new(), kernel: std::cell::OnceCell::new() }
+    }
+
+    fn traffic_footprint(&self) -> (f64, f64) {
+        *self.traffic_footprint.get_or_init(|| (self.p.traffic(self.cfg, self.level).max(1.0), self.p.footprint(self.cfg, self.level).max(1) as f64))
+    }
+
+    fn kernel_terms(&self) -> [f64; 4] {
+        *self.kernel.get_or_init(|| self.p.kernel_terms(&self.p.complete(self.cfg, self.level)))
+    }
+}
+
 impl Markov {
-    fn tile_benefit(p: &Problem, cfg: &Config, next: &Config, level: usize) -> f64 {
-        if !p.fits(next, level) || !p.keeps_parallelism(cfg, next, level) {
+    fn tile_benefit(here: &Here<'_>, next: &Config) -> f64 {
+        let (p, cfg, level) = (here.p, here.cfg, here.level);
+        let Some(f2) = p.fitting_footprint(next, level) else { return 0.0 };
+        if !p.keeps_parallelism(cfg, next, level) {
             return 0.0;
         }
-        let (q, q2) = (p.traffic(cfg, level).max(1.0), p.traffic(next, level).max(1.0));
-        let (f, f2) = (p.footprint(cfg, level).max(1) as f64, p.footprint(next, level).max(1) as f64);
-        q * f2 / (q2 * f) * Self::kernel_ratio(p, cfg, next, level)
+        let ((q, f), q2) = (here.traffic_footprint(), p.traffic(next, level).max(1.0));
+        let f2 = f2.max(1) as f64;
+        q * f2 / (q2 * f) * Self::kernel_ratio(here, next)
     }
 
     /// On CPUs, what Formula 1 cannot see: the change in the micro-kernel's
@@ -177,11 +248,12 @@ impl Markov {
     /// terms this level decides (the register tile at the innermost level,
     /// the accumulator's reduction run at [`Problem::run_level`]). 1 on
     /// GPUs.
-    fn kernel_ratio(p: &Problem, cfg: &Config, next: &Config, level: usize) -> f64 {
+    fn kernel_ratio(here: &Here<'_>, next: &Config) -> f64 {
+        let (p, level) = (here.p, here.level);
         if p.gpu() {
             return 1.0;
         }
-        let (a, b) = (p.kernel_terms(&p.complete(cfg, level)), p.kernel_terms(&p.complete(next, level)));
+        let (a, b) = (here.kernel_terms(), p.kernel_terms(&p.complete(next, level)));
         let mut r = 1.0;
         if level + 1 == p.levels {
             r *= b[0] * b[1] * b[2] / (a[0] * a[1] * a[2]).max(1e-12);
@@ -214,8 +286,12 @@ impl Markov {
     }
 
     /// Every action from (`cfg`, `level`) with its benefit (0: infeasible).
-    fn actions(&self, p: &Problem, cfg: &Config, level: usize, step: usize) -> Vec<(Action, f64, Config)> {
+    fn actions(&self, p: &Problem, cfg: &Config, level: usize, step: usize) -> Vec<(Action, f64, Move)> {
         let mut out = Vec::new();
+        let here = Here::new(p, cfg, level);
+        // Each tile move is weighed on one scratch copy (set, weighed,
+        // reset): the drawn move alone makes a new state.
+        let mut scratch = cfg.clone();
         for a in 0..p.axes.len() {
             if p.fixed(a, level) {
                 continue;
@@ -223,9 +299,9 @@ impl Markov {
             let (up, down) = steps(&p.choices(cfg, a, level), cfg.tiles[a][level]);
             for (action, size) in [(Action::Tile, up), (Action::InvTile, down)] {
                 if let Some(s) = size {
-                    let mut n = cfg.clone();
-                    n.tiles[a][level] = s;
-                    out.push((action, Self::tile_benefit(p, cfg, &n, level), n));
+                    scratch.tiles[a][level] = s;
+                    out.push((action, Self::tile_benefit(&here, &scratch), Move::Tile { axis: a, level, size: s }));
+                    scratch.tiles[a][level] = cfg.tiles[a][level];
                 }
             }
         }
@@ -233,7 +309,7 @@ impl Markov {
             let mut n = cfg.clone();
             let ok = level + 1 != p.thread_level.unwrap_or(usize::MAX) || p.fix_threads(&mut n);
             let b = if ok && p.fits(&n, level + 1) { self.cache_benefit(p, cfg, level, step) } else { 0.0 };
-            out.push((Action::Cache, b, n));
+            out.push((Action::Cache, b, Move::To(n)));
         } else if p.vthread_ok {
             for a in 0..p.axes.len() {
                 if !p.axes[a].spatial {
@@ -244,9 +320,7 @@ impl Markov {
                 if let Some(v2) = super::space::divisors(x).into_iter().find(|&d| d > v) {
                     let w = p.bank_width_elems.max(1);
                     let b = x.div_ceil(v * w) as f64 / x.div_ceil(v2 * w) as f64;
-                    let mut n = cfg.clone();
-                    n.vthreads[a] = v2;
-                    out.push((Action::VThread, b, n));
+                    out.push((Action::VThread, b, Move::VThreads { axis: a, vthreads: v2 }));
                 }
             }
         }
@@ -264,6 +338,7 @@ impl Markov {
             let weights: Vec<f64> = actions.iter().map(|(_, b, _)| *b).collect();
             let Some(i) = rng.roulette(&weights) else { break };
             let (action, _, next) = actions.into_iter().nth(i).expect("drawn index");
+            let next = next.from(&e);
             taken[action.clone() as usize] += 1;
             if matches!(action, Action::Cache) {
                 level += 1;
@@ -331,9 +406,10 @@ impl Strategy for Markov {
         // instruction is the vectorised loop's own, the model predicts
         // them alike, and their states are the vector walks' along the
         // `m` axis (docs/search.md).
-        let per_axis = cx.budget;
         let dots: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot() || p.intrinsics[i].is_warp()).collect();
-        let starts = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i))));
+        let starts: Vec<Config> = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i)))).collect();
+        let budget = cx.budget;
+        let per_axis = self.start_budget(budget, starts.len());
         for start in starts {
             cx.budget = cx.visited.saturating_add(per_axis);
             while !cx.spent() {
@@ -351,7 +427,10 @@ impl Strategy for Markov {
             let names: Vec<String> = dots.iter().map(|&i| p.describe_intrinsic(i)).collect();
             over.push_str(&format!(", and {per_axis} per intrinsic option ({})", names.join("; ")));
         }
-        cx.budget = per_axis;
+        cx.budget = budget;
+        if per_axis < budget {
+            over.push_str(&format!(" (op-budget {} over {} starts)", self.op_budget, p.vector_choices().len() + dots.len()));
+        }
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
         let mut ranked = cx.rank(p, top.states);

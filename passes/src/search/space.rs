@@ -165,6 +165,10 @@ pub struct Problem {
     /// the reduction axes (at most [`MAX_PERMUTED_AXES`] of each are
     /// permuted); on GPUs declaration order alone.
     pub orders: Vec<Vec<usize>>,
+    /// How each of [`Problem::orders`] is made: the order of its spatial
+    /// axes and of its reduction axes (what the model's packed copies see,
+    /// `analytic.rs`).
+    pub order_parts: OrderParts,
     /// The tensor intrinsics a point may compute its innermost tile with
     /// ([`Problem::with_intrinsics`]; empty with the search option
     /// `intrinsics=none`).
@@ -193,11 +197,25 @@ fn permutations(xs: &[usize]) -> Vec<Vec<usize>> {
     out
 }
 
-/// The loop orders of axes `axes` (see [`Problem::orders`]).
-fn loop_orders(axes: &[Axis], gpu: bool) -> Vec<Vec<usize>> {
+/// Each loop order of [`Problem::orders`] as a spatial part and a
+/// reduction part: the axes of each kind in the order's order.
+#[derive(Clone, Debug, Default)]
+pub struct OrderParts {
+    /// The distinct orders of the spatial axes, and of the reduction axes.
+    pub spatial: Vec<Vec<usize>>,
+    pub reduction: Vec<Vec<usize>>,
+    /// Per order, its spatial part and its reduction part (indices).
+    pub of_order: Vec<(usize, usize)>,
+}
+
+/// The loop orders of axes `axes` (see [`Problem::orders`]), and how each
+/// is made.
+fn loop_orders(axes: &[Axis], gpu: bool) -> (Vec<Vec<usize>>, OrderParts) {
     let identity: Vec<usize> = (0..axes.len()).collect();
+    let kind = |o: &[usize], spatial: bool| -> Vec<usize> { o.iter().copied().filter(|&a| axes[a].spatial == spatial).collect() };
     if gpu {
-        return vec![identity];
+        let parts = OrderParts { spatial: vec![kind(&identity, true)], reduction: vec![kind(&identity, false)], of_order: vec![(0, 0)] };
+        return (vec![identity], parts);
     }
     // Per kind: the axes that make loops (permuted) and the rest.
     let group = |spatial: bool| -> (Vec<usize>, Vec<usize>) {
@@ -209,16 +227,28 @@ fn loop_orders(axes: &[Axis], gpu: bool) -> Vec<Vec<usize>> {
     let (spatial, spatial_rest) = group(true);
     let (reduction, reduction_rest) = group(false);
     let mut out = Vec::new();
-    for s in permutations(&spatial) {
-        for r in permutations(&reduction) {
+    let (spatial_perms, reduction_perms) = (permutations(&spatial), permutations(&reduction));
+    let mut parts = OrderParts::default();
+    for s in &spatial_perms {
+        parts.spatial.push(s.iter().chain(&spatial_rest).copied().collect());
+    }
+    for r in &reduction_perms {
+        parts.reduction.push(r.iter().chain(&reduction_rest).copied().collect());
+    }
+    for (si, s) in spatial_perms.iter().enumerate() {
+        for (ri, r) in reduction_perms.iter().enumerate() {
             let mut o = s.clone();
             o.extend(&spatial_rest);
-            o.extend(&r);
+            o.extend(r);
             o.extend(&reduction_rest);
+            // The order's parts are the kinds' axes in its order (spatial
+            // and reduction axes never interleave here).
+            debug_assert_eq!((kind(&o, true), kind(&o, false)), (parts.spatial[si].clone(), parts.reduction[ri].clone()));
             out.push(o);
+            parts.of_order.push((si, ri));
         }
     }
-    out
+    (out, parts)
 }
 
 pub fn divisors(n: u64) -> Vec<u64> {
@@ -284,6 +314,7 @@ impl Problem {
             }));
         }
         let block_levels = OpResources::new(&c, &info, &target).block_levels();
+        let (orders, order_parts) = loop_orders(&axes, gpu);
         Some(Problem {
             func: f.name.clone(),
             op,
@@ -306,7 +337,8 @@ impl Problem {
             unroll,
             order,
             run_level,
-            orders: loop_orders(&axes, gpu),
+            orders,
+            order_parts,
             axes,
             intrinsics: Vec::new(),
         })
@@ -521,13 +553,19 @@ impl Problem {
     /// Does `level` of `cfg` fit (footprint within capacity; on GPUs at the
     /// thread level, threads within the block limit)?
     pub fn fits(&self, cfg: &Config, level: usize) -> bool {
-        if self.footprint(cfg, level) > self.capacity(level) {
-            return false;
+        self.fitting_footprint(cfg, level).is_some()
+    }
+
+    /// [`Problem::fits`], with the footprint it computed where it does.
+    pub fn fitting_footprint(&self, cfg: &Config, level: usize) -> Option<u64> {
+        let footprint = self.footprint(cfg, level);
+        if footprint > self.capacity(level) {
+            return None;
         }
         if self.thread_level == Some(level) && self.threads(cfg) > self.target.compute.max_threads_per_block.max(1) as u64 {
-            return false;
+            return None;
         }
-        true
+        Some(footprint)
     }
 
     /// A state whose levels below `level` are not chosen yet, made a whole

@@ -938,3 +938,46 @@ fn warp_intrinsic_points_of_the_space_tensorize_correctly() {
         assert!(text.contains("map(lane)") && text.contains("lane(%lane_group, %lane_in_group)"), "{text}");
     }
 }
+
+/// A batched convolution: four vector axes (`ow`, `n`, `f`, `oh`), so four
+/// markov starts.
+const CONV_BATCHED: &str = "func @conv(%x: tensor<4x8x10x10xf32>, %w: tensor<16x8x3x3xf32>) -> tensor<4x16x8x8xf32> {
+  %y = compute \"conv\" (n: 4, f: 16, oh: 8, ow: 8) reduce sum (c: 8, r: 3, s: 3)
+      reads(%xv = %x[n, c, oh + r, ow + s], %wv = %w[f, c, r, s]) -> tensor<4x16x8x8xf32>[n, f, oh, ow] {
+    %0 = mul %xv, %wv : f32
+    yield %0 : f32
+  }
+  return %y
+}";
+
+/// Markov's budget (issue 23): `budget` walk steps per start (vector axis
+/// or intrinsic option), at most `op-budget` per op where one is given:
+/// with 60,000 ops with up to three starts get the full budget each, an op
+/// with four shares it; `op-budget=0` (the default) gives every start the
+/// budget.
+#[test]
+fn markov_shares_the_op_budget_among_more_than_three_starts() {
+    let m = super::markov::Markov { temperature: 1.0, threshold: 1e-30, cache_scale: 0.0, polish: 0, op_budget: 60000 };
+    assert_eq!([1, 2, 3, 4, 5, 6].map(|n| m.start_budget(20000, n)), [20000, 20000, 20000, 15000, 12000, 10000]);
+    assert_eq!(m.start_budget(100, 4), 100, "a smaller budget is not raised");
+    let unlimited = super::markov::Markov { op_budget: 0, ..m };
+    assert_eq!(unlimited.start_budget(20000, 4), 20000);
+    let t = tilec::target::builtin("x86-avx2").unwrap();
+    let visited = |extra: &[(&'static str, &str)]| {
+        let mut opts = vec![("budget", "1000"), ("polish", "0")];
+        opts.extend_from_slice(extra);
+        let (_, reports) = searched(CONV_BATCHED, &t, search("markov", &opts));
+        let line = reports[0].lines().find(|l| l.contains("states visited")).unwrap().to_string();
+        (line.split(':').nth(1).unwrap().split(',').next().unwrap().trim().parse::<u64>().unwrap(), reports[0].clone())
+    };
+    let (shared, report) = visited(&[("op-budget", "3000")]);
+    assert!(report.contains("budget 750 per vector axis (ow, n, f, oh) (op-budget 3000 over 4 starts)"), "{report}");
+    assert_eq!(shared, 3000, "{report}");
+    let (full, report) = visited(&[("op-budget", "0")]);
+    assert_eq!(full, 4000, "{report}");
+    let (default, report) = visited(&[]);
+    assert_eq!(default, 4000, "{report}");
+    // Three starts or fewer: the op-budget does not bind (a GEMM).
+    let (_, report) = searched(GEMM, &t, search("markov", &[("budget", "1000"), ("polish", "0"), ("op-budget", "3000")]));
+    assert!(!report[0].contains("op-budget"), "{}", report[0]);
+}

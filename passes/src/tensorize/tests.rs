@@ -126,16 +126,34 @@ fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target:
     s
 }
 
+/// Contraction `src` parsed: the module, its compute op and the op's
+/// contraction.
+fn parsed(src: &str) -> (Module, Op, Compute, tilec::target::mapping::Contraction) {
+    let m = parse(src);
+    let f = &m.funcs[0];
+    let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
+    let c = f.ops[cop].kind.as_compute().expect("compute").clone();
+    let con = contraction(f, cop).expect("a contraction");
+    (m, cop, c, con)
+}
+
+/// The pass's choice for mapping `mapping` of compute op `cop` of `m`
+/// onto `x`.
+fn choice_of(m: &Module, cop: Op, c: &Compute, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping) -> Choice {
+    let info = tilec::target::ComputeInfo::of(&m.funcs[0], cop).expect("a compute op");
+    Choice {
+        name: x.name.clone(),
+        a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
+        axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
+    }
+}
+
 /// What one case did: whether it tensorized (`None`: no offered intrinsic
 /// maps the op, or no schedule was found) and whether it repacked a lanes
 /// operand (a copy with `split`).
 fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
     let t = &targets()[which];
-    let mut m = parse(CONTRACTIONS[op]);
-    let f = &m.funcs[0];
-    let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
-    let c = f.ops[cop].kind.as_compute().expect("compute").clone();
-    let con = contraction(f, cop).expect("a contraction");
+    let (mut m, cop, c, con) = parsed(CONTRACTIONS[op]);
     let mut ch = Choices::new(seed);
     // An offered intrinsic with a basic mapping of this op.
     let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
@@ -149,12 +167,7 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, Te
         return Ok(None);
     }
     let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
-    let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
-    let choice = Choice {
-        name: x.name.clone(),
-        a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
-        axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
-    };
+    let choice = choice_of(&m, cop, &c, x, &mapping);
     // A schedule the target's limits allow.
     let mut tries = 0;
     loop {
@@ -258,11 +271,7 @@ const WARP_CONTRACTIONS: &[&str] = &[
 /// fits or no schedule verifies.
 fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
     let t = tilec::target::builtin("sm80").expect("built in");
-    let mut m = parse(WARP_CONTRACTIONS[op]);
-    let f = &m.funcs[0];
-    let cop = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).expect("a compute op");
-    let c = f.ops[cop].kind.as_compute().expect("compute").clone();
-    let con = contraction(f, cop).expect("a contraction");
+    let (mut m, cop, c, con) = parsed(WARP_CONTRACTIONS[op]);
     let mut ch = Choices::new(seed);
     let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
         .intrinsics
@@ -278,12 +287,7 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
         return Ok(None);
     }
     let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
-    let info = tilec::target::ComputeInfo::of(f, cop).expect("a compute op");
-    let choice = Choice {
-        name: x.name.clone(),
-        a: info.reads[mapping.a].name.trim_start_matches('%').to_string(),
-        axes: [&mapping.m, &mapping.n, &mapping.k].map(|axes| axes.iter().map(|&a| c.axis(a).name.clone()).collect()),
-    };
+    let choice = choice_of(&m, cop, &c, x, &mapping);
     let unit = |a: AxisId| {
         let on = |axes: &[AxisId], size: u32| axes.contains(&a).then_some(u64::from(size));
         on(&mapping.m, x.m).or(on(&mapping.n, x.n)).or(on(&mapping.k, x.k)).unwrap_or(1)

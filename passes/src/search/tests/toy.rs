@@ -84,6 +84,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "threshold",
             "cache-scale",
             "polish",
+            "op-budget",
             "beam",
             "max-space",
             "hops",
