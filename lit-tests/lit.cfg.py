@@ -51,6 +51,11 @@ config.environment["PATH"] = os.pathsep.join(
 # Diagnostics must not depend on the locale. (NO_COLOR is deliberately not
 # set: tilec must print no colour codes when stderr is not a terminal.)
 config.environment["LC_ALL"] = "C.UTF-8"
+# Measured peaks are cached per machine (src/calibration.rs); tests start
+# from an empty cache of their own, never the user's, so that ratios say
+# "nominal" unless a test measures first (lit-tests/bench/bench.tile).
+import tempfile
+config.environment["TILEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilec-lit-cache-")
 
 # The Python that runs lit (Debian's, with python3-numpy from tools/setup.sh);
 # `python3` on PATH may be another installation without numpy.

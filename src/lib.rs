@@ -4,6 +4,7 @@
 //! This crate never links LLVM, MLIR or CUDA (see `docs/ARCHITECTURE.md`);
 //! transformations live in `tilec-passes`, the driver in `tools/tilec`.
 
+pub mod calibration;
 pub mod diag;
 pub mod expected;
 pub mod golden;

@@ -4,8 +4,8 @@
 # with a hand-written BLIS-style schedule for this CPU's vector ISA) to an
 # x86-64 object through MLIR and LLVM, then compile, run and time it on
 # this machine (1 core and all cores), checked against the reference
-# interpreter; measure the machine's FMA peak for comparison, and let the
-# search pass schedule the bare operator, beside numpy/OpenBLAS.
+# interpreter, as a share of the machine's FMA peak measured first; and let
+# the search pass schedule the bare operator, beside numpy/OpenBLAS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,14 +31,16 @@ echo "==> tilec: compile $example to an object (the C ABI is in docs/codegen.md)
 "$bin/tilec" "$example" --emit=obj -o "$out/gemm.o" --timing
 nm "$out/gemm.o" | grep ' T '
 
+echo "==> this machine's measured f32 FMA peak and memory bandwidth (generated kernels), on 1 core and on every core;" >&2
+echo "    cached per machine (~/.cache/tilec/calibration.json), so the ratios below are to this machine's peak, not a datasheet's" >&2
+"$bin/tilec-bench" --peak --threads=1
+"$bin/tilec-bench" --peak
+
 echo "==> tilec-run: compile, run and time it on 1 core (10 runs after 2 warm-ups), checked against the interpreter" >&2
 "$bin/tilec-run" "$example" --backend=cpu --threads=1 --warmup 2 --repeat 10 --check
 
 echo "==> tilec-run: the same on every core" >&2
 "$bin/tilec-run" "$example" --backend=cpu --warmup 2 --repeat 10 --check
-
-echo "==> this machine's measured f32 FMA peak and memory bandwidth (generated kernels), for the ratio" >&2
-"$bin/tilec-bench" --peak --threads=1
 
 echo "==> the same GEMM, unscheduled, scheduled by the search pass (Gensor's Markov construction, 8 candidates measured), beside numpy" >&2
 "$bin/tilec-bench" benchmarks/workloads/gemm_1024.tile --strategy=markov --search-options="measure-top-k=8" --threads=1 --repeat 10 --warmup 2 --baseline

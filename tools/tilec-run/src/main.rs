@@ -591,7 +591,16 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
-    let peak = target.as_ref().and_then(|t| peak_gflops(t, original, if cli.backend == Backend::Cpu { threads } else { 1 }));
+    // On CPUs, this machine's f32 peak where `tilec-bench --peak` measured
+    // it (cached per machine and thread count) for an f32 result; else the
+    // target's nominal figure, and the output says which.
+    let f32_result = original.result_types.first().is_some_and(|t| t.elem == tilec::ir::ElemType::F32);
+    let measured = (cli.backend == Backend::Cpu && f32_result).then(|| tilec::calibration::load(threads)).flatten();
+    let peak_source = if measured.is_some() { "measured" } else { "nominal" };
+    let peak = match &measured {
+        Some(c) => Some(c.gflops),
+        None => target.as_ref().and_then(|t| peak_gflops(t, original, if cli.backend == Backend::Cpu { threads } else { 1 })),
+    };
 
     let checks: Vec<Option<Comparison>> = if cli.check {
         // The results are kept for the comparison: they count against the limit.
@@ -636,6 +645,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "flops": flops,
             "gflops": gflops,
             "peak_gflops": peak,
+            "peak_source": peak.map(|_| peak_source),
             "peak_fraction": peak.map(|p| gflops / p),
             "threads": (cli.backend == Backend::Cpu).then_some(threads),
             "outputs": outputs,
@@ -645,6 +655,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     } else {
         write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
         match (&target, peak) {
+            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} GFLOP/s, tilec-bench --peak)", 100.0 * gflops / p).ok(),
             (Some(t), Some(p)) if cli.backend == Backend::Cpu => write!(out, ", {:.1}% of `{}`'s nominal peak for {threads} core(s) ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
             (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal peak ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
             _ => None,

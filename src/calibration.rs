@@ -1,0 +1,128 @@
+//! This machine's measured peaks, cached (issue 23, "honest ratios"):
+//! `tilec-bench --peak` measures the f32 FMA peak, the memory bandwidth
+//! and each offered dot intrinsic's peak with generated kernels
+//! (`tilec_codegen::peak`) and stores them here; `tilec-bench` and
+//! `tilec-run` then give `% peak` against the measured figure of the
+//! machine they run on, and say "nominal" where they only have the
+//! target's datasheet figure.
+//!
+//! The cache is one JSON file, `calibration.json`, in `$TILEC_CACHE_DIR`,
+//! else `$XDG_CACHE_HOME/tilec`, else `~/.cache/tilec`: a list of entries,
+//! one per machine (CPU identity, [`machine_id`]) and thread count. A
+//! figure measured on another CPU never applies: a VM moved to another
+//! host gets a new identity.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One machine's measured figures for one thread count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// [`machine_id`] of the machine measured.
+    pub machine: String,
+    pub threads: usize,
+    /// f32 FMA peak, GFLOP/s, and the vector lanes that reached it.
+    pub gflops: f64,
+    pub lanes: u64,
+    /// Triad bandwidth, GB/s.
+    pub bandwidth_gbs: f64,
+    /// GOP/s of each dot intrinsic measured, by name.
+    pub dots: Vec<(String, f64)>,
+    /// When, in seconds since the Unix epoch.
+    pub measured_unix: u64,
+}
+
+/// This CPU's identity: vendor, family, model, stepping and model name
+/// from `/proc/cpuinfo`, and a hash of its feature flags (the same model
+/// with AVX-512 off in a VM is another machine). Empty where there is no
+/// `/proc/cpuinfo`.
+pub fn machine_id() -> String {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else { return String::new() };
+    machine_id_of(&info)
+}
+
+/// [`machine_id`] of the text of a `/proc/cpuinfo`.
+pub fn machine_id_of(cpuinfo: &str) -> String {
+    let field = |name: &str| cpuinfo.lines().find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map_or("", |(_, v)| v.trim());
+    // FNV-1a: a stable hash (std's is seeded per process).
+    let flags = field("flags").bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{} family {} model {} stepping {} ({}), flags {flags:016x}", field("vendor_id"), field("cpu family"), field("model"), field("stepping"), field("model name"))
+}
+
+/// Where the cache lives (module docs), if anywhere.
+pub fn cache_file() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let dir = var("TILEC_CACHE_DIR").or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("tilec"))).or_else(|| var("HOME").map(|h| h.join(".cache").join("tilec")))?;
+    Some(dir.join("calibration.json"))
+}
+
+/// The cached figures of `machine` for `threads` in `file`, if any (a
+/// missing or unreadable cache has none).
+pub fn load_from(file: &Path, machine: &str, threads: usize) -> Option<Calibration> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let entries: Vec<Calibration> = serde_json::from_str(&text).ok()?;
+    entries.into_iter().find(|c| c.machine == machine && c.threads == threads && !machine.is_empty())
+}
+
+/// Stores `c` in `file`, replacing the entry of its machine and thread
+/// count; written to a temporary file and renamed, so that a reader never
+/// sees half a file.
+pub fn store_to(file: &Path, c: &Calibration) -> Result<(), String> {
+    let mut entries: Vec<Calibration> = std::fs::read_to_string(file).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    entries.retain(|e| !(e.machine == c.machine && e.threads == c.threads));
+    entries.push(c.clone());
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?;
+    let tmp = file.with_extension(format!("json.{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, file).map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+/// This machine's cached figures for `threads`, if measured.
+pub fn load(threads: usize) -> Option<Calibration> {
+    load_from(&cache_file()?, &machine_id(), threads)
+}
+
+/// Stores this machine's figures (`c.machine` is set here).
+pub fn store(c: Calibration) -> Result<PathBuf, String> {
+    let file = cache_file().ok_or("no cache folder: set TILEC_CACHE_DIR, XDG_CACHE_HOME or HOME")?;
+    store_to(&file, &Calibration { machine: machine_id(), ..c })?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZEN3: &str = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nstepping\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma\n";
+
+    #[test]
+    fn a_machine_is_its_cpu_and_its_flags() {
+        let id = machine_id_of(ZEN3);
+        assert!(id.starts_with("AuthenticAMD family 25 model 1 stepping 1 (AMD EPYC 7B13), flags "), "{id}");
+        assert_ne!(id, machine_id_of(&ZEN3.replace("avx2 fma", "avx2 fma avx512f")), "other flags, another machine");
+        assert_eq!(id, machine_id_of(ZEN3), "stable");
+    }
+
+    #[test]
+    fn figures_are_stored_per_machine_and_thread_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sub").join("calibration.json");
+        let one = Calibration { machine: "m".into(), threads: 1, gflops: 60.0, lanes: 8, bandwidth_gbs: 20.0, dots: vec![], measured_unix: 1 };
+        assert_eq!(load_from(&file, "m", 1), None, "nothing cached yet");
+        store_to(&file, &one).unwrap();
+        store_to(&file, &Calibration { threads: 2, gflops: 120.0, ..one.clone() }).unwrap();
+        store_to(&file, &Calibration { machine: "other".into(), gflops: 1.0, ..one.clone() }).unwrap();
+        assert_eq!(load_from(&file, "m", 1), Some(one.clone()));
+        assert_eq!(load_from(&file, "m", 2).map(|c| c.gflops), Some(120.0));
+        assert_eq!(load_from(&file, "m", 4), None);
+        // A new measurement replaces the old one.
+        store_to(&file, &Calibration { gflops: 65.0, ..one.clone() }).unwrap();
+        assert_eq!(load_from(&file, "m", 1).map(|c| c.gflops), Some(65.0));
+        assert_eq!(load_from(&file, "", 1), None, "an unknown machine matches nothing");
+        std::fs::write(&file, "not json").unwrap();
+        assert_eq!(load_from(&file, "m", 1), None, "an unreadable cache is none");
+    }
+}
