@@ -301,6 +301,8 @@ for i, (m, n, k) in enumerate([(512, 64, 1024), (512, 4096, 1024), (512, 64, 768
 for (m, n, k) in [(16, 512, 128), (1024, 16, 256), (256, 1024, 256), (512, 256, 16)]:
     gemm_pair(f"gemm_gta_{m}x{n}x{k}", m, n, k, "GTA public GEMM benchmark (seed 001)")
 gemm_pair("gemm_1024", 1024, 1024, 1024, "GEMM 1024^3 (GTA public benchmark; the CPU reference point in WORKLOADS.md)")
+# A GEMV written as a GEMM (M = 1: a batch-1 fully connected layer; issue 23)
+gemm_pair("gemm_m1_4096", 1, 4096, 4096, "GEMM with M = 1, a GEMV written as a GEMM (batch-1 fully connected layer; issue 23)")
 # Quantized (issue 22): int8 GEMM 1024^3 and the ResNet-50 R5 layer, u8 x i8 -> i32
 add("gemm_int8_1024", gemm_int8("gemm_int8_1024", 1024, 1024, 1024, "int8 GEMM 1024^3 (issue 22; baseline: onnxruntime MatMulInteger)"))
 add("gemm_int8_1024_small", gemm_int8("gemm_int8_1024_small", 48, 48, 48, "int8 GEMM (shrunk copy)"))

@@ -249,11 +249,24 @@ struct Measured {
     round_medians_s: Vec<f64>,
     min_s: f64,
     flops: u64,
+    /// Bytes of the function's inputs and results: what a memory-bound op
+    /// must move at least once.
+    bytes: u64,
     check: Option<bool>,
     baseline: Option<Result<Baseline, String>>,
     /// The schedule each kernel was compiled with, on one line.
     schedules: Vec<String>,
 }
+
+/// Bytes of `f`'s tensor inputs and results.
+fn moved_bytes(f: &tilec::ir::Function) -> u64 {
+    let inputs: u64 = f.params.iter().filter_map(|&v| f.value_type(v).as_tensor().and_then(|t| t.size_bytes())).sum();
+    inputs + f.result_types.iter().filter_map(|t| t.size_bytes()).sum::<u64>()
+}
+
+/// Operations per byte moved below which a row's GB/s is reported against
+/// the triad bandwidth (a GEMV does 0.5; a GEMM 1024 about 170).
+const MEMORY_BOUND_INTENSITY: f64 = 2.0;
 
 fn pipeline_for(strategy: &str, seed: u64, options: &str) -> String {
     let search = match strategy {
@@ -386,7 +399,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
     let baseline = baseline_rounds.map(|b| b.map(|(library, round_medians_s)| Baseline { library, median_s: median(&round_medians_s), round_medians_s }));
-    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), check, baseline, schedules })
+    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules })
 }
 
 /// A baseline library's figures: the median of its rounds' medians.
@@ -684,7 +697,8 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     // A curve run that measured nothing failed, whatever its kernel did.
     let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)) && r.curves.iter().flatten().all(|c| !c.points.is_empty()));
     let mut out = String::new();
-    let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops)).collect();
+    let bandwidth = peak.as_ref().map(|p| p.bandwidth_gbs);
+    let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops, bandwidth)).collect();
     let mut doc = json!({
         "machine": machine(),
         "target": target.name,
@@ -762,6 +776,20 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
                 }
             }
         }
+        // Memory-bound rows (a GEMV): bytes moved per second, against the
+        // measured triad bandwidth where there is one.
+        for r in &rows {
+            let Ok(m) = &r.result else { continue };
+            if m.bytes == 0 || (m.flops as f64 / m.bytes as f64) >= MEMORY_BOUND_INTENSITY {
+                continue;
+            }
+            let gbs = m.bytes as f64 / m.median_s / 1e9;
+            let of = match &peak {
+                Some(p) => format!(", {:.0}% of the measured {:.1} GB/s triad", 100.0 * gbs / p.bandwidth_gbs, p.bandwidth_gbs),
+                None => " (pass --peak to measure the triad bandwidth)".to_string(),
+            };
+            writeln!(out, "memory-bound: {} ({}) moves {:.1} MB at {gbs:.1} GB/s{of}", r.workload, r.strategy, m.bytes as f64 / 1e6).ok();
+        }
         let skipped: Vec<String> = rows.iter().filter_map(|r| r.result.as_ref().ok().and_then(|m| m.baseline.as_ref()).and_then(|b| b.as_ref().err()).map(|why| format!("{}: {why}", r.workload))).collect();
         if let Some(first) = skipped.first() {
             writeln!(out, "baselines skipped: {first}{}", if skipped.len() > 1 { format!(" (and {} more)", skipped.len() - 1) } else { String::new() }).ok();
@@ -774,10 +802,11 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     Ok(all_ok)
 }
 
-fn row_json(r: &Row, peak: Option<f64>) -> Json {
+fn row_json(r: &Row, peak: Option<f64>, bandwidth: Option<f64>) -> Json {
     match &r.result {
         Ok(m) => {
             let gflops = m.flops as f64 / m.median_s / 1e9;
+            let gbs = m.bytes as f64 / m.median_s / 1e9;
             let (baseline, ratio) = match &m.baseline {
                 Some(Ok(b)) => {
                     let g = m.flops as f64 / b.median_s / 1e9;
@@ -799,6 +828,9 @@ fn row_json(r: &Row, peak: Option<f64>) -> Json {
                 "flops": m.flops,
                 "gflops": gflops,
                 "peak_fraction": peak.map(|p| gflops / p),
+                "bytes": m.bytes,
+                "gbs": gbs,
+                "bandwidth_fraction": bandwidth.map(|b| gbs / b),
                 "check": m.check,
                 "baseline": baseline,
                 "ratio_to_baseline": ratio,
