@@ -893,9 +893,9 @@ impl<'f> Emitter<'f> {
         let elem = |i: usize| f.value_type(operands[i]).readable().map(|t| t.elem).ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()));
         let (ec, ea, eb) = (elem(0)?, elem(1)?, elem(2)?);
         let per_reg: i64 = match (x.shape, ea, eb, ec) {
-            ([16, 8, 16], ElemType::F16, ElemType::F16, ElemType::F32 | ElemType::F16) => 2,
+            ([16, 8, 16], ElemType::F16, ElemType::F16, ElemType::F32 | ElemType::F16) | ([16, 8, 16], ElemType::BF16, ElemType::BF16, ElemType::F32) => 2,
             ([16, 8, 32], ElemType::I8, ElemType::I8, ElemType::I32) => 4,
-            _ => return err(format!("`{}`: nvgpu.mma.sync has no {}x{}x{} form of {ea} × {eb} into {ec} (f16 with k = 16, i8 with k = 32)", x.name, x.shape[0], x.shape[1], x.shape[2])),
+            _ => return err(format!("`{}`: mma.sync has no {}x{}x{} form of {ea} × {eb} into {ec} here (f16 or bf16 with k = 16, i8 with k = 32)", x.name, x.shape[0], x.shape[1], x.shape[2])),
         };
         let [g, t] = [f.expr_in_values(op, &lane[0]), f.expr_in_values(op, &lane[1])];
         let affine = |base: &AffineExpr<Value>, scale: i64, plus: i64| -> Result<AffineExpr<Value>, EmitError> {
@@ -954,6 +954,9 @@ impl<'f> Emitter<'f> {
             c_parts.push(v);
         }
         let (et_a, et_c) = (mlir_elem(ea), mlir_elem(ec));
+        if ea == ElemType::BF16 {
+            return self.bf16_mma(&a_parts, &b_parts, &c_parts, (&m, &mty), &acc_idx);
+        }
         let (a_ty, b_ty, c_ty) = (format!("vector<4x{per_reg}x{et_a}>"), format!("vector<2x{per_reg}x{et_a}>"), format!("vector<2x2x{et_c}>"));
         let (va, vb, vc, r) = (self.fresh("fa"), self.fresh("fb"), self.fresh("fc"), self.fresh("mma"));
         self.line(&format!("{va} = vector.from_elements {} : {a_ty}", a_parts.join(", ")));
@@ -963,6 +966,37 @@ impl<'f> Emitter<'f> {
         for ((fm, fn_), idx) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().zip(&acc_idx) {
             let v = self.fresh("el");
             self.line(&format!("{v} = vector.extract {r}[{fm}, {fn_}] : {et_c} from {c_ty}"));
+            self.line(&format!("memref.store {v}, {m}[{}] : {mty}", idx.join(", ")));
+        }
+        Ok(())
+    }
+
+    /// The bf16 m16n8k16 `mma.sync` into f32, which `nvgpu.mma.sync`
+    /// cannot type: `nvvm.mma.sync` directly, each register two bf16
+    /// packed into an i32 (the first element in the low half), the result
+    /// an LLVM struct of the 4 accumulator elements (c0..c3, the fragment
+    /// in row-major order, as `acc_idx`).
+    fn bf16_mma(&mut self, a: &[String], b: &[String], c: &[String], (m, mty): (&str, &str), acc_idx: &[Vec<String>]) -> Result<(), EmitError> {
+        let pack = |this: &mut Self, pair: &[String]| {
+            let (v, w, r) = (this.fresh("bp"), this.fresh("bw"), this.fresh("br"));
+            this.line(&format!("{v} = vector.from_elements {}, {} : vector<2xbf16>", pair[0], pair[1]));
+            this.line(&format!("{w} = vector.bitcast {v} : vector<2xbf16> to vector<1xi32>"));
+            this.line(&format!("{r} = vector.extract {w}[0] : i32 from vector<1xi32>"));
+            r
+        };
+        let a_regs: Vec<String> = a.chunks(2).map(|p| pack(self, p)).collect();
+        let b_regs: Vec<String> = b.chunks(2).map(|p| pack(self, p)).collect();
+        let st = "!llvm.struct<(f32, f32, f32, f32)>";
+        let r = self.fresh("mma");
+        self.line(&format!(
+            "{r} = nvvm.mma.sync A[{}] B[{}] C[{}] {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {st}",
+            a_regs.join(", "),
+            b_regs.join(", "),
+            c.join(", ")
+        ));
+        for (i, idx) in acc_idx.iter().enumerate() {
+            let v = self.fresh("el");
+            self.line(&format!("{v} = llvm.extractvalue {r}[{i}] : {st}"));
             self.line(&format!("memref.store {v}, {m}[{}] : {mty}", idx.join(", ")));
         }
         Ok(())

@@ -93,8 +93,8 @@ impl IntrinsicOption {
 /// The intrinsic options of compute op `op` of `f` (with compute `c`) on
 /// `target`, in a fixed order: the target's offered intrinsics that
 /// `tensorize` rewrites and code generation compiles
-/// ([`crate::tensorize::rewrites`]: vector ones on CPUs, m16n8 `mma` of f16
-/// and i8 on GPUs) in file order, each with its basic mapping candidates
+/// ([`crate::tensorize::rewrites`]: vector ones on CPUs, m16n8 `mma` of
+/// f16, bf16 and i8 on GPUs) in file order, each with its basic mapping candidates
 /// in their order ([`mapping::candidates`]), keeping those whose mapped
 /// axes' extents are multiples of the intrinsic's sizes.
 fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<IntrinsicOption> {

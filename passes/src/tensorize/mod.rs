@@ -76,15 +76,15 @@ follow each other and code generation loads them as one vector.",
 
 /// Does `tensorize` rewrite intrinsic `x` into code that code generation
 /// compiles? Vector intrinsics (`fma`, `dot`), and warp `mma` of 16 × 8
-/// tiles with f16 operands (into f32 or f16) or i8 ones (into i32): the
-/// forms of `nvgpu.mma.sync` (bf16 and tf32 are not compiled yet). What the
-/// search offers as intrinsic options.
+/// tiles with f16 operands (into f32 or f16), bf16 ones (into f32) or i8
+/// ones (into i32) (tf32 is not compiled yet). What the search offers as
+/// intrinsic options.
 pub fn rewrites(x: &Intrinsic) -> bool {
     if x.is_vector() {
         return true;
     }
     let types = (x.a.as_str(), x.b.as_str(), x.acc.as_str());
-    x.kind == "mma" && [x.m, x.n] == [16, 8] && matches!(types, ("f16", "f16", "f32" | "f16") | ("i8", "i8", "i32"))
+    x.kind == "mma" && [x.m, x.n] == [16, 8] && matches!(types, ("f16", "f16", "f32" | "f16") | ("bf16", "bf16", "f32") | ("i8", "i8", "i32"))
 }
 
 /// Which intrinsic computes a kernel's contraction, and how its axes map.

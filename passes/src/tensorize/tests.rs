@@ -225,8 +225,8 @@ fn packing_is_exercised() {
 }
 
 /// Contractions for warp intrinsics (`mma.sync` on sm80): f16 into f32 and
-/// into f16, s8 into s32, an f16 convolution; extents the 16 × 8 × k tiles
-/// divide.
+/// into f16, bf16 into f32, s8 into s32, an f16 convolution; extents the
+/// 16 × 8 × k tiles divide.
 const WARP_CONTRACTIONS: &[&str] = &[
     "func @f(%A: tensor<32x32xf16>, %B: tensor<32x64xf16>) -> tensor<32x64xf32> {
   %C = compute (i: 32, j: 64) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x64xf32>[i, j] {
@@ -241,6 +241,15 @@ const WARP_CONTRACTIONS: &[&str] = &[
   %C = compute (i: 32, j: 16) reduce sum (k: 16) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x16xf16>[i, j] {
     %0 = mul %a, %b : f16
     yield %0 : f16
+  }
+  return %C
+}",
+    "func @f(%A: tensor<16x32xbf16>, %B: tensor<32x32xbf16>) -> tensor<16x32xf32> {
+  %C = compute (i: 16, j: 32) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<16x32xf32>[i, j] {
+    %x = cast %a : bf16 -> f32
+    %y = cast %b : bf16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
   }
   return %C
 }",
