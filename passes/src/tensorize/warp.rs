@@ -87,9 +87,13 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     };
     // The accumulator's `m` and `n` dimensions.
     let x = call(f, first);
-    let (Some(dm), Some(dn)) = (unit_dim(&x.acc.steps[0]), unit_dim(&x.acc.steps[1])) else {
+    let dims = (unit_dim(&x.acc.steps[0]), unit_dim(&x.acc.steps[1]));
+    let (Some(dm), Some(dn)) = dims else {
         return Err(cannot("the accumulator's `m` and `n` are not two of its dimensions").at(f.op_spans[first], "this intrinsic"));
     };
+    if dm == dn {
+        return Err(cannot("the accumulator's `m` and `n` are not two of its dimensions").at(f.op_spans[first], "this intrinsic"));
+    }
     if let Some(&o) = calls.iter().find(|&&o| {
         let y = call(f, o);
         unit_dim(&y.acc.steps[0]) != Some(dm) || unit_dim(&y.acc.steps[1]) != Some(dn)
