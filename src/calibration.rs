@@ -85,10 +85,11 @@ pub fn load(threads: usize) -> Option<Calibration> {
     load_from(&cache_file()?, &machine_id(), threads)
 }
 
-/// Stores this machine's figures (`c.machine` is set here).
-pub fn store(c: Calibration) -> Result<PathBuf, String> {
+/// Stores figures measured on this machine (`c.machine` is its
+/// [`machine_id`]) in the cache.
+pub fn store(c: &Calibration) -> Result<PathBuf, String> {
     let file = cache_file().ok_or("no cache folder: set TILEC_CACHE_DIR, XDG_CACHE_HOME or HOME")?;
-    store_to(&file, &Calibration { machine: machine_id(), ..c })?;
+    store_to(&file, c)?;
     Ok(file)
 }
 

@@ -442,32 +442,30 @@ impl Problem {
     /// one it cannot be hoisted out of ([`Problem::pack_traffic`]).
     fn pack_copies(&self, cfg: &Config, r: usize, level: usize) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
-        let kind = |spatial: bool| -> Vec<usize> { cfg.order.iter().copied().filter(|&a| self.axes[a].spatial == spatial).collect() };
-        let (spatial, reduction) = (kind(true), kind(false));
-        let entries = self.copy_entries(level).map(|(_, l, sp)| self.entry_copies(cfg, &read.indices, l, if sp { &spatial } else { &reduction }));
-        Self::copies_over(entries)
+        Self::copies_over(self.copy_entries(level).map(|(l, sp)| self.entry_copies(cfg, &read.indices, l, sp, cfg.order.iter().copied())))
     }
 
     /// The entries of the target's loop order at or above `level`, with
-    /// their position, level and kind (spatial or not).
-    fn copy_entries(&self, level: usize) -> impl Iterator<Item = (usize, usize, bool)> + '_ {
-        self.order.iter().enumerate().filter_map(move |(i, e)| match *e {
-            OrderEntry::Spatial(l) if l <= level => Some((i, l, true)),
-            OrderEntry::Reduction(l) if l <= level => Some((i, l, false)),
+    /// their level and kind (spatial or not), outermost first.
+    fn copy_entries(&self, level: usize) -> impl Iterator<Item = (usize, bool)> + '_ {
+        self.order.iter().filter_map(move |e| match *e {
+            OrderEntry::Spatial(l) if l <= level => Some((l, true)),
+            OrderEntry::Reduction(l) if l <= level => Some((l, false)),
             _ => None,
         })
     }
 
     /// One entry of the loop order for a copy reading `indices`: its loops
-    /// are `axes` (the order's axes of the entry's kind) at level `l`, each
-    /// running `trip` times; a copy moves out of the serial loops its box
-    /// does not depend on, never out of a parallel one (each core packs its
-    /// own). Products are exact integers (they count iterations of the op).
-    fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, axes: &[usize]) -> EntryCopies {
+    /// are those of `axes` (in loop order) of the entry's kind (`spatial`)
+    /// at level `l`, each running `trip` times; a copy moves out of the
+    /// serial loops its box does not depend on, never out of a parallel one
+    /// (each core packs its own). Products are exact integers (they count
+    /// iterations of the op).
+    fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, spatial: bool, axes: impl IntoIterator<Item = usize>) -> EntryCopies {
         let mut e = EntryCopies { kept: false, prefix: 1, full: 1 };
-        for &a in axes {
+        for a in axes {
             let axis = &self.axes[a];
-            if self.fixed(a, l) {
+            if axis.spatial != spatial || self.fixed(a, l) {
                 continue;
             }
             let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
@@ -651,12 +649,12 @@ impl Problem {
         let mut seen = [0usize; 2];
         let layout: Vec<(bool, usize)> = self
             .copy_entries(level)
-            .map(|(_, _, sp)| {
+            .map(|(_, sp)| {
                 seen[usize::from(sp)] += 1;
                 (sp, seen[usize::from(sp)] - 1)
             })
             .collect();
-        let stats = |sp: bool, axes: &[usize]| -> Vec<EntryCopies> { self.copy_entries(level).filter(|&(_, _, k)| k == sp).map(|(_, l, _)| self.entry_copies(cfg, indices, l, axes)).collect() };
+        let stats = |sp: bool, axes: &[usize]| -> Vec<EntryCopies> { self.copy_entries(level).filter(|&(_, k)| k == sp).map(|(l, _)| self.entry_copies(cfg, indices, l, sp, axes.iter().copied())).collect() };
         let parts = &self.order_parts;
         let spatial: Vec<Vec<EntryCopies>> = parts.spatial.iter().map(|axes| stats(true, axes)).collect();
         let reduction: Vec<Vec<EntryCopies>> = parts.reduction.iter().map(|axes| stats(false, axes)).collect();

@@ -53,6 +53,14 @@ fn unit_dim(steps: &[i64]) -> Option<usize> {
     }
 }
 
+/// The accumulator dimensions an intrinsic's `m` and `n` step by 1 (two
+/// different ones), if they are.
+fn acc_dims(f: &Function, call: Op) -> Option<(usize, usize)> {
+    let OpKind::Intrinsic(x) = &f.ops[call].kind else { return None };
+    let (dm, dn) = (unit_dim(&x.acc.steps[0])?, unit_dim(&x.acc.steps[1])?);
+    (dm != dn).then_some((dm, dn))
+}
+
 /// `e / by`, where every coefficient and the constant of `e` are multiples.
 fn exact_quotient(e: &AffineExpr<Value>, by: i64) -> Option<AffineExpr<Value>> {
     if e.divisor() != 1 || e.constant_term() % by != 0 || e.terms().iter().any(|&(_, c)| c % by != 0) {
@@ -71,10 +79,6 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
         .collect();
     let Some(&first) = calls.first() else { return Ok(()) };
     let acc = f.ops[first].operands[0];
-    let call = |f: &Function, o: Op| match &f.ops[o].kind {
-        OpKind::Intrinsic(x) => (**x).clone(),
-        _ => unreachable!("collected intrinsics"),
-    };
     if let Some(&other) = calls.iter().find(|&&o| f.ops[o].operands[0] != acc) {
         return Err(cannot("two accumulators").at(f.op_spans[other], "this intrinsic").with_secondary(f.op_spans[first], "and this one"));
     }
@@ -86,18 +90,10 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
             .with_note("a warp intrinsic accumulates in the thread's register tile, which becomes each lane's fragment"));
     };
     // The accumulator's `m` and `n` dimensions.
-    let x = call(f, first);
-    let dims = (unit_dim(&x.acc.steps[0]), unit_dim(&x.acc.steps[1]));
-    let (Some(dm), Some(dn)) = dims else {
+    let Some((dm, dn)) = acc_dims(f, first) else {
         return Err(cannot("the accumulator's `m` and `n` are not two of its dimensions").at(f.op_spans[first], "this intrinsic"));
     };
-    if dm == dn {
-        return Err(cannot("the accumulator's `m` and `n` are not two of its dimensions").at(f.op_spans[first], "this intrinsic"));
-    }
-    if let Some(&o) = calls.iter().find(|&&o| {
-        let y = call(f, o);
-        unit_dim(&y.acc.steps[0]) != Some(dm) || unit_dim(&y.acc.steps[1]) != Some(dn)
-    }) {
+    if let Some(&o) = calls.iter().find(|&&o| acc_dims(f, o) != Some((dm, dn))) {
         return Err(cannot("the intrinsics use the accumulator's dimensions differently").at(f.op_spans[o], "this intrinsic"));
     }
     let [sm, sn] = [buf.shape[dm], buf.shape[dn]];
@@ -233,7 +229,8 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     let pos = |d: usize| d + usize::from(dm < d) + usize::from(dn < d);
     let rank = buf.shape.len() + 2;
     for &o in &calls {
-        let mut y = call(f, o);
+        let OpKind::Intrinsic(y) = &f.ops[o].kind else { unreachable!("collected intrinsics") };
+        let mut y = (**y).clone();
         let origins: Vec<Vec<AffineExpr<Value>>> = y.tiles().iter().map(|t| t.indices.iter().map(|e| f.expr_in_values(o, e)).collect()).collect();
         let (Some(qm), Some(qn)) = (exact_quotient(&origins[0][dm], TILE[0]), exact_quotient(&origins[0][dn], TILE[1])) else {
             return Err(cannot("a tile of the accumulator does not start at a multiple of 16 × 8").at(f.op_spans[o], "this intrinsic"));

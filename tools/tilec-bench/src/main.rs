@@ -22,6 +22,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 use termcolor::{ColorChoice, StandardStream};
+use tilec::calibration::Calibration;
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::{Tensor, compare::compare, run_function};
 use tilec::measure::Timing;
@@ -204,16 +205,10 @@ fn machine() -> String {
     format!("{}, {cores} core(s)", cpu_model())
 }
 
-/// A measured peak: GFLOP/s for the threads used, bandwidth, and the
-/// GOP/s of each dot-product intrinsic (VNNI, BF16) the target offers.
-struct MeasuredPeak {
-    gflops: f64,
-    lanes: u64,
-    bandwidth_gbs: f64,
-    dots: Vec<(String, f64)>,
-}
-
-fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<MeasuredPeak, String> {
+/// Measures this machine's peak for `threads` threads: f32 FMA GFLOP/s,
+/// triad bandwidth, and the GOP/s of each dot-product intrinsic (VNNI,
+/// BF16) the target offers; what `--peak` caches (`tilec::calibration`).
+fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<Calibration, String> {
     let host = LlvmTarget::host();
     let lanes = if host.features.split(',').any(|f| f == "+avx512f") { 16 } else { 8 };
     let p = tilec_codegen::peak::measure_fma_peak(&host, lanes, threads, 7).map_err(|e| e.0)?;
@@ -226,7 +221,8 @@ fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<Measur
         let d = tilec_codegen::peak::measure_dot_peak(&llvm, x, threads, 7).map_err(|e| format!("{}: {}", x.name, e.0))?;
         dots.push((x.name.clone(), d.gflops));
     }
-    Ok(MeasuredPeak { gflops: p.gflops, lanes, bandwidth_gbs: b.gbs, dots })
+    let measured_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok(Calibration { machine: tilec::calibration::machine_id(), threads, gflops: p.gflops, lanes, bandwidth_gbs: b.gbs, dots, measured_unix })
 }
 
 /// One workload under one strategy.
@@ -637,15 +633,12 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     let (peak, measured_source) = if cli.peak {
         eprintln!("measuring this machine's peak ({threads} thread(s))...");
         let p = measure_peak(&target, threads).map_err(|e| Diagnostic::error(format!("cannot measure the peak: {e}")))?;
-        let measured_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let entry = tilec::calibration::Calibration { machine: String::new(), threads, gflops: p.gflops, lanes: p.lanes, bandwidth_gbs: p.bandwidth_gbs, dots: p.dots.clone(), measured_unix };
-        if let Err(e) = tilec::calibration::store(entry) {
+        if let Err(e) = tilec::calibration::store(&p) {
             eprintln!("warning: the measured peak is not cached: {e}");
         }
         (Some(p), "measured")
     } else {
-        let cached = tilec::calibration::load(threads).map(|c| MeasuredPeak { gflops: c.gflops, lanes: c.lanes, bandwidth_gbs: c.bandwidth_gbs, dots: c.dots });
-        (cached, "cached")
+        (tilec::calibration::load(threads), "cached")
     };
     let peak_only = cli.peak && cli.files.is_empty() && cli.strategy.is_empty();
     let files: Vec<PathBuf> = if peak_only {
