@@ -1579,8 +1579,11 @@ impl<'f> Emitter<'f> {
             (BinaryOp::Sub, true) => ("arith.subf", " fastmath<contract>"),
             (BinaryOp::Mul, true) => ("arith.mulf", " fastmath<contract>"),
             (BinaryOp::Div, true) => ("arith.divf", ""),
-            (BinaryOp::Max, true) => ("arith.maximumf", ""),
-            (BinaryOp::Min, true) => ("arith.minimumf", ""),
+            // NaN propagates (the dialect's rule) but the sign of a zero
+            // result is unspecified, as in the interpreter: without `nsz`
+            // LLVM orders -0 below +0 with two blends per lane group.
+            (BinaryOp::Max, true) => ("arith.maximumf", " fastmath<nsz>"),
+            (BinaryOp::Min, true) => ("arith.minimumf", " fastmath<nsz>"),
             (BinaryOp::Add, false) => ("arith.addi", ""),
             (BinaryOp::Sub, false) => ("arith.subi", ""),
             (BinaryOp::Mul, false) => ("arith.muli", ""),
