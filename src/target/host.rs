@@ -14,22 +14,33 @@
 //!   size,shared_cpu_list}` (L1 data, L2, L3; L3 counted as this machine's
 //!   share: size × cores / cores sharing one L3);
 //! - clock: `/sys/devices/system/cpu/cpu0/cpufreq/base_frequency` where the
-//!   driver exposes it;
+//!   driver exposes it, else `cpu MHz` of `/proc/cpuinfo`;
 //! - memory size: `MemTotal` in `/proc/meminfo`;
-//! - the model name (`/proc/cpuinfo`), for the description.
+//! - the model name (`/proc/cpuinfo`), for the description;
+//! - the core: CPUID vendor, family and model (`/proc/cpuinfo`) looked up
+//!   in [`cores::CORES`], which gives FMA instructions per clock at the
+//!   base's vector width (a Zen 4 core retires one 512-bit FMA per clock,
+//!   an Ice Lake-SP core two), the FMA latency, vector loads per clock
+//!   from L1 and bytes per clock from L2;
+//! - cross-checked by measurement: where `tilec-bench --peak` cached this
+//!   machine's f32 FMA peak on one thread ([`crate::calibration`]), it
+//!   gives the clock the FMAs really run at (turbo, or an AVX-512 licence
+//!   clock), and, where it is well below what the clock allows, fewer FMA
+//!   units than the table's (a Xeon SKU with one 512-bit unit has the
+//!   model number of one with two).
 //!
 //! Assumed from the base description: DRAM bandwidth, every latency, line
-//! sizes, the search model's figures of a core (`compute.fma_latency_cycles`,
-//! `compute.misses_in_flight`, the `[model]` costs), and the per-core,
-//! per-clock rates (FMA units, cache bandwidths in bytes per clock), which
-//! are scaled by the detected cores and clock. Each
-//! value that could not be detected keeps the base description's, and the
-//! target's `sources` say which were detected and which assumed.
+//! sizes, L3's bytes per clock, the search model's other figures of a core
+//! (`compute.misses_in_flight`, the `[model]` costs), and, for a core the
+//! table does not know, its per-clock rates. Per-clock rates are scaled by
+//! the detected cores and clock. Each value that could not be detected
+//! keeps the base description's, and the target's `sources` say which were
+//! detected and which assumed.
 //!
 //! Not x86-64, or x86-64 without AVX2+FMA: there is no `host` (an error
 //! says why; name another target).
 
-use super::{Per, Target};
+use super::{cores, Per, Target};
 use crate::diag::{Diagnostic, Diagnostics};
 use std::path::Path;
 use std::sync::Arc;
@@ -50,7 +61,30 @@ pub struct HostInfo {
     /// cpu0's caches; `None` when sysfs could not be read.
     pub caches: Option<Vec<Cache>>,
     pub base_mhz: Option<f64>,
+    /// `cpu MHz` of `/proc/cpuinfo` (the clock now, or in a VM often the
+    /// host's nominal one): the clock where cpufreq gives no base.
+    pub cpuinfo_mhz: Option<f64>,
     pub memory_bytes: Option<u64>,
+    /// CPUID vendor, family and model (`/proc/cpuinfo`).
+    pub cpuid: Option<CpuId>,
+    /// This machine's measured f32 FMA peak on one thread, where
+    /// `tilec-bench --peak` cached one ([`crate::calibration`]).
+    pub measured: Option<MeasuredPeak>,
+}
+
+/// CPUID's identity of a core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuId {
+    pub vendor: String,
+    pub family: u32,
+    pub model: u32,
+}
+
+/// A measured single-thread f32 FMA peak and the vector lanes it used.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct MeasuredPeak {
+    pub gflops: f64,
+    pub lanes: u64,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -104,6 +138,7 @@ pub fn detect() -> HostInfo {
     info.arch = std::env::consts::ARCH.to_string();
     info.features = cpu_features();
     info.usable_cpus = std::thread::available_parallelism().ok().map(|n| n.get());
+    info.measured = crate::calibration::load(1).map(|c| MeasuredPeak { gflops: c.gflops, lanes: c.lanes });
     info
 }
 
@@ -171,7 +206,15 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
         let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         kb.checked_mul(1024)
     });
-    let model = read(&proc_root.join("cpuinfo")).and_then(|c| c.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()));
+    let cpuinfo = read(&proc_root.join("cpuinfo")).unwrap_or_default();
+    // The first processor's fields.
+    let field = |name: &str| cpuinfo.lines().take_while(|l| !l.trim().is_empty()).find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
+    let model = field("model name");
+    let cpuinfo_mhz = field("cpu MHz").and_then(|m| m.parse::<f64>().ok()).filter(|&m| m > 0.0);
+    let cpuid = match (field("vendor_id"), field("cpu family").and_then(|f| f.parse().ok()), field("model").and_then(|m| m.parse().ok())) {
+        (Some(vendor), Some(family), Some(model)) => Some(CpuId { vendor, family, model }),
+        _ => None,
+    };
 
     HostInfo {
         arch: String::new(),
@@ -182,7 +225,10 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
         threads_per_core,
         caches: any.then_some(caches),
         base_mhz,
+        cpuinfo_mhz,
         memory_bytes,
+        cpuid,
+        measured: None,
     }
 }
 
@@ -255,8 +301,8 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
         "DRAM bandwidth".into(),
         "latencies".into(),
         "line sizes".into(),
-        "per-core rates per clock (FMA units, cache bytes/clk)".into(),
-        "the search model's core figures (FMA latency, misses in flight, `[model]` costs)".into(),
+        "L3 bytes/clk".into(),
+        "the search model's core figures (misses in flight, `[model]` costs)".into(),
     ];
 
     t.name = "host".into();
@@ -301,19 +347,70 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
         }
         _ => assumed.push(format!("{} cores", base.compute.units)),
     }
-    match info.base_mhz {
-        Some(mhz) => {
+    match (info.base_mhz, info.cpuinfo_mhz) {
+        (Some(mhz), _) => {
             t.compute.clock_ghz = mhz / 1000.0;
             detected.push(format!("{} GHz base clock (cpufreq)", fmt_num(t.compute.clock_ghz)));
         }
-        None => assumed.push(format!("{} GHz clock", fmt_num(base.compute.clock_ghz))),
+        (None, Some(mhz)) => {
+            t.compute.clock_ghz = mhz / 1000.0;
+            detected.push(format!("{} GHz clock (`cpu MHz` of /proc/cpuinfo)", fmt_num(t.compute.clock_ghz)));
+        }
+        (None, None) => assumed.push(format!("{} GHz clock", fmt_num(base.compute.clock_ghz))),
     }
 
-    // Rates per core and clock stay the base part's; the totals follow the
-    // detected cores and clock.
+    // The core's per-clock figures: the table's where it knows the core,
+    // then the FMA units and the clock as the measured peak has them.
+    let bits = base.isa.vector_bits;
+    let base_fma = base.intrinsics.iter().find(|x| x.kind == "fma").map_or(1.0, |x| x.per_cycle);
+    let core = info.cpuid.as_ref().and_then(|id| cores::identify(&id.vendor, id.family, id.model).map(|c| (id, c))).filter(|(_, c)| c.fma_per_clock(bits) > 0.0);
+    let mut fma_per_clock = base_fma;
+    match core {
+        Some((id, c)) => {
+            fma_per_clock = c.fma_per_clock(bits);
+            t.compute.fma_latency_cycles = c.fma_latency_cycles;
+            detected.push(format!(
+                "core {} ({} family {:#x} model {:#x}; table: {} FMA/clk and {} loads/clk at {bits} bits, FMA latency {}, {} bytes/clk from L2)",
+                c.name,
+                id.vendor,
+                id.family,
+                id.model,
+                fmt_num(fma_per_clock),
+                fmt_num(c.loads_per_clock(bits)),
+                fmt_num(c.fma_latency_cycles),
+                fmt_num(c.l2_bytes_per_clock)
+            ));
+        }
+        None => assumed.push(format!("{}'s core (FMA units and latency, L1 and L2 bytes/clk)", base.name)),
+    }
+    let lanes = u64::from(bits / 32);
+    if let Some(m) = info.measured.filter(|m| m.lanes == lanes && m.gflops > 0.0) {
+        let nominal = fma_per_clock * lanes as f64 * 2.0 * t.compute.clock_ghz;
+        // Well below what the clock allows: fewer FMA units than assumed
+        // (a one-unit Xeon SKU); above: a turbo clock.
+        let units = if m.gflops < 0.7 * nominal { (fma_per_clock * m.gflops / nominal).round().max(1.0) } else { fma_per_clock };
+        let clock = m.gflops / (units * lanes as f64 * 2.0);
+        detected.push(format!(
+            "{} FMA/clk at {} GHz from the measured peak, {} GFLOP/s on one thread (tilec-bench --peak)",
+            fmt_num(units),
+            fmt_num(clock),
+            fmt_num(m.gflops)
+        ));
+        fma_per_clock = units;
+        t.compute.clock_ghz = round3(clock);
+    }
+    for x in &mut t.intrinsics {
+        if x.kind == "fma" {
+            x.per_cycle = fma_per_clock;
+            x.latency_cycles = t.compute.fma_latency_cycles.round() as u32;
+        }
+    }
+
+    // Rates per core and clock stay the base part's (but the FMA rate);
+    // the totals follow the detected cores and clock.
     let scale = (t.compute.units as f64 * t.compute.clock_ghz) / (base.compute.units as f64 * base.compute.clock_ghz);
     for v in t.peak_gflops.values_mut() {
-        *v = round3(*v * scale);
+        *v = round3(*v * scale * fma_per_clock / base_fma);
     }
     let dram = t.memory.first().map(|m| m.name.clone());
     let clock_scale = t.compute.clock_ghz / base.compute.clock_ghz;
@@ -322,6 +419,17 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
             m.bandwidth_gbs = round3(m.bandwidth_gbs * scale);
             // A core's draw from a cache runs at its clock.
             m.core_bandwidth_gbs = m.core_bandwidth_gbs.map(|b| round3(b * clock_scale));
+        }
+    }
+    if let Some((_, c)) = core {
+        // The table's rates replace the base part's per-clock ones.
+        let per_clock = t.compute.units as f64 * t.compute.clock_ghz;
+        let vector_bytes = f64::from(bits / 8);
+        let rates = [("l1", c.loads_per_clock(bits) * vector_bytes), ("l2", c.l2_bytes_per_clock), ("registers", 3.0 * vector_bytes * fma_per_clock)];
+        for (name, bytes_per_clock) in rates {
+            if let Some(m) = t.memory.iter_mut().find(|m| m.name == name) {
+                m.bandwidth_gbs = round3(bytes_per_clock * per_clock);
+            }
         }
     }
 
@@ -411,7 +519,10 @@ mod tests {
                 Cache { level: 3, kind: "Unified".into(), size_bytes: 16 << 20, shared_by: 8, ways: None },
             ]),
             base_mhz: Some(3000.0),
+            cpuinfo_mhz: None,
             memory_bytes: Some(16 << 30),
+            cpuid: None,
+            measured: None,
         }
     }
 
@@ -517,6 +628,63 @@ mod tests {
         assert_eq!(names(&t), ["vfmadd231ps.ymm"]);
     }
 
+    fn zen4(features: Features) -> HostInfo {
+        HostInfo { cpuid: Some(CpuId { vendor: "AuthenticAMD".into(), family: 0x19, model: 0x11 }), ..info(features) }
+    }
+
+    fn fma(t: &Target) -> &crate::target::Intrinsic {
+        t.intrinsics.iter().find(|x| x.kind == "fma").unwrap()
+    }
+
+    #[test]
+    fn a_known_core_brings_its_per_clock_figures() {
+        // Zen 4 with AVX-512: the x86-avx512 base (Ice Lake-SP, two 512-bit
+        // FMA units) becomes one 512-bit FMA per clock and 64 bytes of
+        // loads per clock, so half the base part's f32 peak at a clock.
+        let base = builtin("x86-avx512");
+        let t = describe(&zen4(AVX512), &base);
+        assert_eq!(fma(&t).per_cycle, 1.0);
+        assert!((t.peak_gflops["f32"] - 4.0 * 16.0 * 2.0 * 3.0).abs() < 0.01, "{}", t.peak_gflops["f32"]);
+        assert_eq!(t.memory_level("l1").unwrap().bandwidth_gbs, 64.0 * 4.0 * 3.0);
+        assert_eq!(t.memory_level("l2").unwrap().bandwidth_gbs, 32.0 * 4.0 * 3.0);
+        assert!(t.sources[0].contains("core Zen 4 (AuthenticAMD family 0x19 model 0x11"), "{:?}", t.sources);
+        // The same core without AVX-512 (as a VM may show it): two 256-bit
+        // FMAs per clock, as the x86-avx2 base has.
+        let t = describe(&zen4(AVX2), &builtin("x86-avx2"));
+        assert_eq!(fma(&t).per_cycle, 2.0);
+        assert!((t.peak_gflops["f32"] - 4.0 * 16.0 * 2.0 * 3.0).abs() < 0.01, "{}", t.peak_gflops["f32"]);
+        // Haswell's FMA latency is 5 cycles, the base part's 4.
+        let hsw = HostInfo { cpuid: Some(CpuId { vendor: "GenuineIntel".into(), family: 6, model: 0x3f }), ..info(AVX2) };
+        let t = describe(&hsw, &builtin("x86-avx2"));
+        assert_eq!((t.compute.fma_latency_cycles, fma(&t).latency_cycles), (5.0, 5));
+        // An unknown core keeps the base's figures and says so.
+        let t = describe(&info(AVX2), &builtin("x86-avx2"));
+        assert_eq!(fma(&t).per_cycle, 2.0);
+        assert!(t.sources[1].contains("x86-avx2's core"), "{:?}", t.sources);
+    }
+
+    #[test]
+    fn the_measured_peak_sets_the_clock_and_the_fma_units() {
+        let base = builtin("x86-avx512");
+        // Above what the 3 GHz clock allows: the FMAs run at a turbo clock.
+        let turbo = HostInfo { measured: Some(MeasuredPeak { gflops: 116.7, lanes: 16 }), ..zen4(AVX512) };
+        let t = describe(&turbo, &base);
+        assert_eq!(fma(&t).per_cycle, 1.0);
+        assert!((t.compute.clock_ghz - 116.7 / 32.0).abs() < 1e-3, "{}", t.compute.clock_ghz);
+        assert!((t.peak_gflops["f32"] - 4.0 * 116.7).abs() < 0.1, "{}", t.peak_gflops["f32"]);
+        // Half of what two units at 3 GHz give (a one-unit Xeon SKU with a
+        // two-unit model number): one unit.
+        let skx = CpuId { vendor: "GenuineIntel".into(), family: 6, model: 0x55 };
+        let silver = HostInfo { cpuid: Some(skx), measured: Some(MeasuredPeak { gflops: 90.0, lanes: 16 }), ..info(AVX512) };
+        let t = describe(&silver, &base);
+        assert_eq!(fma(&t).per_cycle, 1.0);
+        assert!((t.compute.clock_ghz - 90.0 / 32.0).abs() < 1e-3, "{}", t.compute.clock_ghz);
+        assert!(t.sources[0].contains("1 FMA/clk at 2.813 GHz from the measured peak, 90 GFLOP/s"), "{:?}", t.sources);
+        // A peak measured with other vectors says nothing about these.
+        let ymm = HostInfo { measured: Some(MeasuredPeak { gflops: 90.0, lanes: 8 }), ..zen4(AVX512) };
+        assert_eq!(describe(&ymm, &base).compute.clock_ghz, 3.0);
+    }
+
     #[test]
     fn without_sysfs_the_base_numbers_stay() {
         let base = builtin("x86-avx2");
@@ -557,7 +725,7 @@ mod tests {
         let proc = root.join("proc");
         std::fs::create_dir_all(&proc).unwrap();
         std::fs::write(proc.join("meminfo"), "MemTotal:       1024 kB\nMemFree: 1 kB\n").unwrap();
-        std::fs::write(proc.join("cpuinfo"), "processor\t: 0\nmodel name\t: Fake CPU @ 2.1GHz\n").unwrap();
+        std::fs::write(proc.join("cpuinfo"), "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 106\nmodel name\t: Fake CPU @ 2.1GHz\ncpu MHz\t\t: 2100.000\n\nprocessor\t: 1\nmodel\t\t: 1\n").unwrap();
 
         let i = read_system(&cpu, &proc);
         assert_eq!(i.cores, Some(2));
@@ -565,6 +733,9 @@ mod tests {
         assert_eq!(i.base_mhz, Some(2100.0));
         assert_eq!(i.memory_bytes, Some(1 << 20));
         assert_eq!(i.model.as_deref(), Some("Fake CPU @ 2.1GHz"));
+        // The first processor's identity, not the second's model.
+        assert_eq!(i.cpuid, Some(CpuId { vendor: "GenuineIntel".into(), family: 6, model: 0x6a }));
+        assert_eq!(i.cpuinfo_mhz, Some(2100.0));
         let caches = i.caches.unwrap();
         assert_eq!(caches.len(), 4);
         assert_eq!(caches[3], Cache { level: 3, kind: "Unified".into(), size_bytes: 8 << 20, shared_by: 4, ways: Some(16) });

@@ -17,6 +17,7 @@
 //! - `show.rs`: the text of `tilec --list-targets`.
 
 pub mod check;
+pub mod cores;
 pub mod host;
 pub mod mapping;
 pub mod plan;
