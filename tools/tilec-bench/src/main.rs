@@ -1,10 +1,12 @@
 //! `tilec-bench`: runs workloads through tilec's scheduling strategies,
 //! compiles them for this machine, times the kernels and reports GFLOP/s
 //! against this machine's measured peak and, with `--baseline`, against
-//! numpy and onnxruntime measured in the same run.
+//! numpy and onnxruntime measured in the same run (`--baseline=tvm`:
+//! against TVM's MetaSchedule, with its tuning time beside the search's).
 //!
 //! It installs nothing: baselines run where those Python packages are
-//! installed and are reported as skipped otherwise.
+//! installed (`tools/bench-env.sh [--tvm]`) and are reported as skipped
+//! otherwise.
 //!
 //! With `--curve` it also records each search's tuning curve: the best
 //! GFLOP/s found after each measurement and when (`curve.rs`).
@@ -84,10 +86,19 @@ struct Cli {
     #[arg(long = "no-check")]
     no_check: bool,
 
-    /// Also measure numpy (GEMM, GEMV, batched GEMM) and onnxruntime
-    /// (convolutions, pooling) on the same workloads, side by side.
-    #[arg(long)]
-    baseline: bool,
+    /// Also measure a baseline on the same workloads, side by side:
+    /// `libraries` (the default) is numpy (GEMM, GEMV, batched GEMM) and
+    /// onnxruntime (convolutions, pooling); `tvm` is TVM's MetaSchedule
+    /// (GEMMs, GEMV, convolutions), tuned once per workload with
+    /// `--tvm-trials` measured candidates (the tuning is cached, and its
+    /// seconds are reported beside the search's), then timed in each round
+    /// (`tools/bench-env.sh --tvm` installs it).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "libraries", require_equals = true)]
+    baseline: Option<BaselineKind>,
+
+    /// Candidates MetaSchedule measures with `--baseline=tvm`.
+    #[arg(long, default_value_t = 64)]
+    tvm_trials: u32,
 
     /// Measure this machine's FMA peak and memory bandwidth first, with
     /// generated kernels; ratios to peak then use it (else the target's
@@ -367,7 +378,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let mut round_medians_s = Vec::new();
     let mut min_s = f64::INFINITY;
     let mut results = Vec::new();
-    let mut baseline_rounds: Option<Result<(String, Vec<f64>), String>> = cli.baseline.then(|| Ok((String::new(), Vec::new())));
+    let mut baseline_rounds: Option<Result<(BaselineRun, Vec<f64>), String>> = cli.baseline.map(|_| Ok((BaselineRun::default(), Vec::new())));
     for _ in 0..cli.rounds {
         let mut times = Vec::new();
         for _ in 0..cli.repeat.max(1) {
@@ -378,10 +389,10 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         let round = Timing::of(&times).expect("at least one run a round");
         min_s = min_s.min(round.min_s);
         round_medians_s.push(round.median_s);
-        if let Some(Ok((library, medians))) = &mut baseline_rounds {
-            match run_baseline(path, threads) {
-                Ok((lib, t)) => {
-                    *library = lib;
+        if let (Some(Ok((run, medians))), Some(kind)) = (&mut baseline_rounds, cli.baseline) {
+            match run_baseline(path, threads, kind, cli.tvm_trials) {
+                Ok((r, t)) => {
+                    *run = r;
                     medians.push(t);
                 }
                 Err(why) => baseline_rounds = Some(Err(why)),
@@ -394,13 +405,15 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
-    let baseline = baseline_rounds.map(|b| b.map(|(library, round_medians_s)| Baseline { library, median_s: median(&round_medians_s), round_medians_s }));
+    let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { library: run.library, tuning_s: run.tuning_s, median_s: median(&round_medians_s), round_medians_s }));
     Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules })
 }
 
 /// A baseline library's figures: the median of its rounds' medians.
 struct Baseline {
     library: String,
+    /// Seconds the baseline spent tuning (TVM), where it tunes.
+    tuning_s: Option<f64>,
     median_s: f64,
     round_medians_s: Vec<f64>,
 }
@@ -429,35 +442,64 @@ fn kernel_schedules(f: &tilec::ir::Function) -> Vec<String> {
         .collect()
 }
 
-/// numpy/onnxruntime on the same workload (`benchmarks/baseline.py`):
-/// (library, median seconds), or why it was skipped.
-fn run_baseline(path: &Path, threads: usize) -> Result<(String, f64), String> {
-    let script = repo_root().join("benchmarks/baseline.py");
-    // Found once per run, not once per workload.
+/// Which baseline `--baseline` measures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BaselineKind {
+    /// numpy/OpenBLAS and onnxruntime (`benchmarks/baseline.py`).
+    Libraries,
+    /// TVM MetaSchedule (`benchmarks/tvm_baseline.py`).
+    Tvm,
+}
+
+/// What one baseline measurement says besides its time.
+#[derive(Default)]
+struct BaselineRun {
+    library: String,
+    tuning_s: Option<f64>,
+}
+
+/// The first Python of `candidates` that runs.
+fn first_python(candidates: impl IntoIterator<Item = String>) -> Option<String> {
+    candidates.into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success()))
+}
+
+/// The baseline of `kind` on the same workload: what it is and its median
+/// seconds, or why it was skipped.
+fn run_baseline(path: &Path, threads: usize, kind: BaselineKind, tvm_trials: u32) -> Result<(BaselineRun, f64), String> {
+    // Each found once per run, not once per workload: $TILEC_PYTHON, then
+    // the environment tools/bench-env.sh makes, then the system's.
     static PYTHON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let python = PYTHON
-        .get_or_init(|| {
-            // $TILEC_PYTHON, then the environment tools/bench-env.sh makes,
-            // then the system's.
-            let venv = repo_root().join(".tools/bench-venv/bin/python");
-            let candidates = std::env::var("TILEC_PYTHON").ok().into_iter().chain(venv.is_file().then(|| venv.display().to_string())).chain(["/usr/bin/python3".to_string(), "python3".to_string()]);
-            candidates.into_iter().find(|p| std::process::Command::new(p).arg("-c").arg("pass").output().is_ok_and(|o| o.status.success()))
-        })
-        .as_deref()
-        .ok_or("no python3")?;
-    let out = std::process::Command::new(python)
-        .arg(&script)
-        .arg(path)
-        .arg("--threads")
-        .arg(threads.to_string())
+    static TVM_PYTHON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let venv = |name: &str| {
+        let p = repo_root().join(".tools").join(name).join("bin/python");
+        p.is_file().then(|| p.display().to_string())
+    };
+    let system = || ["/usr/bin/python3".to_string(), "python3".to_string()];
+    let (script, python) = match kind {
+        BaselineKind::Libraries => ("benchmarks/baseline.py", PYTHON.get_or_init(|| first_python(std::env::var("TILEC_PYTHON").ok().into_iter().chain(venv("bench-venv")).chain(system())))),
+        BaselineKind::Tvm => ("benchmarks/tvm_baseline.py", TVM_PYTHON.get_or_init(|| first_python(std::env::var("TILEC_TVM_PYTHON").ok().into_iter().chain(venv("tvm-venv")).chain(system())))),
+    };
+    let python = python.as_deref().ok_or("no python3")?;
+    let script = repo_root().join(script);
+    let mut command = std::process::Command::new(python);
+    command.arg(&script).arg(path).arg("--threads").arg(threads.to_string());
+    if kind == BaselineKind::Tvm {
+        command.arg("--trials").arg(tvm_trials.to_string());
+    }
+    let out = command
         .env("OMP_NUM_THREADS", threads.to_string())
         .env("OPENBLAS_NUM_THREADS", threads.to_string())
         .env("MKL_NUM_THREADS", threads.to_string())
+        .env("TVM_NUM_THREADS", threads.to_string())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let doc: Json = serde_json::from_slice(&out.stdout).map_err(|_| format!("baseline failed: {}", String::from_utf8_lossy(&out.stderr).trim()))?;
+    let doc: Json = serde_json::from_slice(&out.stdout).map_err(|_| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        // The last line of a traceback says what went wrong.
+        format!("baseline failed: {}", err.trim().lines().last().unwrap_or(""))
+    })?;
     match (doc["library"].as_str(), doc["median_s"].as_f64(), doc["skipped"].as_str()) {
-        (Some(lib), Some(t), _) => Ok((lib.to_string(), t)),
+        (Some(lib), Some(t), _) => Ok((BaselineRun { library: lib.to_string(), tuning_s: doc["tuning_s"].as_f64() }, t)),
         (_, _, Some(why)) => Err(why.to_string()),
         _ => Err("baseline gave no figure".into()),
     }
@@ -783,6 +825,13 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
             };
             writeln!(out, "memory-bound: {} ({}) moves {:.1} MB at {gbs:.1} GB/s{of}", r.workload, r.strategy, m.bytes as f64 / 1e6).ok();
         }
+        // A tuning baseline (TVM): its tuning time beside the search's.
+        for r in &rows {
+            let Ok(m) = &r.result else { continue };
+            let Some(Ok(b)) = &m.baseline else { continue };
+            let Some(tuning_s) = b.tuning_s else { continue };
+            writeln!(out, "tuning time: {} ({}) searched in {:.1} s, {} tuned in {tuning_s:.1} s ({:.1}x the search's time)", r.workload, r.strategy, m.search_s, b.library, tuning_s / m.search_s.max(1e-9)).ok();
+        }
         let skipped: Vec<String> = rows.iter().filter_map(|r| r.result.as_ref().ok().and_then(|m| m.baseline.as_ref()).and_then(|b| b.as_ref().err()).map(|why| format!("{}: {why}", r.workload))).collect();
         if let Some(first) = skipped.first() {
             writeln!(out, "baselines skipped: {first}{}", if skipped.len() > 1 { format!(" (and {} more)", skipped.len() - 1) } else { String::new() }).ok();
@@ -804,7 +853,7 @@ fn row_json(r: &Row, peak: Option<f64>, bandwidth: Option<f64>) -> Json {
                 Some(Ok(b)) => {
                     let g = m.flops as f64 / b.median_s / 1e9;
                     let rounds: Vec<f64> = b.round_medians_s.iter().map(|t| t * 1e3).collect();
-                    (json!({ "library": b.library, "median_ms": b.median_s * 1e3, "round_medians_ms": rounds, "gflops": g }), json!(gflops / g))
+                    (json!({ "library": b.library, "median_ms": b.median_s * 1e3, "round_medians_ms": rounds, "gflops": g, "tuning_s": b.tuning_s }), json!(gflops / g))
                 }
                 Some(Err(why)) => (json!({ "skipped": why }), Json::Null),
                 None => (Json::Null, Json::Null),
