@@ -26,6 +26,11 @@ pub struct Calibration {
     pub lanes: u64,
     /// Triad bandwidth, GB/s.
     pub bandwidth_gbs: f64,
+    /// The fewest independent FMA chains that reach the peak on one core
+    /// (latency × FMA units as the core runs them); measured on one thread
+    /// only, absent in caches written before it was.
+    #[serde(default)]
+    pub fma_chains: Option<u32>,
     /// GOP/s of each dot intrinsic measured, by name.
     pub dots: Vec<(String, f64)>,
     /// When, in seconds since the Unix epoch.
@@ -111,7 +116,7 @@ mod tests {
     fn figures_are_stored_per_machine_and_thread_count() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sub").join("calibration.json");
-        let one = Calibration { machine: "m".into(), threads: 1, gflops: 60.0, lanes: 8, bandwidth_gbs: 20.0, dots: vec![], measured_unix: 1 };
+        let one = Calibration { machine: "m".into(), threads: 1, gflops: 60.0, lanes: 8, bandwidth_gbs: 20.0, fma_chains: Some(8), dots: vec![], measured_unix: 1 };
         assert_eq!(load_from(&file, "m", 1), None, "nothing cached yet");
         store_to(&file, &one).unwrap();
         store_to(&file, &Calibration { threads: 2, gflops: 120.0, ..one.clone() }).unwrap();
@@ -123,6 +128,9 @@ mod tests {
         store_to(&file, &Calibration { gflops: 65.0, ..one.clone() }).unwrap();
         assert_eq!(load_from(&file, "m", 1).map(|c| c.gflops), Some(65.0));
         assert_eq!(load_from(&file, "", 1), None, "an unknown machine matches nothing");
+        // A cache written before `fma_chains` existed still reads.
+        std::fs::write(&file, r#"[{"machine": "m", "threads": 1, "gflops": 60.0, "lanes": 8, "bandwidth_gbs": 20.0, "dots": [], "measured_unix": 1}]"#).unwrap();
+        assert_eq!(load_from(&file, "m", 1), Some(Calibration { fma_chains: None, ..one.clone() }));
         std::fs::write(&file, "not json").unwrap();
         assert_eq!(load_from(&file, "m", 1), None, "an unreadable cache is none");
     }

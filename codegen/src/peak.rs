@@ -79,7 +79,13 @@ pub struct Peak {
 /// Measures the f32 FMA peak of `target` (which must run here) with
 /// `threads` threads: median of `runs` timed calls after one warm-up.
 pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: usize) -> Result<Peak, CompileError> {
-    let chains = PEAK_CHAINS;
+    measure_fma_rate(target, lanes, PEAK_CHAINS, threads, runs)
+}
+
+/// The f32 FMA rate of [`measure_fma_peak`]'s kernel with `chains`
+/// accumulators: below latency × units chains, the rate shows how many
+/// FMAs the core really keeps in flight.
+pub fn measure_fma_rate(target: &LlvmTarget, lanes: u64, chains: usize, threads: usize, runs: usize) -> Result<Peak, CompileError> {
     let t = threads.max(1) as u64;
     let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: "f32".into() };
     let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out] };
@@ -87,6 +93,20 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
     let median_s = median_kernel_seconds(&peak_kernel_mlir(lanes, chains, t), target, abi, plan, &[], threads, runs)?;
     let flops = 2.0 * (STEPS * lanes * chains as u64 * t) as f64;
     Ok(Peak { gflops: flops / median_s / 1e9, lanes, threads })
+}
+
+/// The fewest accumulator chains whose FMA rate on one thread is within
+/// 5% of `peak_gflops` (the [`PEAK_CHAINS`]-chain rate), up to
+/// `PEAK_CHAINS`: latency × FMA units as the core really runs them, which
+/// the target's `fma_latency_cycles` and the FMA intrinsic's `per_cycle`
+/// should multiply to (`tilec::target::host` checks them with it).
+pub fn measure_fma_chains(target: &LlvmTarget, lanes: u64, peak_gflops: f64, runs: usize) -> Result<usize, CompileError> {
+    for chains in 1..PEAK_CHAINS {
+        if measure_fma_rate(target, lanes, chains, 1, runs)?.gflops >= 0.95 * peak_gflops {
+            return Ok(chains);
+        }
+    }
+    Ok(PEAK_CHAINS)
 }
 
 /// The LLVM intrinsic and vector types of a dot-product instruction

@@ -539,6 +539,19 @@ fn the_peak_kernel_keeps_every_accumulator_chain() {
     }
 }
 
+/// Fewer chains than latency × units cannot reach the peak: one chain's
+/// rate is at most half of twelve's on any x86 core with FMA (latency 4
+/// or more), and the chain count found is in range.
+#[test]
+fn fma_chains_bound_the_rate() {
+    let host = LlvmTarget::host();
+    let one = peak::measure_fma_rate(&host, 8, 1, 1, 3).unwrap();
+    let peak = peak::measure_fma_peak(&host, 8, 1, 3).unwrap();
+    assert!(one.gflops < 0.5 * peak.gflops, "1 chain {one:?} against 12 {peak:?}");
+    let chains = peak::measure_fma_chains(&host, 8, peak.gflops, 3).unwrap();
+    assert!((2..=peak::PEAK_CHAINS).contains(&chains), "{chains}");
+}
+
 #[test]
 fn the_peak_kernel_runs_and_reports_a_positive_rate() {
     let p = peak::measure_fma_peak(&LlvmTarget::host(), 8, 1, 1).expect("peak kernel compiles and runs");

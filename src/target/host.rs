@@ -85,6 +85,8 @@ pub struct CpuId {
 pub struct MeasuredPeak {
     pub gflops: f64,
     pub lanes: u64,
+    /// The fewest FMA chains that reached it: latency × FMA units.
+    pub chains: Option<u32>,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -138,7 +140,7 @@ pub fn detect() -> HostInfo {
     info.arch = std::env::consts::ARCH.to_string();
     info.features = cpu_features();
     info.usable_cpus = std::thread::available_parallelism().ok().map(|n| n.get());
-    info.measured = crate::calibration::load(1).map(|c| MeasuredPeak { gflops: c.gflops, lanes: c.lanes });
+    info.measured = crate::calibration::load(1).map(|c| MeasuredPeak { gflops: c.gflops, lanes: c.lanes, chains: c.fma_chains });
     info
 }
 
@@ -398,6 +400,17 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
         ));
         fma_per_clock = units;
         t.compute.clock_ghz = round3(clock);
+        // Chains in flight over units: the latency the core shows. Kept
+        // from the table unless it is a cycle or more off.
+        if let Some(chains) = m.chains.filter(|&c| c > 0) {
+            let latency = f64::from(chains) / units;
+            if (latency - t.compute.fma_latency_cycles).abs() >= 1.0 {
+                t.compute.fma_latency_cycles = latency;
+                detected.push(format!("FMA latency {} cycles ({chains} chains reach the peak)", fmt_num(latency)));
+            } else {
+                detected.push(format!("{chains} FMA chains reach the peak, as latency × units say"));
+            }
+        }
     }
     for x in &mut t.intrinsics {
         if x.kind == "fma" {
@@ -667,21 +680,26 @@ mod tests {
     fn the_measured_peak_sets_the_clock_and_the_fma_units() {
         let base = builtin("x86-avx512");
         // Above what the 3 GHz clock allows: the FMAs run at a turbo clock.
-        let turbo = HostInfo { measured: Some(MeasuredPeak { gflops: 116.7, lanes: 16 }), ..zen4(AVX512) };
+        let turbo = HostInfo { measured: Some(MeasuredPeak { gflops: 116.7, lanes: 16, chains: Some(4) }), ..zen4(AVX512) };
         let t = describe(&turbo, &base);
         assert_eq!(fma(&t).per_cycle, 1.0);
         assert!((t.compute.clock_ghz - 116.7 / 32.0).abs() < 1e-3, "{}", t.compute.clock_ghz);
         assert!((t.peak_gflops["f32"] - 4.0 * 116.7).abs() < 0.1, "{}", t.peak_gflops["f32"]);
+        // 4 chains on 1 unit: latency 4, as the table says.
+        assert_eq!(t.compute.fma_latency_cycles, 4.0);
+        assert!(t.sources[0].contains("4 FMA chains reach the peak, as latency × units say"), "{:?}", t.sources);
         // Half of what two units at 3 GHz give (a one-unit Xeon SKU with a
         // two-unit model number): one unit.
         let skx = CpuId { vendor: "GenuineIntel".into(), family: 6, model: 0x55 };
-        let silver = HostInfo { cpuid: Some(skx), measured: Some(MeasuredPeak { gflops: 90.0, lanes: 16 }), ..info(AVX512) };
+        let silver = HostInfo { cpuid: Some(skx), measured: Some(MeasuredPeak { gflops: 90.0, lanes: 16, chains: Some(6) }), ..info(AVX512) };
         let t = describe(&silver, &base);
         assert_eq!(fma(&t).per_cycle, 1.0);
         assert!((t.compute.clock_ghz - 90.0 / 32.0).abs() < 1e-3, "{}", t.compute.clock_ghz);
         assert!(t.sources[0].contains("1 FMA/clk at 2.813 GHz from the measured peak, 90 GFLOP/s"), "{:?}", t.sources);
+        // 6 chains on that one unit: a latency of 6, not the table's 4.
+        assert_eq!((t.compute.fma_latency_cycles, fma(&t).latency_cycles), (6.0, 6));
         // A peak measured with other vectors says nothing about these.
-        let ymm = HostInfo { measured: Some(MeasuredPeak { gflops: 90.0, lanes: 8 }), ..zen4(AVX512) };
+        let ymm = HostInfo { measured: Some(MeasuredPeak { gflops: 90.0, lanes: 8, chains: None }), ..zen4(AVX512) };
         assert_eq!(describe(&ymm, &base).compute.clock_ghz, 3.0);
     }
 

@@ -224,6 +224,8 @@ fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<Calibr
     let lanes = if host.features.split(',').any(|f| f == "+avx512f") { 16 } else { 8 };
     let p = tilec_codegen::peak::measure_fma_peak(&host, lanes, threads, 7).map_err(|e| e.0)?;
     let b = tilec_codegen::peak::measure_bandwidth(&host, threads, 7).map_err(|e| e.0)?;
+    // Chains are a core's: measured on one thread.
+    let fma_chains = if threads == 1 { Some(tilec_codegen::peak::measure_fma_chains(&host, lanes, p.gflops, 7).map_err(|e| e.0)? as u32) } else { None };
     // Each dot product the target offers (it runs here: checked before),
     // compiled with the target's features (the host's may not name them).
     let llvm = tilec_codegen::driver::llvm_target_of(target);
@@ -233,7 +235,7 @@ fn measure_peak(target: &tilec::target::Target, threads: usize) -> Result<Calibr
         dots.push((x.name.clone(), d.gflops));
     }
     let measured_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    Ok(Calibration { machine: tilec::calibration::machine_id(), threads, gflops: p.gflops, lanes, bandwidth_gbs: b.gbs, dots, measured_unix })
+    Ok(Calibration { machine: tilec::calibration::machine_id(), threads, gflops: p.gflops, lanes, bandwidth_gbs: b.gbs, fma_chains, dots, measured_unix })
 }
 
 /// One workload under one strategy.
@@ -774,7 +776,8 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
             (Some(p), _) => {
                 let dots: String = p.dots.iter().map(|(n, g)| format!(", {g:.1} GOP/s {n}")).collect();
                 let when = if measured_source == "cached" { " (cached by an earlier --peak on this machine)" } else { "" };
-                writeln!(out, "measured peak{when}: {:.1} GFLOP/s f32 FMA ({}-lane vectors){dots}, {:.1} GB/s triad", p.gflops, p.lanes, p.bandwidth_gbs).ok()
+                let chains = p.fma_chains.map_or(String::new(), |c| format!(" (reached with {c} FMA chains: latency × FMA units)"));
+                writeln!(out, "measured peak{when}: {:.1} GFLOP/s f32 FMA ({}-lane vectors){chains}{dots}, {:.1} GB/s triad", p.gflops, p.lanes, p.bandwidth_gbs).ok()
             }
             (None, Some(g)) => writeln!(out, "peak: {g:.1} GFLOP/s, the target's nominal figure (pass --peak to measure it)").ok(),
             (None, None) => writeln!(out, "peak: unknown").ok(),
