@@ -6,12 +6,22 @@
 # the hand-written GEMM 1024 example for reference; each run's measured
 # peak. Writes benchmarks/results/<date>-{1t,Nt,hand-1t,hand-Nt}.json,
 # prints the Markdown table and draws docs/performance.svg.
-# Usage: tools/bench.sh [extra tilec-bench options]
+# With --tvm (first), also the GEMMs and convolutions against TVM's
+# MetaSchedule with 64 trials on each thread count (installing it with
+# tools/bench-env.sh --tvm): benchmarks/results/<date>-tvm-{1t,Nt}.json,
+# and each workload's tuning time beside markov's search time. TVM tunes
+# for minutes per workload: an hour or more for the 19 of them.
+# Usage: tools/bench.sh [--tvm] [extra tilec-bench options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tvm=
+if [ "${1:-}" = "--tvm" ]; then
+  tvm=--tvm
+  shift
+fi
 tools/setup.sh
-tools/bench-env.sh
+tools/bench-env.sh $tvm
 echo "==> building tilec (release)" >&2
 cargo build --release --locked --workspace >&2
 
@@ -37,3 +47,16 @@ for t in 1 "$cores"; do
   [ "$cores" -gt 1 ] || break
 done
 "$bin/tilec-bench" "${runs[@]}" --plot docs/performance.svg
+if [ -n "$tvm" ]; then
+  tvm_files=()
+  for w in "${workloads[@]}"; do
+    case $w in gemm_* | conv2d_*) tvm_files+=("$W/$w.tile") ;; esac
+  done
+  for t in 1 "$cores"; do
+    echo "==> $t thread(s): markov against TVM MetaSchedule (64 trials)" >&2
+    "$bin/tilec-bench" --threads="$t" --strategy=markov --search-options="measure-top-k=8" \
+        --baseline=tvm --repeat 10 --warmup 2 --json "$@" "${tvm_files[@]}" > "$out-tvm-${t}t.json"
+    "$bin/tilec-bench" --from "$out-tvm-${t}t.json"
+    [ "$cores" -gt 1 ] || break
+  done
+fi
