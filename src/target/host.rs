@@ -25,7 +25,7 @@
 //! - cross-checked by measurement: where `tilec-bench --peak` cached this
 //!   machine's f32 FMA peak on one thread ([`crate::calibration`]), it
 //!   gives the clock the FMAs really run at (turbo, or an AVX-512 licence
-//!   clock), and, where it is well below what the clock allows, fewer FMA
+//!   clock), and, where it is under 0.6 of what the clock allows, fewer FMA
 //!   units than the table's (a Xeon SKU with one 512-bit unit has the
 //!   model number of one with two).
 //!
@@ -389,8 +389,10 @@ pub fn describe(info: &HostInfo, base: &Target) -> Target {
     if let Some(m) = info.measured.filter(|m| m.lanes == lanes && m.gflops > 0.0) {
         let nominal = fma_per_clock * lanes as f64 * 2.0 * t.compute.clock_ghz;
         // Well below what the clock allows: fewer FMA units than assumed
-        // (a one-unit Xeon SKU); above: a turbo clock.
-        let units = if m.gflops < 0.7 * nominal { (fma_per_clock * m.gflops / nominal).round().max(1.0) } else { fma_per_clock };
+        // (a one-unit Xeon SKU gives about half, and less under its AVX-512
+        // clock); above: a turbo clock. Between, an AVX-512 licence clock:
+        // one thread's runs at 0.6 of the nominal or more.
+        let units = if m.gflops < 0.6 * nominal { (fma_per_clock * m.gflops / nominal).round().max(1.0) } else { fma_per_clock };
         let clock = m.gflops / (units * lanes as f64 * 2.0);
         detected.push(format!(
             "{} FMA/clk at {} GHz from the measured peak, {} GFLOP/s on one thread (tilec-bench --peak)",
@@ -698,6 +700,11 @@ mod tests {
         assert!(t.sources[0].contains("1 FMA/clk at 2.813 GHz from the measured peak, 90 GFLOP/s"), "{:?}", t.sources);
         // 6 chains on that one unit: a latency of 6, not the table's 4.
         assert_eq!((t.compute.fma_latency_cycles, fma(&t).latency_cycles), (6.0, 6));
+        // Two thirds of it: two units under an AVX-512 licence clock.
+        let licence = HostInfo { measured: Some(MeasuredPeak { gflops: 128.0, lanes: 16, chains: None }), ..silver };
+        let t = describe(&licence, &base);
+        assert_eq!(fma(&t).per_cycle, 2.0);
+        assert!((t.compute.clock_ghz - 2.0).abs() < 1e-3, "{}", t.compute.clock_ghz);
         // A peak measured with other vectors says nothing about these.
         let ymm = HostInfo { measured: Some(MeasuredPeak { gflops: 90.0, lanes: 8, chains: None }), ..zen4(AVX512) };
         assert_eq!(describe(&ymm, &base).compute.clock_ghz, 3.0);
