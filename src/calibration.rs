@@ -48,7 +48,7 @@ pub fn machine_id() -> String {
 
 /// [`machine_id`] of the text of a `/proc/cpuinfo`.
 pub fn machine_id_of(cpuinfo: &str) -> String {
-    let field = |name: &str| cpuinfo.lines().find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map_or("", |(_, v)| v.trim());
+    let field = |name: &str| crate::target::host::cpuinfo_field(cpuinfo, name).unwrap_or("");
     // FNV-1a: a stable hash (std's is seeded per process).
     let flags = field("flags").bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     format!("{} family {} model {} stepping {} ({}), flags {flags:016x}", field("vendor_id"), field("cpu family"), field("model"), field("stepping"), field("model name"))

@@ -18,8 +18,12 @@
 //! Intel's Optimization Reference Manual (2023) and AMD's Software
 //! Optimization Guides for families 17h, 19h and 1Ah [VENDOR]; uops.info
 //! and Agner Fog's instruction tables and microarchitecture guide for
-//! latencies and throughputs [UOPS]. Where a figure is an estimate the
-//! entry's `note` says so.
+//! latencies and throughputs [UOPS]. The entries were written from what
+//! those documents publish, not re-read figure by figure when the table
+//! was made; where a figure is an estimate the entry's `note` says so. On
+//! this project's machines only one entry was cross-checked by measurement
+//! (Zen 4 at 256 bits: 8 FMA chains reach the peak, latency 4 × 2 units;
+//! docs/performance.md).
 
 /// One kind of core.
 #[derive(Debug, PartialEq)]
@@ -177,7 +181,7 @@ pub static CORES: &[CoreModel] = &[
         loads_per_clock_256: 2.0,
         loads_per_clock_512: 1.0,
         l2_bytes_per_clock: 32.0,
-        note: "512-bit instructions execute as two 256-bit halves on the two FMA pipes [VENDOR]",
+        note: "512-bit instructions execute as two 256-bit halves on the two FMA pipes [VENDOR]; the L2 rate is an estimate (Zen 3's)",
     },
     CoreModel {
         name: "Zen 3",

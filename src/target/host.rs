@@ -209,8 +209,7 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
         kb.checked_mul(1024)
     });
     let cpuinfo = read(&proc_root.join("cpuinfo")).unwrap_or_default();
-    // The first processor's fields.
-    let field = |name: &str| cpuinfo.lines().take_while(|l| !l.trim().is_empty()).find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
+    let field = |name: &str| cpuinfo_field(&cpuinfo, name).map(str::to_string);
     let model = field("model name");
     let cpuinfo_mhz = field("cpu MHz").and_then(|m| m.parse::<f64>().ok()).filter(|&m| m > 0.0);
     let cpuid = match (field("vendor_id"), field("cpu family").and_then(|f| f.parse().ok()), field("model").and_then(|m| m.parse().ok())) {
@@ -232,6 +231,12 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
         cpuid,
         measured: None,
     }
+}
+
+/// Field `name` of the first processor in the text of a `/proc/cpuinfo`
+/// (`vendor_id`, `model name`, `flags`, ...), trimmed.
+pub(crate) fn cpuinfo_field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
+    cpuinfo.lines().take_while(|l| !l.trim().is_empty()).find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim())
 }
 
 /// `48K`, `2048K`, `32M`, `1G` or plain bytes.

@@ -407,15 +407,13 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
-    let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { library: run.library, tuning_s: run.tuning_s, median_s: median(&round_medians_s), round_medians_s }));
+    let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { run, median_s: median(&round_medians_s), round_medians_s }));
     Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules })
 }
 
 /// A baseline library's figures: the median of its rounds' medians.
 struct Baseline {
-    library: String,
-    /// Seconds the baseline spent tuning (TVM), where it tunes.
-    tuning_s: Option<f64>,
+    run: BaselineRun,
     median_s: f64,
     round_medians_s: Vec<f64>,
 }
@@ -457,6 +455,7 @@ enum BaselineKind {
 #[derive(Default)]
 struct BaselineRun {
     library: String,
+    /// Seconds the baseline spent tuning (TVM), where it tunes.
     tuning_s: Option<f64>,
 }
 
@@ -800,7 +799,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
                     let (base, ratio) = match &m.baseline {
                         Some(Ok(b)) => {
                             let g = m.flops as f64 / b.median_s / 1e9;
-                            (format!("{g:.1} ({})", b.library), format!("{:.2}", gflops / g))
+                            (format!("{g:.1} ({})", b.run.library), format!("{:.2}", gflops / g))
                         }
                         Some(Err(_)) => ("skipped".to_string(), "-".to_string()),
                         None => ("-".to_string(), "-".to_string()),
@@ -832,8 +831,8 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         for r in &rows {
             let Ok(m) = &r.result else { continue };
             let Some(Ok(b)) = &m.baseline else { continue };
-            let Some(tuning_s) = b.tuning_s else { continue };
-            writeln!(out, "tuning time: {} ({}) searched in {:.1} s, {} tuned in {tuning_s:.1} s ({:.1}x the search's time)", r.workload, r.strategy, m.search_s, b.library, tuning_s / m.search_s.max(1e-9)).ok();
+            let Some(tuning_s) = b.run.tuning_s else { continue };
+            writeln!(out, "tuning time: {} ({}) searched in {:.1} s, {} tuned in {tuning_s:.1} s ({:.1}x the search's time)", r.workload, r.strategy, m.search_s, b.run.library, tuning_s / m.search_s.max(1e-9)).ok();
         }
         let skipped: Vec<String> = rows.iter().filter_map(|r| r.result.as_ref().ok().and_then(|m| m.baseline.as_ref()).and_then(|b| b.as_ref().err()).map(|why| format!("{}: {why}", r.workload))).collect();
         if let Some(first) = skipped.first() {
@@ -856,7 +855,7 @@ fn row_json(r: &Row, peak: Option<f64>, bandwidth: Option<f64>) -> Json {
                 Some(Ok(b)) => {
                     let g = m.flops as f64 / b.median_s / 1e9;
                     let rounds: Vec<f64> = b.round_medians_s.iter().map(|t| t * 1e3).collect();
-                    (json!({ "library": b.library, "median_ms": b.median_s * 1e3, "round_medians_ms": rounds, "gflops": g, "tuning_s": b.tuning_s }), json!(gflops / g))
+                    (json!({ "library": b.run.library, "median_ms": b.median_s * 1e3, "round_medians_ms": rounds, "gflops": g, "tuning_s": b.run.tuning_s }), json!(gflops / g))
                 }
                 Some(Err(why)) => (json!({ "skipped": why }), Json::Null),
                 None => (Json::Null, Json::Null),
