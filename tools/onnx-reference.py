@@ -74,6 +74,11 @@ def parse_input_arguments(pairs):
 
 def load_npy(path, what):
     try:
+        with open(path, "rb") as f:
+            # Without this, numpy reads any other file as a pickle and
+            # complains about pickled data.
+            if f.read(6) != b"\x93NUMPY":
+                raise UserError(f"{what}: {path} is not a .npy file (it does not start with \\x93NUMPY)")
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise UserError(f"{what}: no such file {path}")
@@ -287,6 +292,8 @@ def main():
     try:
         sys.exit(action(args))
     except UserError as error:
+        # The lines --compare printed come first, also through a pipe.
+        sys.stdout.flush()
         print(f"onnx-reference.py: error: {error}", file=sys.stderr)
         sys.exit(1)
 
