@@ -3,6 +3,7 @@
 
     tools/onnx-reference.py MODEL.onnx --input data=x.npy --output-dir ref/
     tools/onnx-reference.py MODEL.onnx --random-inputs in/ --seed 0 --output-dir ref/
+    tools/onnx-reference.py MODEL.onnx --random-inputs in/ --output-dir ref/ --time-runs 10
     tools/onnx-reference.py --compare out/ ref/ --rtol 1e-3 --atol 1e-5
 
 The first two run MODEL.onnx with onnxruntime's CPU provider (1 thread
@@ -11,7 +12,9 @@ DIR/<output name>.npy, the name with every character other than letters,
 digits, '_', '-' and '.' replaced by '_'. Inputs come from --input
 NAME=FILE.npy; with --random-inputs DIR, those not given are drawn first,
 float32 standard normal from numpy's default_rng(--seed), and written to
-DIR/<input name>.npy so that another tool can run the same inputs.
+DIR/<input name>.npy so that another tool can run the same inputs. --time-runs N times N runs
+after the first and prints their median (time.perf_counter around
+InferenceSession.run).
 
 --compare DIR_A DIR_B compares the .npy files of two folders by name, each
 tensor of A against B's as numpy.isclose does (|a - b| <= atol + rtol * |b|,
@@ -25,6 +28,7 @@ import argparse
 import os
 import re
 import sys
+import time
 
 import numpy as np
 
@@ -194,8 +198,22 @@ def run_model(args):
 
     try:
         results = session.run(None, feeds)
+        if args.time_runs:
+            # The run above was the warm-up.
+            times = []
+            for _ in range(args.time_runs):
+                start = time.perf_counter()
+                session.run(None, feeds)
+                times.append(time.perf_counter() - start)
     except Exception as error:
         raise UserError(f"onnxruntime failed to run {args.model}: {error}")
+    if args.time_runs:
+        times.sort()
+        print(
+            f"onnxruntime {onnxruntime.__version__}: median {times[len(times) // 2] * 1e3:.2f} ms "
+            f"of {args.time_runs} runs after a warm-up (min {times[0] * 1e3:.2f} ms), "
+            f"{args.threads} thread{'s' if args.threads != 1 else ''}"
+        )
     make_dir(args.output_dir)
     output_names = [value.name for value in session.get_outputs()]
     paths = tensor_paths(args.output_dir, output_names, "outputs")
@@ -263,7 +281,7 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         usage="%(prog)s MODEL.onnx [--input NAME=FILE.npy ...] [--random-inputs DIR [--seed N]] "
-        "--output-dir DIR [--threads N]\n       %(prog)s --compare DIR_A DIR_B [--rtol R] [--atol A]",
+        "--output-dir DIR [--threads N] [--time-runs N]\n       %(prog)s --compare DIR_A DIR_B [--rtol R] [--atol A]",
     )
     parser.add_argument("model", nargs="?", metavar="MODEL.onnx")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
@@ -271,6 +289,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--output-dir", metavar="DIR")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime's intra-op threads (default 1)")
+    parser.add_argument(
+        "--time-runs", type=int, default=0, metavar="N", help="also time N more runs and print their median"
+    )
     parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"))
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
@@ -286,6 +307,8 @@ def main():
             parser.error("give MODEL.onnx and --output-dir DIR (or --compare DIR_A DIR_B)")
         if args.threads < 1:
             parser.error("--threads must be 1 or more")
+        if args.time_runs < 0:
+            parser.error("--time-runs must be 0 or more")
         if args.seed < 0:
             parser.error("--seed must be 0 or more")
         action = run_model
