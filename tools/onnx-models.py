@@ -23,9 +23,15 @@ import math
 import os
 import sys
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as error:
+    sys.exit(
+        f"onnx-models.py: error: the Python package {error.name} is not installed here; run this script "
+        "with .tools/bench-venv/bin/python (tools/bench-env.sh makes it)"
+    )
 
 MODELS = ["resnet18", "resnet50", "mobilenetv2", "bert-layer"]
 SIZES = ["full", "tiny"]
@@ -406,8 +412,10 @@ def self_test(onnx_model, model, size, seed):
         full_ops = [n.op_type for n in full.nodes]
         if tiny_ops != full_ops:
             raise CheckFailed("the tiny graph's nodes differ from the full graph's")
-    import onnxruntime
-
+    try:
+        import onnxruntime
+    except ImportError:
+        raise CheckFailed("onnxruntime is not installed here; run this script with .tools/bench-venv/bin/python")
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     session = onnxruntime.InferenceSession(

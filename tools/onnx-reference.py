@@ -30,7 +30,13 @@ import re
 import sys
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as error:
+    sys.exit(
+        f"onnx-reference.py: error: the Python package {error.name} is not installed here; run this script "
+        "with .tools/bench-venv/bin/python (tools/bench-env.sh makes it)"
+    )
 
 # onnxruntime's element type names (NodeArg.type) and numpy's.
 ONNXRUNTIME_DTYPES = {
@@ -151,7 +157,10 @@ def tensor_paths(folder, names, what):
 
 
 def run_model(args):
-    import onnxruntime
+    try:
+        import onnxruntime
+    except ImportError:
+        raise UserError("onnxruntime is not installed here; run this script with .tools/bench-venv/bin/python")
 
     if not os.path.isfile(args.model):
         raise UserError(f"no such model file {args.model}")
