@@ -3,6 +3,7 @@
 
 pub mod apply_records;
 pub mod canonicalize;
+pub mod fuse;
 pub mod samples;
 mod nest;
 #[cfg(test)]
@@ -27,6 +28,7 @@ use tilec::pass::Registry;
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(&canonicalize::DECL);
+    r.register(&fuse::DECL);
     r.register(&search::DECL);
     r.register(&apply_records::DECL);
     r.register(&tile::DECL);
