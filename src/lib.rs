@@ -15,6 +15,7 @@ pub mod measure;
 pub mod pass;
 pub mod records;
 pub mod syntax;
+pub mod tasks;
 pub mod target;
 pub mod verify;
 

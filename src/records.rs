@@ -311,10 +311,17 @@ fn expr_text(c: &Compute, e: &AffineExpr<AxisId>) -> String {
 /// key have the same iteration space and access pattern, so a schedule of
 /// one is a valid schedule of the other.
 pub fn workload_key(f: &Function, op: Op) -> Option<String> {
+    let c = f.op(op).kind.as_compute()?;
+    Some(format!("{}{}", c.label.as_deref().unwrap_or("compute"), computation_key(f, op)?))
+}
+
+/// [`workload_key`] without the label: what the op computes, whatever it
+/// is called. A network's ops with the same computation key are one tuning
+/// task (`tasks.rs`).
+pub fn computation_key(f: &Function, op: Op) -> Option<String> {
     let data = f.op(op);
     let c = data.kind.as_compute()?;
     let mut k = String::new();
-    k.push_str(c.label.as_deref().unwrap_or("compute"));
     k.push('(');
     let axes: Vec<String> = c.axes.iter().map(|a| format!("{}{}{}", a.name, if a.kind == crate::ir::AxisKind::Spatial { ":" } else { ":r" }, a.extent)).collect();
     k.push_str(&axes.join(","));

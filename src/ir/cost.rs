@@ -1,6 +1,6 @@
 //! Static work counts used to report throughput.
 
-use super::{Function, OpKind};
+use super::{Function, Op, OpKind};
 
 /// Floating-point (or integer) operations a function performs, counted the
 /// way papers count them: per point of each compute op's iteration space,
@@ -8,16 +8,18 @@ use super::{Function, OpKind};
 /// element, one per arithmetic op of the epilogue. Casts, constants and
 /// axis indices are free. GEMM gives 2·M·N·K, convolution 2·N·F·Ho·Wo·C·R·S.
 pub fn flops(f: &Function) -> u64 {
+    f.regions[f.body].ops.iter().map(|&op| op_flops(f, op)).fold(0u64, u64::saturating_add)
+}
+
+/// [`flops`] of one op of the function body (0 for anything but a
+/// compute op).
+pub fn op_flops(f: &Function, op: Op) -> u64 {
     let arith = |r| f.regions[r].ops.iter().filter(|&&o| matches!(f.ops[o].kind, OpKind::Unary(_) | OpKind::Binary(_))).count() as u64;
-    let mut total = 0u64;
-    for &op in &f.regions[f.body].ops {
-        let OpKind::Compute(c) = &f.ops[op].kind else { continue };
-        let points = c.iteration_points().unwrap_or(u64::MAX);
-        let outputs: u64 = c.spatial_axes().map(|a| c.axis(a).extent).product();
-        let regions = &f.ops[op].regions;
-        let per_point = arith(regions[0]) + u64::from(c.combiner.is_some());
-        let per_output = regions.get(1).map_or(0, |&r| arith(r));
-        total = total.saturating_add(points.saturating_mul(per_point)).saturating_add(outputs.saturating_mul(per_output));
-    }
-    total
+    let OpKind::Compute(c) = &f.ops[op].kind else { return 0 };
+    let points = c.iteration_points().unwrap_or(u64::MAX);
+    let outputs: u64 = c.spatial_axes().map(|a| c.axis(a).extent).product();
+    let regions = &f.ops[op].regions;
+    let per_point = arith(regions[0]) + u64::from(c.combiner.is_some());
+    let per_output = regions.get(1).map_or(0, |&r| arith(r));
+    points.saturating_mul(per_point).saturating_add(outputs.saturating_mul(per_output))
 }

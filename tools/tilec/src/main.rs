@@ -157,7 +157,16 @@ enum Color {
     Never,
 }
 
+mod tasks;
+
 fn main() -> ExitCode {
+    // Subcommands with their own options: `tilec tasks NET.tile`. A file
+    // named like one is still read as `./tasks`.
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "tasks") {
+        args.next();
+        return tasks::main(args);
+    }
     // Usage errors exit with 1 like every other user error (clap's default
     // is 2); `--help` and `--version` exit with 0.
     let cli = match Cli::try_parse() {
