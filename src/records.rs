@@ -270,12 +270,21 @@ impl RecordSink for RecordsFile {
     }
 }
 
+/// Whether two workload keys compute the same thing: equal but for their
+/// labels ([`computation_key`]), so that a record of one op applies to
+/// every op computing what it computes (a network's repeated layers, named
+/// apart).
+pub fn same_computation(a: &str, b: &str) -> bool {
+    let computation = |k: &str| k.find('(').map_or(k.len(), |i| i);
+    a[computation(a)..] == b[computation(b)..]
+}
+
 /// The best (lowest median latency) measured record for `workload` on
-/// `target`.
+/// `target` (of any op computing the same thing: [`same_computation`]).
 pub fn best_record<'a>(records: &'a [Record], workload: &str, target: &str) -> Option<&'a Record> {
     records
         .iter()
-        .filter(|r| r.workload == workload && r.target == target)
+        .filter(|r| r.target == target && same_computation(&r.workload, workload))
         .filter_map(|r| r.latency.as_ref().map(|l| (l.median_s, r)))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, r)| r)
@@ -363,6 +372,20 @@ mod tests {
             error: None,
             version: crate::VERSION.into(),
         }
+    }
+
+    #[test]
+    fn a_record_applies_to_every_op_computing_the_same_thing() {
+        let mut a = record();
+        a.workload = "layer1.conv(n:1,f:8,c:r8) sum".into();
+        let mut b = record();
+        b.workload = "layer2.conv(n:1,f:8,c:r8) sum".into();
+        b.latency.as_mut().unwrap().median_s = 5e-4;
+        assert!(same_computation(&a.workload, "(n:1,f:8,c:r8) sum"));
+        assert!(!same_computation(&a.workload, "layer1.conv(n:1,f:16,c:r8) sum"));
+        let records = [a, b.clone()];
+        assert_eq!(best_record(&records, "stem(n:1,f:8,c:r8) sum", "x86-avx2"), Some(&b));
+        assert_eq!(best_record(&records, "stem(n:1,f:8,c:r8) sum", "x86-avx512"), None);
     }
 
     #[test]

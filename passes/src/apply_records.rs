@@ -16,7 +16,8 @@ pub static DECL: PassDecl = PassDecl {
     description: "
 Gives every compute op without a schedule the schedule of the fastest
 successful measurement of the same workload (what is computed, independent
-of value names) on the pipeline's target in the records file `file`, as
+of value names and labels, so a network's repeated layers share records) on
+the pipeline's target in the records file `file`, as
 written by `tilec --records FILE` during a measured `search`. Ops without a
 record keep no schedule (follow with `search` to schedule them, or with
 `tile{unscheduled=serial}`); the search report (`--search-report`) lists

@@ -552,7 +552,7 @@ impl Search {
         let key = tilec::records::workload_key(f, op).unwrap_or_default();
         let known: Vec<Record> = cx
             .records(tilec::records::RESUME)
-            .map(|rs| rs.iter().filter(|r| r.workload == key && r.target == target.name && r.latency.is_some()).cloned().collect())
+            .map(|rs| rs.iter().filter(|r| r.target == target.name && r.latency.is_some() && tilec::records::same_computation(&r.workload, &key)).cloned().collect())
             .unwrap_or_default();
         strategy.check_options().map_err(|m| at(Diagnostic::error(format!("search strategy `{}` cannot run: {m}", self.strategy))).with_help("see docs/search.md for the options"))?;
         let measures = self.strategies.get(&self.strategy).is_some_and(|d| d.measures);
