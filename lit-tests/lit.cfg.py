@@ -6,6 +6,7 @@
 # Parameters (`--param name=value`):
 #   tilec_bin_dir  folder holding the `tilec` binary (default: <repo>/target/debug)
 #   llvm_bin_dir   folder holding FileCheck, not and count (default: /usr/lib/llvm-22/bin)
+#   onnx_python    Python with onnx and onnxruntime (default: <repo>/.tools/bench-venv/bin/python)
 
 import os
 
@@ -72,6 +73,33 @@ try:
     config.available_features.add("numpy")
 except ImportError:
     lit_config.note("numpy is not installed: tests that compare with numpy are skipped (install python3-numpy)")
+
+# `REQUIRES: onnx`: tests that build ONNX models or run onnxruntime
+# (lit-tests/models) need the pinned Python of tools/bench-env.sh, with onnx
+# and onnxruntime; `%onnx_python` is that interpreter. Another one can be
+# given with `--param onnx_python=<python>` (a worktree without its own
+# .tools/). Where it is missing or cannot import them (bench-env.sh had no
+# network), those tests are UNSUPPORTED.
+import subprocess
+
+onnx_python = lit_config.params.get(
+    "onnx_python", os.path.join(repo_root, ".tools", "bench-venv", "bin", "python")
+)
+try:
+    subprocess.run(
+        [onnx_python, "-c", "import onnx, onnxruntime"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+    )
+    config.available_features.add("onnx")
+    config.substitutions.append(("%onnx_python", onnx_python))
+except (OSError, subprocess.SubprocessError):
+    lit_config.note(
+        "no Python with onnx and onnxruntime at %s: the ONNX model tests are skipped "
+        "(run tools/bench-env.sh)" % onnx_python
+    )
 
 # `REQUIRES: avx512`: tests that run AVX-512 code need a CPU that has it
 # (emitting and inspecting AVX-512 objects works everywhere).

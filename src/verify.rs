@@ -120,6 +120,7 @@ impl Verifier<'_> {
             self.check_place(op, place);
             match &f.ops[op].kind {
                 OpKind::Compute(c) => self.compute(op, c),
+                OpKind::Weight(name) => self.weight(op, name),
                 OpKind::Return => {
                     if place == OpPlace::Function && i + 1 != ops.len() {
                         self.err(Diagnostic::error("`return` must be the last op of the function").at(self.op_span(op), "ops follow it"));
@@ -135,6 +136,33 @@ impl Verifier<'_> {
             for &v in &f.ops[op].results {
                 visible.add(v);
             }
+        }
+    }
+
+    /// A weight: no operands, one tensor result of a valid size, a name no
+    /// other weight of the function has (a weights file holds one tensor
+    /// per name).
+    fn weight(&mut self, op: Op, name: &str) {
+        if !self.arity(op, Some(0), 1, 0) {
+            return;
+        }
+        let f = self.f;
+        let span = self.op_span(op);
+        match f.value_type(f.result(op)) {
+            Type::Tensor(t) => self.tensor_size(t, span),
+            other => self.err(Diagnostic::error(format!("a weight is a tensor, not `{other}`")).at(span, "not a tensor")),
+        }
+        if name.is_empty() {
+            self.err(Diagnostic::error("a weight's name is empty").at(span, "empty name"));
+        }
+        let first = f.regions[f.body].ops.iter().copied().find(|&o| matches!(&f.ops[o].kind, OpKind::Weight(n) if **n == *name));
+        if let Some(first) = first.filter(|&o| o != op) {
+            self.err(
+                Diagnostic::error(format!("weight \"{name}\" is declared twice"))
+                    .at(span, "declared again here")
+                    .with_secondary(self.op_span(first), "first declared here")
+                    .with_help("declare each weight once and use its value wherever it is read"),
+            );
         }
     }
 
@@ -484,7 +512,7 @@ impl Verifier<'_> {
                 }
                 Some(operand_types[0])
             }
-            OpKind::Return | OpKind::Compute(_) => None,
+            OpKind::Return | OpKind::Compute(_) | OpKind::Weight(_) => None,
             // Filtered out above.
             OpKind::IndexValue(_)
             | OpKind::Alloc

@@ -18,7 +18,9 @@ loop; for CUDA targets a `gpu.module` of `gpu.func` kernels using block and
 thread ids, workgroup memory for shared buffers and `gpu.barrier`. MLIR
 parses and verifies the result. After this pass the module's dumps are MLIR
 text; `--emit` compiles it further (see `docs/codegen.md`). Every compute
-op must have been tiled.",
+op must have been tiled. Weights (`weight` ops) become trailing parameters
+of their function, in order of appearance: the host passes the weights
+file's tensors there.",
     options: &[OptionDecl { name: "gpu", kind: OptionKind::Enum(&["auto", "true", "false"]), default: "auto", help: "emit GPU kernels (auto: when the target is a CUDA target; true needs one)" }],
     statistics: &[("kernels", "kernels emitted")],
     create: |o: &PassOptions| Box::new(LowerToMlir { gpu: o.str("gpu").to_string() }),
@@ -60,6 +62,9 @@ impl Pass for LowerToMlir {
             }
         }
         untiled.into_result()?;
+        for f in &mut module.funcs {
+            tilec::ir::weights::hoist_weights(f);
+        }
         let at = module.funcs.first().map_or(Span::DUMMY, |f| f.span);
         let lowered = crate::driver::lower(module, device).map_err(|e| Diagnostic::error(format!("cannot lower to MLIR: {}", e.0)).at(at, "in this module"))?;
         let text = crate::compile::normalize_mlir(&lowered.mlir).map_err(|e| Diagnostic::error(format!("generated MLIR is invalid (a tilec bug): {}", e.0)).at(at, "in this module"))?;

@@ -5,7 +5,7 @@
 //! asks for a GPU. [`driver_status`] says, without panicking, whether one
 //! is usable here.
 
-use crate::program::{HostPlan, tensor_bytes, tensor_from_bytes};
+use crate::program::{HostPlan, tensor_from_bytes};
 use crate::KernelAbi;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, sys};
 use std::collections::HashMap;
@@ -72,7 +72,7 @@ impl CudaProgram {
     pub fn run(&self, inputs: &[Tensor]) -> Result<CudaRun, String> {
         let mut bufs: HashMap<u32, CudaSlice<u8>> = HashMap::new();
         for (p, t) in self.plan.checked_inputs(inputs)? {
-            bufs.insert(p.value, self.stream.clone_htod(&tensor_bytes(t)).map_err(err("cannot copy an input to the GPU"))?);
+            bufs.insert(p.value, self.stream.clone_htod(&t.to_le_bytes()).map_err(err("cannot copy an input to the GPU"))?);
         }
         for b in &self.plan.buffers {
             let bytes = b.tensor_type()?.size_bytes().unwrap_or(0).max(1) as usize;

@@ -5,10 +5,9 @@
 
 use crate::KernelAbi;
 use crate::pool::{Part, run_parts};
-use std::collections::{HashMap, TryReserveError};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use tilec::interp::memory::try_collect;
 use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, TensorData};
 use tilec::ir::*;
 
@@ -199,17 +198,6 @@ impl Drop for HostBuffer {
     }
 }
 
-pub(crate) fn tensor_bytes(t: &Tensor) -> Vec<u8> {
-    match &t.data {
-        TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        TensorData::U8(v) => v.clone(),
-        TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    }
-}
-
 /// Writes `t`'s elements into `dst` (which holds exactly their bytes),
 /// little-endian, without a copy on the way.
 fn write_tensor_bytes(t: &Tensor, dst: &mut [u8]) {
@@ -229,22 +217,7 @@ fn write_tensor_bytes(t: &Tensor, dst: &mut [u8]) {
 }
 
 pub(crate) fn tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Tensor {
-    try_tensor_from_bytes(ty, b).expect("memory for a result")
-}
-
-/// The tensor of type `ty` whose little-endian bytes are `b`, allocated
-/// fallibly.
-fn try_tensor_from_bytes(ty: &TensorType, b: &[u8]) -> Result<Tensor, TryReserveError> {
-    let n = b.len() / ty.elem.size_bytes() as usize;
-    let data = match ty.elem {
-        ElemType::F32 => TensorData::F32(try_collect(n, b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
-        ElemType::F16 => TensorData::F16(try_collect(n, b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]])))?),
-        ElemType::BF16 => TensorData::BF16(try_collect(n, b.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]])))?),
-        ElemType::I8 => TensorData::I8(try_collect(n, b.iter().map(|&x| x as i8))?),
-        ElemType::U8 => TensorData::U8(try_collect(n, b.iter().copied())?),
-        ElemType::I32 => TensorData::I32(try_collect(n, b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
-    };
-    Ok(Tensor { ty: ty.clone(), data })
+    Tensor::try_from_le_bytes(ty, b).expect("memory for a result")
 }
 
 impl CpuProgram {
@@ -356,7 +329,7 @@ impl CpuProgram {
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
             let b = bufs.get(&r.value).ok_or_else(|| "a result the host does not have".to_string())?;
             let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), b.as_bytes().len() as u64);
-            results.push(try_tensor_from_bytes(ty, b.as_bytes()).map_err(|_| refused())?);
+            results.push(Tensor::try_from_le_bytes(ty, b.as_bytes()).map_err(|_| refused())?);
         }
         Ok(CpuRun { results, kernel_seconds })
     }

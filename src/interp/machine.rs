@@ -420,6 +420,11 @@ impl<'f, 'i> Machine<'f, 'i> {
                 let b = self.push_buffer(Cow::Owned(out?), None, name, out_bytes.unwrap_or(0));
                 env.set(r, Val::Buf(b));
             }
+            OpKind::Weight(name) => {
+                return Err(InterpError::new(format!(
+                    "weight \"{name}\" has no value: run the function with its weights as trailing parameters (`tilec::ir::weights::hoist_weights`; tilec-run does this with the weights file)"
+                )));
+            }
             OpKind::Alloc => {
                 let r = data.results[0];
                 let Some(bt) = f.value_type(r).as_buffer() else { return Err(InterpError::new("alloc of a non-buffer")) };

@@ -13,6 +13,7 @@ mod machine;
 pub mod memory;
 pub mod npy;
 pub mod tensor;
+pub mod weights;
 
 pub use memory::{Limits, MemoryBudget, MemoryError};
 pub use tensor::{ShapeError, Tensor, TensorData};

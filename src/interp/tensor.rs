@@ -102,6 +102,34 @@ impl Tensor {
         Ok(Tensor { ty: self.ty.clone(), data })
     }
 
+    /// The elements' little-endian bytes, row-major (the layout kernels,
+    /// `.npy` files and weights files use).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match &self.data {
+            TensorData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::U8(v) => v.clone(),
+            TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// The tensor of type `ty` whose little-endian bytes are `b`
+    /// (`b.len()` must be `ty`'s size in bytes), allocated fallibly.
+    pub fn try_from_le_bytes(ty: &TensorType, b: &[u8]) -> Result<Tensor, TryReserveError> {
+        let n = b.len() / ty.elem.size_bytes() as usize;
+        let data = match ty.elem {
+            ElemType::F32 => TensorData::F32(try_collect(n, b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
+            ElemType::F16 => TensorData::F16(try_collect(n, b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])))?),
+            ElemType::BF16 => TensorData::BF16(try_collect(n, b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])))?),
+            ElemType::I8 => TensorData::I8(try_collect(n, b.iter().map(|&x| x as i8))?),
+            ElemType::U8 => TensorData::U8(try_collect(n, b.iter().copied())?),
+            ElemType::I32 => TensorData::I32(try_collect(n, b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])))?),
+        };
+        Ok(Tensor { ty: ty.clone(), data })
+    }
+
     /// Builds a float tensor from f64 values, rounding to the element type.
     pub fn from_f64(ty: &TensorType, values: &[f64]) -> Result<Tensor, ShapeError> {
         let data = match ty.elem {

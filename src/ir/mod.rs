@@ -14,6 +14,7 @@ pub mod ops;
 pub mod scalar;
 pub mod schedule;
 pub mod types;
+pub mod weights;
 
 use crate::diag::Span;
 use cranelift_entity::{PrimaryMap, SecondaryMap, entity_impl};

@@ -285,6 +285,10 @@ pub enum OpKind {
     Return,
     /// `%C = compute ...` — see [`Compute`].
     Compute(Box<Compute>),
+    /// `%w = weight "conv1.weight" : tensor<64x3x7x7xf32>` — a constant
+    /// tensor whose contents live outside the IR, in the weights file
+    /// beside the module, under this name (see `ir/weights.rs`).
+    Weight(Box<str>),
 
     // Level 2: loops and memory (see `loops.rs`).
     /// `%b = alloc : buffer<4x4xf32, local>`
@@ -322,6 +326,7 @@ impl OpKind {
             OpKind::Yield => "yield",
             OpKind::Return => "return",
             OpKind::Compute(_) => "compute",
+            OpKind::Weight(_) => "weight",
             OpKind::Alloc => "alloc",
             OpKind::For(_) => "for",
             OpKind::Load(_) => "load",
@@ -346,7 +351,7 @@ impl OpKind {
     pub fn is_pure(&self) -> bool {
         matches!(
             self,
-            OpKind::Const(_) | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cast | OpKind::AxisIndex(_) | OpKind::IndexValue(_) | OpKind::Compute(_)
+            OpKind::Const(_) | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cast | OpKind::AxisIndex(_) | OpKind::IndexValue(_) | OpKind::Compute(_) | OpKind::Weight(_)
         )
     }
 
@@ -438,6 +443,15 @@ such as `g * 32 + f` express grouped layouts). Reads may read tensors or
 buffers. An optional `schedule` (level 1) says how to compute the op on a
 target: tile sizes per axis and tile level, virtual threads, reads to cache,
 unrolling and vectorisation; it does not change the result.";
+
+const WEIGHT_DESCRIPTION: &str = "\
+A tensor of constants, such as a model's trained parameters, kept out of the
+IR text: its contents are the tensor of this name in the weights file beside
+the module (`NET.safetensors` for `NET.tile`, or the file `tilec-run
+--weights` names), whose shape and element type must match. It appears in the
+function body, before its uses, and at most once per name. Compute ops read it
+like a parameter; to run or compile the function, tools turn each weight into a
+trailing parameter in order of appearance and pass the file's tensors there.";
 
 const INDEX_DESCRIPTION: &str = "\
 In a compute region, reads the coordinate of the current iteration point along
@@ -601,6 +615,14 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: COMPUTE_DESCRIPTION,
             syntax: "%r = compute [\"label\"] (axis: extent, ...) [reduce sum|max|min (axis: extent, ...)]\n    reads(%a = %T[index, ...] [pad(literal)], ...) -> tensor<...>[index, ...]\n    [schedule \"target\" {key = value, ...}] {\n  body\n} [epilogue(%acc) [reads(...)] {\n  body\n}]",
             example: "func @gemm(%A: tensor<4x8xf32>, %B: tensor<8x2xf32>) -> tensor<4x2xf32> {\n  %C = compute \"matmul\" (i: 4, j: 2) reduce sum (k: 8)\n      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<4x2xf32>[i, j] {\n    %0 = mul %a, %b : f32\n    yield %0 : f32\n  }\n  return %C\n}\n".into(),
+            place: OpPlace::Function,
+        },
+        OpDecl {
+            mnemonic: "weight",
+            summary: "a constant tensor read from the weights file beside the module".into(),
+            description: WEIGHT_DESCRIPTION,
+            syntax: "%w = weight \"name\" : tensor<...>",
+            example: "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %s = weight \"scale\" : tensor<4xf32>\n  %y = compute (i: 4) reads(%a = %x[i], %b = %s[i]) -> tensor<4xf32>[i] {\n    %0 = mul %a, %b : f32\n    yield %0 : f32\n  }\n  return %y\n}\n".into(),
             place: OpPlace::Function,
         },
         OpDecl {

@@ -71,6 +71,9 @@ pub enum StmtAst {
     Op { result: Option<Word>, mnemonic: Word, args: Vec<Word>, sig: Option<(TypeAst, Option<TypeAst>)>, span: Span },
     /// `%r = const literal : type`
     Const { result: Word, value: LiteralAst, ty: TypeAst, span: Span },
+    /// `%r = weight "name" : type` (`keyword` is checked to be `weight`
+    /// when resolving: it is not a keyword of the lexer).
+    Weight { result: Word, keyword: Word, name: Word, ty: TypeAst, span: Span },
     /// `%r = index axis : type` in a compute region; `%r = index <index
     /// expression over %values> : type` in loops.
     Index { result: Word, expr: IndexAst, ty: TypeAst, span: Span },

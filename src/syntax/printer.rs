@@ -174,6 +174,7 @@ impl Printer<'_> {
                 write!(self.out, "{} {} : {}", kind.mnemonic(), operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
             OpKind::Compute(_) => unreachable!("handled above"),
+            OpKind::Weight(name) => write!(self.out, "weight \"{}\" : {}", escape_string(name), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap(),
             OpKind::Alloc => write!(self.out, "alloc : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap(),
             OpKind::Barrier => self.out.push_str("barrier"),
             OpKind::Load(a) => {

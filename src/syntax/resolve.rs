@@ -379,6 +379,7 @@ impl Resolver {
                 (Some(&c.result), None)
             }
             StmtAst::Const { result, value, ty, span } => (Some(result), self.const_op(func, place, value, ty, *span)),
+            StmtAst::Weight { result, keyword, name, ty, span } => (Some(result), self.weight_op(func, place, keyword, name, ty, *span)),
             StmtAst::Index { result, expr, ty, span } => (Some(result), self.index_op(func, scope, place, expr, ty, *span)),
             StmtAst::Op { result, mnemonic, args, sig, span } => {
                 (result.as_ref(), self.generic_op(func, scope, place, result.as_ref(), mnemonic, args, sig.as_ref(), *span))
@@ -411,6 +412,39 @@ impl Resolver {
         let t = self.scalar_type(ty)?;
         let lit = self.literal(value, t)?;
         let op = func.append_op(place.region, OpKind::Const(lit), vec![], vec![Type::Scalar(t)], span);
+        Some(func.result(op))
+    }
+
+    /// `weight "name" : tensor<...>`: a tensor from the weights file.
+    fn weight_op(&mut self, func: &mut Function, place: &Place<'_>, keyword: &Word, name: &Word, ty: &TypeAst, span: Span) -> Option<Value> {
+        if keyword.text != "weight" {
+            self.error(
+                Diagnostic::error(format!("unknown statement `{}`", keyword.text))
+                    .at(keyword.span, "expected `weight`")
+                    .with_help("a statement of the form `%w = NAME \"...\" : type` is a `weight` op"),
+            );
+            return None;
+        }
+        if !self.check_place("weight", place, span) {
+            return None;
+        }
+        let key = self.unescape(name)?;
+        if key.is_empty() {
+            self.error(Diagnostic::error("a weight's name is empty").at(name.span, "empty name").with_help("name the tensor of the weights file this weight is, e.g. `weight \"conv1.weight\"`"));
+            return None;
+        }
+        let t = match self.ty(ty)? {
+            t @ Type::Tensor(_) => t,
+            other => {
+                self.error(
+                    Diagnostic::error(format!("a weight is a tensor, not `{other}`"))
+                        .at(ty.span(), "not a tensor type")
+                        .with_help("write its type as `tensor<DIMSxELEM>`, the shape and element type of the file's tensor"),
+                );
+                return None;
+            }
+        };
+        let op = func.append_op(place.region, OpKind::Weight(key.into()), vec![], vec![t], span);
         Some(func.result(op))
     }
 

@@ -49,6 +49,11 @@ struct Cli {
     #[arg(long = "fill-random")]
     fill_random: bool,
 
+    /// The weights file for the function's `weight` ops (safetensors). By
+    /// default the input's path with the extension `.safetensors`.
+    #[arg(long = "weights", value_name = "PATH")]
+    weights: Option<PathBuf>,
+
     /// Where to write an output: result name and a .npy path. Repeatable.
     #[arg(long = "output", value_name = "NAME=PATH")]
     outputs: Vec<String>,
@@ -355,10 +360,29 @@ fn pick_function<'m>(module: &'m Module, name: Option<&str>) -> Result<&'m Funct
     }
 }
 
+/// The tensors of the function's weights (`wanted`, in order), from the
+/// weights file.
+fn load_weights(cli: &Cli, func: &str, wanted: &[(String, tilec::ir::TensorType)]) -> Result<Vec<Tensor>, Diagnostic> {
+    let path = match (&cli.weights, cli.input.as_str()) {
+        (Some(p), _) => p.clone(),
+        (None, "-") => {
+            return Err(Diagnostic::error(format!("@{func} reads {} weight(s), and a tile file read from stdin has no weights file beside it", wanted.len()))
+                .with_help("name the weights file with `--weights PATH`"));
+        }
+        (None, input) => tilec::interp::weights::sidecar_path(std::path::Path::new(input)),
+    };
+    let bytes: u64 = wanted.iter().map(|(_, t)| t.size_bytes().unwrap_or(0)).sum();
+    let file = tilec::interp::weights::read_sidecar(&path).map_err(|e| {
+        Diagnostic::error(format!("@{func} reads {} weight(s) ({}), but its weights file cannot be used: {e}", wanted.len(), tilec::interp::memory::format_bytes(bytes)))
+            .with_help("`tilec import` writes NET.safetensors beside NET.tile; name another file with `--weights PATH`")
+    })?;
+    tilec::interp::weights::bind_weights(wanted, file, &path).map_err(|e| Diagnostic::error(e).with_help("the weights file must hold every tensor the function's `weight` ops name, with their shapes and element types"))
+}
+
 /// The inputs, from files or generated, in parameter order. Each is
 /// counted against the memory limit before it is read or generated.
-fn gather_inputs(cli: &Cli, f: &Function, memory: &MemoryLimit) -> Result<(Vec<Tensor>, Vec<bool>), Diagnostics> {
-    let params: Vec<String> = f.params.iter().enumerate().map(|(i, &p)| display_name(f, p, format!("arg{i}"))).collect();
+fn gather_inputs(cli: &Cli, f: &Function, real_params: usize, memory: &MemoryLimit) -> Result<(Vec<Tensor>, Vec<bool>), Diagnostics> {
+    let params: Vec<String> = f.params[..real_params].iter().enumerate().map(|(i, &p)| display_name(f, p, format!("arg{i}"))).collect();
     let mut given: Vec<Option<PathBuf>> = vec![None; params.len()];
     let mut diags = Diagnostics::new();
     for spec in &cli.inputs {
@@ -387,7 +411,7 @@ fn gather_inputs(cli: &Cli, f: &Function, memory: &MemoryLimit) -> Result<(Vec<T
     let mut tensors = Vec::new();
     let mut generated = Vec::new();
     let mut budget = MemoryBudget::new(&memory.limits());
-    for (i, &p) in f.params.iter().enumerate() {
+    for (i, &p) in f.params[..real_params].iter().enumerate() {
         let Type::Tensor(ty) = f.value_type(p) else { continue };
         let what = || format!("input `{}` ({ty})", params[i]);
         let wanted = given[i].is_some() || generate_missing;
@@ -531,9 +555,13 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     // Where results go is checked before any work, not after it.
     check_output_paths(cli)?;
     let memory = MemoryLimit::of(cli);
-    let module = load(cli, sources)?;
-    let original = pick_function(&module, cli.func.as_deref())?;
-    let func_name = original.name.clone();
+    let mut module = load(cli, sources)?;
+    let func_name = pick_function(&module, cli.func.as_deref())?.name.clone();
+    // The real inputs are the parameters; weights come from their file,
+    // as trailing parameters (`tilec::ir::weights`).
+    let real_params = module.func(&func_name).map_or(0, |f| f.params.len());
+    let wanted = module.funcs.iter_mut().find(|f| f.name == func_name).map(tilec::ir::weights::hoist_weights).unwrap_or_default();
+    let original = pick_function(&module, Some(&func_name))?;
     let names = result_names(original);
     check_output_names(cli, original, &names)?;
 
@@ -548,7 +576,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         Backend::Cuda => Some(resolve_target(cli, sources, &module, TargetKind::Cuda)?),
         Backend::Interp => None,
     };
-    let (inputs, generated) = gather_inputs(cli, original, &memory)?;
+    let (mut inputs, mut generated) = gather_inputs(cli, original, real_params, &memory)?;
+    if !wanted.is_empty() {
+        inputs.extend(load_weights(cli, &func_name, &wanted)?);
+        generated.resize(inputs.len(), false);
+    }
 
     // The program to execute: after the pipeline, if any.
     let mut transformed = module.clone();
