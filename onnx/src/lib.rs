@@ -108,10 +108,6 @@ impl std::error::Error for ImportError {}
 
 /// Imports an ONNX model from its protobuf bytes.
 pub fn import_model(bytes: &[u8], options: &ImportOptions) -> Result<Imported, ImportError> {
-    import_with(bytes, options, lower::WeightStyle::Statements)
-}
-
-fn import_with(bytes: &[u8], options: &ImportOptions, style: lower::WeightStyle) -> Result<Imported, ImportError> {
     let model = proto::ModelProto::decode(bytes).map_err(|e| {
         ImportError::new(format!("not a readable ONNX model: {e}"))
             .with_hint("the file may be truncated, or not an ONNX model (`.onnx`, protobuf ModelProto)")
@@ -120,7 +116,7 @@ fn import_with(bytes: &[u8], options: &ImportOptions, style: lower::WeightStyle)
         return Err(ImportError::new("the model has no graph").with_hint("an ONNX model's `graph` field holds the network; is this an ONNX file?"));
     };
     let opset = default_opset(&model)?;
-    let lowered = lower::lower_graph(graph, opset, options, style)?;
+    let lowered = lower::lower_graph(graph, opset, options)?;
     let (module, _sources) = tilec::syntax::parse_str("imported.tile", &lowered.text).map_err(|(diags, sources)| lowered.internal_error(&diags, &sources))?;
     let diags = tilec::verify::verify_module(&module);
     if diags.has_errors() {

@@ -19,15 +19,6 @@ use tilec::ir::{ElemType, TensorType};
 
 type Result<T> = std::result::Result<T, ImportError>;
 
-/// How constants reach the function: `weight` statements (what
-/// `import_model` writes) or trailing parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WeightStyle {
-    Statements,
-    #[allow(dead_code)]
-    Params,
-}
-
 /// The lowered graph, before the core has parsed it.
 pub struct Lowered {
     pub text: String,
@@ -95,8 +86,8 @@ enum Operand {
     Scalar(f32),
 }
 
-pub fn lower_graph(graph: &GraphProto, opset: i64, options: &ImportOptions, style: WeightStyle) -> Result<Lowered> {
-    let mut l = Lowerer::new(graph, opset, style);
+pub fn lower_graph(graph: &GraphProto, opset: i64, options: &ImportOptions) -> Result<Lowered> {
+    let mut l = Lowerer::new(graph, opset);
     for init in &graph.initializer {
         let c = read_tensor_proto(init, &init.name)?;
         l.values.insert(init.name.clone(), Val::Const(Rc::new(c)));
@@ -118,11 +109,12 @@ pub fn lower_graph(graph: &GraphProto, opset: i64, options: &ImportOptions, styl
 
 struct Lowerer {
     opset: i64,
-    style: WeightStyle,
     values: HashMap<String, Val>,
     used_names: HashSet<String>,
-    /// Weight key → its value's name, once written.
-    weight_values: HashMap<String, String>,
+    /// Each constant written as a weight (by identity) → its value's name.
+    weight_values: HashMap<*const Const, String>,
+    /// The weights' keys so far: each is unique in the weights file.
+    weight_keys: HashSet<String>,
     weights: Vec<(String, Tensor)>,
     weight_text: String,
     params: Vec<(String, Vec<u64>)>,
@@ -135,7 +127,7 @@ struct Lowerer {
 }
 
 impl Lowerer {
-    fn new(graph: &GraphProto, opset: i64, style: WeightStyle) -> Lowerer {
+    fn new(graph: &GraphProto, opset: i64) -> Lowerer {
         let mut uses: HashMap<String, usize> = HashMap::new();
         for n in &graph.node {
             for i in n.input.iter().filter(|i| !i.is_empty()) {
@@ -147,10 +139,10 @@ impl Lowerer {
         }
         Lowerer {
             opset,
-            style,
             values: HashMap::new(),
             used_names: HashSet::new(),
             weight_values: HashMap::new(),
+            weight_keys: HashSet::new(),
             weights: Vec::new(),
             weight_text: String::new(),
             params: Vec::new(),
@@ -229,27 +221,32 @@ impl Lowerer {
         }
     }
 
-    fn weight(&mut self, cx: &NodeCx, c: &Const) -> Result<String> {
+    fn weight(&mut self, cx: &NodeCx, c: &Rc<Const>) -> Result<String> {
         let data = match &c.data {
             ConstData::F32(d) => d.clone(),
             ConstData::I64(_) => return Err(cx.err(format!("constant `{}` is an integer tensor used as data; tilec imports f32 computation only", c.key))),
             ConstData::Unreadable(why) => return Err(cx.err(format!("constant `{}` cannot be read: {why}", c.key))),
         };
-        if let Some(name) = self.weight_values.get(&c.key) {
+        if let Some(name) = self.weight_values.get(&Rc::as_ptr(c)) {
             return Ok(name.clone());
         }
         if c.shape.contains(&0) {
             return Err(cx.err(format!("constant `{}` is empty (shape {}); tilec tensors have no empty dimension", c.key, shape_text(&c.shape))));
         }
         let name = self.fresh_name(&c.key);
+        let mut key = c.key.clone();
+        for k in 1.. {
+            if !self.weight_keys.contains(&key) {
+                break;
+            }
+            key = format!("{}_{k}", c.key);
+        }
+        self.weight_keys.insert(key.clone());
         let ty = TensorType::new(c.shape.clone(), ElemType::F32);
         let tensor = Tensor::new(ty, TensorData::F32(data)).map_err(|e| cx.err(format!("constant `{}`: {}", c.key, e.0)))?;
-        match self.style {
-            WeightStyle::Statements => writeln!(self.weight_text, "  %{name} = weight \"{}\" : {}", c.key, tensor_type(&c.shape)).unwrap(),
-            WeightStyle::Params => self.params.push((name.clone(), c.shape.clone())),
-        }
-        self.weights.push((c.key.clone(), tensor));
-        self.weight_values.insert(c.key.clone(), name.clone());
+        writeln!(self.weight_text, "  %{name} = weight \"{key}\" : {}", tensor_type(&c.shape)).unwrap();
+        self.weights.push((key, tensor));
+        self.weight_values.insert(Rc::as_ptr(c), name.clone());
         Ok(name)
     }
 

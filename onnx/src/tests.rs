@@ -121,11 +121,13 @@ fn tensor(shape: &[u64], data: Vec<f32>) -> Tensor {
 /// Imports and runs the model on `inputs` (the weights appended), as
 /// `tilec-run` does.
 fn run(g: &Graph, inputs: Vec<Tensor>) -> (Imported, Vec<Vec<f32>>) {
-    let imported = crate::import_with(&g.bytes(), &ImportOptions::default(), crate::lower::WeightStyle::Params).unwrap_or_else(|e| panic!("{e}"));
-    let (module, _) = tilec::syntax::parse_str("t.tile", &imported.module_text).unwrap_or_else(|_| panic!("{}", imported.module_text));
+    let imported = import_model(&g.bytes(), &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let (mut module, _) = tilec::syntax::parse_str("t.tile", &imported.module_text).unwrap_or_else(|_| panic!("{}", imported.module_text));
+    let f = &mut module.funcs[0];
+    let wanted = tilec::ir::weights::hoist_weights(f);
     let mut all = inputs;
-    all.extend(imported.weights.iter().map(|(_, t)| t.clone()));
-    let results = tilec::interp::run_function(&module.funcs[0], &all).unwrap_or_else(|e| panic!("{e}\n{}", imported.module_text));
+    all.extend(tilec::interp::weights::bind_weights(&wanted, imported.weights.clone(), std::path::Path::new("t.safetensors")).unwrap());
+    let results = tilec::interp::run_function(f, &all).unwrap_or_else(|e| panic!("{e}\n{}", imported.module_text));
     let results = results.into_iter().map(|t| t.to_f64_vec().into_iter().map(|v| v as f32).collect()).collect();
     (imported, results)
 }
@@ -574,7 +576,7 @@ fn a_dynamic_dimension_needs_a_value() {
     assert_eq!(e.hint.as_deref(), Some("give the input's whole shape, e.g. `--input-shape x=1x1x4x4`"));
     let mut options = ImportOptions::default();
     options.input_shapes.insert("x".into(), vec![3, 1, 4, 4]);
-    let imported = crate::import_with(&g.bytes(), &options, crate::lower::WeightStyle::Params).unwrap();
+    let imported = import_model(&g.bytes(), &options).unwrap();
     assert_eq!(imported.outputs[0].1, [3, 1, 2, 2]);
     // A shape that contradicts the model, and one for an input that does not exist.
     options.input_shapes.insert("x".into(), vec![3, 2, 4, 4]);
@@ -598,8 +600,29 @@ fn names_are_sanitised_and_unique() {
 #[test]
 fn the_same_model_imports_to_the_same_text() {
     let g = small_conv();
-    let a = crate::import_with(&g.bytes(), &ImportOptions::default(), crate::lower::WeightStyle::Params).unwrap();
-    let b = crate::import_with(&g.bytes(), &ImportOptions::default(), crate::lower::WeightStyle::Params).unwrap();
+    let a = import_model(&g.bytes(), &ImportOptions::default()).unwrap();
+    let b = import_model(&g.bytes(), &ImportOptions::default()).unwrap();
     assert_eq!(a.module_text, b.module_text);
 }
 
+
+#[test]
+fn weight_keys_are_unique_and_a_shared_constant_is_one_weight() {
+    let ones = [1.0f32; 4];
+    // An initializer whose name is the key a folded batch norm derives.
+    let g = Graph::new(&[("x", &[1, 1, 2, 2])])
+        .init(init("w", &[1, 1, 1, 1], &[3.0]))
+        .init(init("s", &[1], &[2.0]))
+        .init(init("z", &[1], &[0.0]))
+        .init(init("o", &[1], &[1.0]))
+        .init(init("c.weight.folded", &[1, 1, 2, 2], &ones))
+        .node(node("Conv", "c", &["x", "w"], &["c"], vec![]))
+        .node(node("BatchNormalization", "bn", &["c", "s", "z", "z", "o"], &["b"], vec![float("epsilon", 0.0)]))
+        .node(node("Add", "add", &["b", "c.weight.folded"], &["y"], vec![]))
+        .node(node("Mul", "mul", &["y", "c.weight.folded"], &["y2"], vec![]))
+        .output("y2");
+    let (imported, out) = run(&g, vec![tensor(&[1, 1, 2, 2], vec![1.0, 2.0, 3.0, 4.0])]);
+    let keys: Vec<&str> = imported.weights.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["c.weight.folded", "c.bias.folded", "c.weight.folded_1"]);
+    assert_close(&out[0], &[7.0, 13.0, 19.0, 25.0], 0.0);
+}
