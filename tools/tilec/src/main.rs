@@ -157,7 +157,15 @@ enum Color {
     Never,
 }
 
+mod import;
+
 fn main() -> ExitCode {
+    // `tilec import MODEL.onnx -o NET.tile` has options of its own.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "import") {
+        args.remove(1);
+        return import::main(args);
+    }
     // Usage errors exit with 1 like every other user error (clap's default
     // is 2); `--help` and `--version` exit with 0.
     let cli = match Cli::try_parse() {
@@ -167,19 +175,22 @@ fn main() -> ExitCode {
             return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
         }
     };
-    let choice = match cli.color {
-        Color::Always => ColorChoice::Always,
-        Color::Never => ColorChoice::Never,
-        Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
-        Color::Auto => ColorChoice::Never,
-    };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, targets: None, records_file: None };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: color_choice(cli.color), target: None, targets: None, records_file: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
             driver.emit(&diags);
             ExitCode::FAILURE
         }
+    }
+}
+
+fn color_choice(color: Color) -> ColorChoice {
+    match color {
+        Color::Always => ColorChoice::Always,
+        Color::Never => ColorChoice::Never,
+        Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
+        Color::Auto => ColorChoice::Never,
     }
 }
 
