@@ -16,7 +16,12 @@ pub struct Read {
 
 impl Read {
     pub fn new(bind: &str, tensor: &str, index: Vec<String>) -> Read {
-        Read { bind: bind.to_string(), tensor: tensor.to_string(), index, pad: None }
+        Read {
+            bind: bind.to_string(),
+            tensor: tensor.to_string(),
+            index,
+            pad: None,
+        }
     }
 
     pub fn pad(mut self, pad: &'static str) -> Read {
@@ -26,7 +31,12 @@ impl Read {
 
     fn text(&self) -> String {
         let pad = self.pad.map(|p| format!(" pad({p})")).unwrap_or_default();
-        format!("%{} = %{}[{}]{pad}", self.bind, self.tensor, self.index.join(", "))
+        format!(
+            "%{} = %{}[{}]{pad}",
+            self.bind,
+            self.tensor,
+            self.index.join(", ")
+        )
     }
 }
 
@@ -49,14 +59,16 @@ impl Body {
     pub fn op(&mut self, op: &str, args: &[&str]) -> String {
         let name = self.fresh();
         let args: Vec<String> = args.iter().map(|a| format!("%{a}")).collect();
-        self.lines.push(format!("%{name} = {op} {} : f32", args.join(", ")));
+        self.lines
+            .push(format!("%{name} = {op} {} : f32", args.join(", ")));
         name
     }
 
     /// `%t = const <v> : f32`.
     pub fn konst(&mut self, v: f32) -> String {
         let name = self.fresh();
-        self.lines.push(format!("%{name} = const {} : f32", literal(v)));
+        self.lines
+            .push(format!("%{name} = const {} : f32", literal(v)));
         name
     }
 }
@@ -68,7 +80,11 @@ pub fn literal(v: f32) -> String {
     if v.is_nan() {
         "nan".to_string()
     } else if v.is_infinite() {
-        if v > 0.0 { "inf".to_string() } else { "-inf".to_string() }
+        if v > 0.0 {
+            "inf".to_string()
+        } else {
+            "-inf".to_string()
+        }
     } else {
         let s = format!("{:?}", v as f64);
         // `{:?}` writes `1e-7` and `1.5e10` (valid) and `-0.0`; nothing else.
@@ -153,9 +169,18 @@ pub const ACC: &str = "acc";
 impl Compute {
     /// The op's text, defining `%result_name`, indented for a function body.
     pub fn text(&self, result_name: &str) -> String {
-        let axes = |axes: &[(String, u64)]| axes.iter().map(|(a, e)| format!("{a}: {e}")).collect::<Vec<_>>().join(", ");
+        let axes = |axes: &[(String, u64)]| {
+            axes.iter()
+                .map(|(a, e)| format!("{a}: {e}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let reads = |reads: &[Read]| reads.iter().map(Read::text).collect::<Vec<_>>().join(", ");
-        let mut s = format!("  %{result_name} = compute \"{}\" ({})", self.label, axes(&self.spatial));
+        let mut s = format!(
+            "  %{result_name} = compute \"{}\" ({})",
+            self.label,
+            axes(&self.spatial)
+        );
         if let Some((combiner, raxes)) = &self.reduce {
             let name = match combiner {
                 Combiner::Sum => "sum",
@@ -163,7 +188,14 @@ impl Compute {
             };
             write!(s, " reduce {name} ({})", axes(raxes)).unwrap();
         }
-        writeln!(s, "\n      reads({}) -> {}[{}] {{", reads(&self.reads), tensor_type(&self.out_shape), self.out_index.join(", ")).unwrap();
+        writeln!(
+            s,
+            "\n      reads({}) -> {}[{}] {{",
+            reads(&self.reads),
+            tensor_type(&self.out_shape),
+            self.out_index.join(", ")
+        )
+        .unwrap();
         for line in &self.body.lines {
             writeln!(s, "    {line}").unwrap();
         }

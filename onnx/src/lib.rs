@@ -67,7 +67,13 @@ pub struct ImportError {
 
 impl ImportError {
     pub fn new(message: impl Into<String>) -> ImportError {
-        ImportError { node: None, op: None, attribute: None, message: message.into(), hint: None }
+        ImportError {
+            node: None,
+            op: None,
+            attribute: None,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> ImportError {
@@ -87,7 +93,11 @@ impl ImportError {
         if let Some(a) = &self.attribute {
             parts.push(format!("attribute `{a}`"));
         }
-        if parts.is_empty() { None } else { Some(parts.join(", ")) }
+        if parts.is_empty() {
+            None
+        } else {
+            Some(parts.join(", "))
+        }
     }
 }
 
@@ -109,15 +119,18 @@ impl std::error::Error for ImportError {}
 /// Imports an ONNX model from its protobuf bytes.
 pub fn import_model(bytes: &[u8], options: &ImportOptions) -> Result<Imported, ImportError> {
     let model = proto::ModelProto::decode(bytes).map_err(|e| {
-        ImportError::new(format!("not a readable ONNX model: {e}"))
-            .with_hint("the file may be truncated, or not an ONNX model (`.onnx`, protobuf ModelProto)")
+        ImportError::new(format!("not a readable ONNX model: {e}")).with_hint(
+            "the file may be truncated, or not an ONNX model (`.onnx`, protobuf ModelProto)",
+        )
     })?;
     let Some(graph) = &model.graph else {
-        return Err(ImportError::new("the model has no graph").with_hint("an ONNX model's `graph` field holds the network; is this an ONNX file?"));
+        return Err(ImportError::new("the model has no graph")
+            .with_hint("an ONNX model's `graph` field holds the network; is this an ONNX file?"));
     };
     let opset = default_opset(&model)?;
     let lowered = lower::lower_graph(graph, opset, options)?;
-    let (module, _sources) = tilec::syntax::parse_str("imported.tile", &lowered.text).map_err(|(diags, sources)| lowered.internal_error(&diags, &sources))?;
+    let (module, _sources) = tilec::syntax::parse_str("imported.tile", &lowered.text)
+        .map_err(|(diags, sources)| lowered.internal_error(&diags, &sources))?;
     let diags = tilec::verify::verify_module(&module);
     if diags.has_errors() {
         let mut sources = tilec::diag::SourceMap::new();
@@ -137,22 +150,41 @@ pub fn import_model(bytes: &[u8], options: &ImportOptions) -> Result<Imported, I
 /// The version of the default ONNX operator set (domain "" or "ai.onnx")
 /// the model imports; the meaning of some attributes depends on it.
 fn default_opset(model: &proto::ModelProto) -> Result<i64, ImportError> {
-    let versions: Vec<i64> = model.opset_import.iter().filter(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version).collect();
+    let versions: Vec<i64> = model
+        .opset_import
+        .iter()
+        .filter(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .collect();
     match versions.as_slice() {
         [] if model.opset_import.is_empty() => {
             // IR version 2 and older had no opset imports: opset 1.
             Ok(1)
         }
-        [] => Err(ImportError::new("the model imports no version of the default ONNX operator set").with_hint("tilec imports models of the `ai.onnx` domain only")),
+        [] => Err(ImportError::new(
+            "the model imports no version of the default ONNX operator set",
+        )
+        .with_hint("tilec imports models of the `ai.onnx` domain only")),
         [v] => Ok(*v),
-        _ => Err(ImportError::new("the model imports the default ONNX operator set more than once")),
+        _ => Err(ImportError::new(
+            "the model imports the default ONNX operator set more than once",
+        )),
     }
 }
 
 /// `name` with every character outside `[A-Za-z0-9_]` replaced by `_`,
 /// starting with a letter or `_`; `fallback` if nothing is left.
 pub fn sanitise(name: &str, fallback: &str) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() {
         return fallback.to_string();
     }

@@ -8,7 +8,10 @@
 //! at import time.
 
 use crate::emit::{ACC, Body, Combiner, Compute, Epilogue, Read, affine, tensor_type};
-use crate::proto::{AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type, data_type, tensor_shape_proto::dimension, type_proto};
+use crate::proto::{
+    AttributeProto, GraphProto, NodeProto, TensorProto, attribute_type, data_type,
+    tensor_shape_proto::dimension, type_proto,
+};
 use crate::{ImportError, ImportOptions, sanitise};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -34,14 +37,27 @@ impl Lowered {
     /// A parse or verification failure of the importer's own text: a bug,
     /// reported at the node whose text it is.
     pub fn internal_error(&self, diags: &Diagnostics, sources: &SourceMap) -> ImportError {
-        let first = diags.iter().find(|d| d.is_error()).or_else(|| diags.iter().next());
-        let offset = first.and_then(|d| d.span()).map(|s| s.range().start).unwrap_or(0);
-        let at = self.op_starts.iter().rev().find(|(start, _, _)| *start <= offset);
+        let first = diags
+            .iter()
+            .find(|d| d.is_error())
+            .or_else(|| diags.iter().next());
+        let offset = first
+            .and_then(|d| d.span())
+            .map(|s| s.range().start)
+            .unwrap_or(0);
+        let at = self
+            .op_starts
+            .iter()
+            .rev()
+            .find(|(start, _, _)| *start <= offset);
         ImportError {
             node: at.map(|(_, n, _)| n.clone()),
             op: at.map(|(_, _, op)| op.clone()),
             attribute: None,
-            message: format!("internal error: the tile text written for this node does not verify:\n{}", sources.render(&diags.0)),
+            message: format!(
+                "internal error: the tile text written for this node does not verify:\n{}",
+                sources.render(&diags.0)
+            ),
             hint: Some("this is a bug in tilec's importer; please report it with the model".into()),
         }
     }
@@ -101,7 +117,9 @@ pub fn lower_graph(graph: &GraphProto, opset: i64, options: &ImportOptions) -> R
         }
         let cx = NodeCx::new(node, index);
         l.node_start(&cx);
-        let fold = folds.get(&index).map(|&bn| NodeCx::new(&graph.node[bn], bn));
+        let fold = folds
+            .get(&index)
+            .map(|&bn| NodeCx::new(&graph.node[bn], bn));
         l.lower_node(&cx, fold.as_ref())?;
     }
     l.finish(graph, options)
@@ -167,11 +185,17 @@ impl Lowerer {
     }
 
     fn read_inputs(&mut self, graph: &GraphProto, options: &ImportOptions) -> Result<()> {
-        let real: Vec<_> = graph.input.iter().filter(|i| !self.values.contains_key(&i.name)).collect();
+        let real: Vec<_> = graph
+            .input
+            .iter()
+            .filter(|i| !self.values.contains_key(&i.name))
+            .collect();
         for name in options.input_shapes.keys() {
             if !real.iter().any(|i| &i.name == name) {
                 let names: Vec<&str> = real.iter().map(|i| i.name.as_str()).collect();
-                let mut e = ImportError::new(format!("`--input-shape` names `{name}`, which is not an input of the graph"));
+                let mut e = ImportError::new(format!(
+                    "`--input-shape` names `{name}`, which is not an input of the graph"
+                ));
                 e.hint = Some(match tilec::diag::closest(name, names.iter().copied()) {
                     Some(c) => format!("did you mean `{c}`? the inputs are: {}", names.join(", ")),
                     None => format!("the inputs are: {}", names.join(", ")),
@@ -184,13 +208,15 @@ impl Lowerer {
             let name = self.fresh_name(&input.name);
             self.params.push((name.clone(), shape.clone()));
             self.inputs.push((name.clone(), input.name.clone()));
-            self.values.insert(input.name.clone(), Val::Tensor { name, shape });
+            self.values
+                .insert(input.name.clone(), Val::Tensor { name, shape });
         }
         Ok(())
     }
 
     fn node_start(&mut self, cx: &NodeCx) {
-        self.op_starts.push((self.body.len(), cx.name.clone(), cx.node.op_type.clone()));
+        self.op_starts
+            .push((self.body.len(), cx.name.clone(), cx.node.op_type.clone()));
     }
 
     fn value(&self, cx: &NodeCx, name: &str) -> Result<Val> {
@@ -231,7 +257,11 @@ impl Lowerer {
             return Ok(name.clone());
         }
         if c.shape.contains(&0) {
-            return Err(cx.err(format!("constant `{}` is empty (shape {}); tilec tensors have no empty dimension", c.key, shape_text(&c.shape))));
+            return Err(cx.err(format!(
+                "constant `{}` is empty (shape {}); tilec tensors have no empty dimension",
+                c.key,
+                shape_text(&c.shape)
+            )));
         }
         let name = self.fresh_name(&c.key);
         let mut key = c.key.clone();
@@ -243,8 +273,14 @@ impl Lowerer {
         }
         self.weight_keys.insert(key.clone());
         let ty = TensorType::new(c.shape.clone(), ElemType::F32);
-        let tensor = Tensor::new(ty, TensorData::F32(data)).map_err(|e| cx.err(format!("constant `{}`: {}", c.key, e.0)))?;
-        writeln!(self.weight_text, "  %{name} = weight \"{key}\" : {}", tensor_type(&c.shape)).unwrap();
+        let tensor = Tensor::new(ty, TensorData::F32(data))
+            .map_err(|e| cx.err(format!("constant `{}`: {}", c.key, e.0)))?;
+        writeln!(
+            self.weight_text,
+            "  %{name} = weight \"{key}\" : {}",
+            tensor_type(&c.shape)
+        )
+        .unwrap();
         self.weights.push((key, tensor));
         self.weight_values.insert(Rc::as_ptr(c), name.clone());
         Ok(name)
@@ -265,12 +301,20 @@ impl Lowerer {
         let name = self.fresh_name(out);
         self.body.push_str(&c.text(&name));
         self.compute_ops += 1;
-        self.values.insert(out.to_string(), Val::Tensor { name, shape: c.out_shape.clone() });
+        self.values.insert(
+            out.to_string(),
+            Val::Tensor {
+                name,
+                shape: c.out_shape.clone(),
+            },
+        );
     }
 
-
     fn define_const(&mut self, out: &str, key: String, shape: Vec<u64>, data: ConstData) {
-        self.values.insert(out.to_string(), Val::Const(Rc::new(Const { key, shape, data })));
+        self.values.insert(
+            out.to_string(),
+            Val::Const(Rc::new(Const { key, shape, data })),
+        );
     }
 
     fn finish(mut self, graph: &GraphProto, options: &ImportOptions) -> Result<Lowered> {
@@ -282,7 +326,10 @@ impl Lowerer {
         let mut returned = Vec::new();
         for o in &graph.output {
             let Some(v) = self.values.get(&o.name).cloned() else {
-                return Err(ImportError::new(format!("graph output `{}` is computed by no node", o.name)));
+                return Err(ImportError::new(format!(
+                    "graph output `{}` is computed by no node",
+                    o.name
+                )));
             };
             let cx = NodeCx::graph_output();
             returned.push(format!("%{}", self.tensor(&cx, &v)?));
@@ -293,19 +340,42 @@ impl Lowerer {
         let func = match &options.func_name {
             Some(f) => {
                 if sanitise(f, "") != *f {
-                    return Err(ImportError::new(format!("`{f}` is not a valid function name")).with_hint("use letters, digits and `_`, starting with a letter or `_`"));
+                    return Err(
+                        ImportError::new(format!("`{f}` is not a valid function name")).with_hint(
+                            "use letters, digits and `_`, starting with a letter or `_`",
+                        ),
+                    );
                 }
                 f.clone()
             }
             None => sanitise(&graph.name, "model"),
         };
-        let params: Vec<String> = self.params.iter().map(|(n, s)| format!("%{n}: {}", tensor_type(s))).collect();
-        let results = if results.len() == 1 { results[0].clone() } else { format!("({})", results.join(", ")) };
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|(n, s)| format!("%{n}: {}", tensor_type(s)))
+            .collect();
+        let results = if results.len() == 1 {
+            results[0].clone()
+        } else {
+            format!("({})", results.join(", "))
+        };
         let header = format!("func @{func}({}) -> {results} {{\n", params.join(", "));
         let prefix = header.len() + self.weight_text.len();
         let text = format!("{header}{}{}}}\n", self.weight_text, self.body);
-        let op_starts = self.op_starts.into_iter().map(|(o, n, op)| (o + prefix, n, op)).collect();
-        Ok(Lowered { text, weights: self.weights, inputs: self.inputs, outputs, compute_ops: self.compute_ops, op_starts })
+        let op_starts = self
+            .op_starts
+            .into_iter()
+            .map(|(o, n, op)| (o + prefix, n, op))
+            .collect();
+        Ok(Lowered {
+            text,
+            weights: self.weights,
+            inputs: self.inputs,
+            outputs,
+            compute_ops: self.compute_ops,
+            op_starts,
+        })
     }
 }
 
@@ -317,33 +387,58 @@ fn input_shape(input: &crate::proto::ValueInfoProto, options: &ImportOptions) ->
     };
     let tensor = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
         Some(type_proto::Value::TensorType(t)) => t,
-        Some(_) => return Err(err(format!("graph input `{}` is not a tensor; tilec imports tensor inputs only", input.name))),
+        Some(_) => {
+            return Err(err(format!(
+                "graph input `{}` is not a tensor; tilec imports tensor inputs only",
+                input.name
+            )));
+        }
         None => return Err(err(format!("graph input `{}` has no type", input.name))),
     };
     if tensor.elem_type != data_type::FLOAT {
-        return Err(err(format!("graph input `{}` has element type {}; tilec imports FLOAT (f32) models only", input.name, data_type::name(tensor.elem_type))));
+        return Err(err(format!(
+            "graph input `{}` has element type {}; tilec imports FLOAT (f32) models only",
+            input.name,
+            data_type::name(tensor.elem_type)
+        )));
     }
     let dims = tensor.shape.as_ref().map(|s| s.dim.as_slice());
     if let Some(given) = options.input_shapes.get(&input.name) {
         if let Some(dims) = dims {
             if dims.len() != given.len() {
-                return Err(err(format!("`--input-shape` gives `{}` {} dimensions, but the model's input has {}", input.name, given.len(), dims.len())));
+                return Err(err(format!(
+                    "`--input-shape` gives `{}` {} dimensions, but the model's input has {}",
+                    input.name,
+                    given.len(),
+                    dims.len()
+                )));
             }
             for (i, (d, &g)) in dims.iter().zip(given).enumerate() {
                 if let Some(dimension::Value::DimValue(v)) = d.value
                     && v != g as i64
                 {
-                    return Err(err(format!("`--input-shape` gives dimension {i} of `{}` as {g}, but the model fixes it to {v}", input.name)));
+                    return Err(err(format!(
+                        "`--input-shape` gives dimension {i} of `{}` as {g}, but the model fixes it to {v}",
+                        input.name
+                    )));
                 }
             }
         }
         if given.contains(&0) {
-            return Err(err(format!("`--input-shape` gives `{}` an empty dimension; every dimension must be at least 1", input.name)));
+            return Err(err(format!(
+                "`--input-shape` gives `{}` an empty dimension; every dimension must be at least 1",
+                input.name
+            )));
         }
         return Ok(given.clone());
     }
     let Some(dims) = dims else {
-        return Err(err(format!("graph input `{}` has no shape", input.name)).with_hint(format!("give its shape with `--input-shape {}=1x3x224x224`", input.name)));
+        return Err(
+            err(format!("graph input `{}` has no shape", input.name)).with_hint(format!(
+                "give its shape with `--input-shape {}=1x3x224x224`",
+                input.name
+            )),
+        );
     };
     let mut shape = Vec::new();
     for (i, d) in dims.iter().enumerate() {
@@ -351,8 +446,12 @@ fn input_shape(input: &crate::proto::ValueInfoProto, options: &ImportOptions) ->
             Some(dimension::Value::DimValue(v)) if *v >= 1 => shape.push(*v as u64),
             other => {
                 let what = match other {
-                    Some(dimension::Value::DimParam(p)) if !p.is_empty() => format!("dynamic dimension {i} (`{p}`)"),
-                    Some(dimension::Value::DimValue(v)) if *v < 1 => format!("dimension {i} of size {v}"),
+                    Some(dimension::Value::DimParam(p)) if !p.is_empty() => {
+                        format!("dynamic dimension {i} (`{p}`)")
+                    }
+                    Some(dimension::Value::DimValue(v)) if *v < 1 => {
+                        format!("dimension {i} of size {v}")
+                    }
                     _ => format!("dynamic dimension {i}"),
                 };
                 let example: Vec<String> = dims
@@ -362,8 +461,15 @@ fn input_shape(input: &crate::proto::ValueInfoProto, options: &ImportOptions) ->
                         _ => "1".to_string(),
                     })
                     .collect();
-                return Err(err(format!("graph input `{}` has a {what} without a value", input.name))
-                    .with_hint(format!("give the input's whole shape, e.g. `--input-shape {}={}`", input.name, example.join("x"))));
+                return Err(err(format!(
+                    "graph input `{}` has a {what} without a value",
+                    input.name
+                ))
+                .with_hint(format!(
+                    "give the input's whole shape, e.g. `--input-shape {}={}`",
+                    input.name,
+                    example.join("x")
+                )));
             }
         }
     }
@@ -380,20 +486,38 @@ fn read_tensor_proto(t: &TensorProto, key: &str) -> Result<Const> {
         }
         shape.push(d as u64);
     }
-    let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).filter(|&n| n < (1 << 40)).ok_or_else(|| bad("too many elements".into()))? as usize;
+    let count = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .filter(|&n| n < (1 << 40))
+        .ok_or_else(|| bad("too many elements".into()))? as usize;
     let key = sanitise_key(key);
     if t.data_location == crate::proto::DATA_LOCATION_EXTERNAL {
-        let data = ConstData::Unreadable("its data is in an external file, which tilec does not read".into());
+        let data = ConstData::Unreadable(
+            "its data is in an external file, which tilec does not read".into(),
+        );
         return Ok(Const { key, shape, data });
     }
-    let check = |n: usize| if n == count { Ok(()) } else { Err(bad(format!("{n} values for a shape of {count} elements"))) };
+    let check = |n: usize| {
+        if n == count {
+            Ok(())
+        } else {
+            Err(bad(format!("{n} values for a shape of {count} elements")))
+        }
+    };
     let data = match t.data_type {
         data_type::FLOAT => {
             let v: Vec<f32> = if !t.raw_data.is_empty() {
-                if t.raw_data.len() % 4 != 0 {
-                    return Err(bad(format!("{} bytes of raw data is not a whole number of floats", t.raw_data.len())));
+                if !t.raw_data.len().is_multiple_of(4) {
+                    return Err(bad(format!(
+                        "{} bytes of raw data is not a whole number of floats",
+                        t.raw_data.len()
+                    )));
                 }
-                t.raw_data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+                t.raw_data
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
             } else {
                 t.float_data.clone()
             };
@@ -402,13 +526,26 @@ fn read_tensor_proto(t: &TensorProto, key: &str) -> Result<Const> {
         }
         data_type::INT64 | data_type::INT32 => {
             let v: Vec<i64> = if !t.raw_data.is_empty() {
-                let width = if t.data_type == data_type::INT64 { 8 } else { 4 };
-                if t.raw_data.len() % width != 0 {
-                    return Err(bad(format!("{} bytes of raw data is not a whole number of integers", t.raw_data.len())));
+                let width = if t.data_type == data_type::INT64 {
+                    8
+                } else {
+                    4
+                };
+                if !t.raw_data.len().is_multiple_of(width) {
+                    return Err(bad(format!(
+                        "{} bytes of raw data is not a whole number of integers",
+                        t.raw_data.len()
+                    )));
                 }
                 t.raw_data
                     .chunks_exact(width)
-                    .map(|b| if width == 8 { i64::from_le_bytes(b.try_into().unwrap()) } else { i32::from_le_bytes(b.try_into().unwrap()) as i64 })
+                    .map(|b| {
+                        if width == 8 {
+                            i64::from_le_bytes(b.try_into().unwrap())
+                        } else {
+                            i32::from_le_bytes(b.try_into().unwrap()) as i64
+                        }
+                    })
                     .collect()
             } else if t.data_type == data_type::INT64 {
                 t.int64_data.clone()
@@ -418,15 +555,31 @@ fn read_tensor_proto(t: &TensorProto, key: &str) -> Result<Const> {
             check(v.len())?;
             ConstData::I64(v)
         }
-        other => ConstData::Unreadable(format!("its element type is {}; tilec imports FLOAT (f32) data and integer shapes", data_type::name(other))),
+        other => ConstData::Unreadable(format!(
+            "its element type is {}; tilec imports FLOAT (f32) data and integer shapes",
+            data_type::name(other)
+        )),
     };
     Ok(Const { key, shape, data })
 }
 
 /// A weight key that can be written in a tile string literal as it is.
 fn sanitise_key(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c == '"' || c == '\\' || c.is_control() { '_' } else { c }).collect();
-    if s.is_empty() { "weight".to_string() } else { s }
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c == '"' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "weight".to_string()
+    } else {
+        s
+    }
 }
 
 /// Batch normalisations to fold: conv node index → batch-norm node index,
@@ -442,19 +595,34 @@ fn plan_batchnorm_folds(graph: &GraphProto, l: &Lowerer) -> HashMap<usize, usize
     let is_const = |name: &str| matches!(l.values.get(name), Some(Val::Const(c)) if matches!(c.data, ConstData::F32(_)));
     let mut folds = HashMap::new();
     for (bi, bn) in graph.node.iter().enumerate() {
-        if bn.op_type != "BatchNormalization" || !bn.domain.is_empty() && bn.domain != "ai.onnx" || bn.input.len() != 5 {
+        if bn.op_type != "BatchNormalization"
+            || !bn.domain.is_empty() && bn.domain != "ai.onnx"
+            || bn.input.len() != 5
+        {
             continue;
         }
-        if bn.output.iter().skip(1).any(|o| !o.is_empty()) || bn.input[1..].iter().any(|i| !is_const(i)) {
+        if bn.output.iter().skip(1).any(|o| !o.is_empty())
+            || bn.input[1..].iter().any(|i| !is_const(i))
+        {
             continue;
         }
-        let Some(&ci) = producer.get(bn.input[0].as_str()) else { continue };
+        let Some(&ci) = producer.get(bn.input[0].as_str()) else {
+            continue;
+        };
         let conv = &graph.node[ci];
-        let conv_ok = conv.op_type == "Conv" && (conv.domain.is_empty() || conv.domain == "ai.onnx") && conv.output.len() == 1 && conv.input.len() >= 2;
-        if !conv_ok || l.uses.get(&conv.output[0]).copied() != Some(1) || !is_const(&conv.input[1]) {
+        let conv_ok = conv.op_type == "Conv"
+            && (conv.domain.is_empty() || conv.domain == "ai.onnx")
+            && conv.output.len() == 1
+            && conv.input.len() >= 2;
+        if !conv_ok || l.uses.get(&conv.output[0]).copied() != Some(1) || !is_const(&conv.input[1])
+        {
             continue;
         }
-        if conv.input.get(2).is_some_and(|b| !b.is_empty() && !is_const(b)) {
+        if conv
+            .input
+            .get(2)
+            .is_some_and(|b| !b.is_empty() && !is_const(b))
+        {
             continue;
         }
         folds.insert(ci, bi);
@@ -471,13 +639,25 @@ struct NodeCx<'a> {
 
 impl<'a> NodeCx<'a> {
     fn new(node: &'a NodeProto, index: usize) -> NodeCx<'a> {
-        let name = if node.name.is_empty() { format!("{}_{index}", node.op_type) } else { node.name.clone() };
-        NodeCx { node, name, graph_output: false }
+        let name = if node.name.is_empty() {
+            format!("{}_{index}", node.op_type)
+        } else {
+            node.name.clone()
+        };
+        NodeCx {
+            node,
+            name,
+            graph_output: false,
+        }
     }
 
     fn graph_output() -> NodeCx<'static> {
         static EMPTY: std::sync::LazyLock<NodeProto> = std::sync::LazyLock::new(NodeProto::default);
-        NodeCx { node: &EMPTY, name: String::new(), graph_output: true }
+        NodeCx {
+            node: &EMPTY,
+            name: String::new(),
+            graph_output: true,
+        }
     }
 
     fn op(&self) -> &str {
@@ -488,7 +668,13 @@ impl<'a> NodeCx<'a> {
         if self.graph_output {
             return ImportError::new(message);
         }
-        ImportError { node: Some(self.name.clone()), op: Some(self.node.op_type.clone()), attribute: None, message: message.into(), hint: None }
+        ImportError {
+            node: Some(self.name.clone()),
+            op: Some(self.node.op_type.clone()),
+            attribute: None,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     fn attr_err(&self, attribute: &str, message: impl Into<String>) -> ImportError {
@@ -499,11 +685,20 @@ impl<'a> NodeCx<'a> {
 
     /// The `i`-th input's name; `None` where absent or empty (optional).
     fn input(&self, i: usize) -> Option<&'a str> {
-        self.node.input.get(i).map(String::as_str).filter(|s| !s.is_empty())
+        self.node
+            .input
+            .get(i)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     fn output(&self, i: usize) -> Result<&'a str> {
-        self.node.output.get(i).map(String::as_str).filter(|s| !s.is_empty()).ok_or_else(|| self.err(format!("output {i} is missing")))
+        self.node
+            .output
+            .get(i)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| self.err(format!("output {i} is missing")))
     }
 
     /// Refuses outputs past the first `n` that something uses.
@@ -521,8 +716,15 @@ impl<'a> NodeCx<'a> {
     fn check_attributes(&self, known: &[&str]) -> Result<()> {
         for a in &self.node.attribute {
             if !known.contains(&a.name.as_str()) {
-                let mut e = self.attr_err(&a.name, format!("unsupported attribute `{}` of {}", a.name, self.op()));
-                e.hint = Some(if known.is_empty() { format!("tilec's {} takes no attributes", self.op()) } else { format!("tilec's {} knows: {}", self.op(), known.join(", ")) });
+                let mut e = self.attr_err(
+                    &a.name,
+                    format!("unsupported attribute `{}` of {}", a.name, self.op()),
+                );
+                e.hint = Some(if known.is_empty() {
+                    format!("tilec's {} takes no attributes", self.op())
+                } else {
+                    format!("tilec's {} knows: {}", self.op(), known.join(", "))
+                });
                 return Err(e);
             }
             if !a.ref_attr_name.is_empty() {
@@ -536,26 +738,36 @@ impl<'a> NodeCx<'a> {
         match self.node.attribute.iter().find(|a| a.name == name) {
             None => Ok(None),
             Some(a) if a.r#type == ty || a.r#type == 0 => Ok(Some(a)),
-            Some(_) => Err(self.attr_err(name, format!("attribute `{name}` should be of type {type_name}"))),
+            Some(_) => Err(self.attr_err(
+                name,
+                format!("attribute `{name}` should be of type {type_name}"),
+            )),
         }
     }
 
     fn int(&self, name: &str, default: i64) -> Result<i64> {
-        Ok(self.attr(name, attribute_type::INT, "INT")?.map_or(default, |a| a.i))
+        Ok(self
+            .attr(name, attribute_type::INT, "INT")?
+            .map_or(default, |a| a.i))
     }
 
     fn float(&self, name: &str, default: f32) -> Result<f32> {
-        Ok(self.attr(name, attribute_type::FLOAT, "FLOAT")?.map_or(default, |a| a.f))
+        Ok(self
+            .attr(name, attribute_type::FLOAT, "FLOAT")?
+            .map_or(default, |a| a.f))
     }
 
     fn ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
-        Ok(self.attr(name, attribute_type::INTS, "INTS")?.map(|a| a.ints.clone()))
+        Ok(self
+            .attr(name, attribute_type::INTS, "INTS")?
+            .map(|a| a.ints.clone()))
     }
 
     fn string(&self, name: &str, default: &str) -> Result<String> {
         match self.attr(name, attribute_type::STRING, "STRING")? {
             None => Ok(default.to_string()),
-            Some(a) => String::from_utf8(a.s.clone()).map_err(|_| self.attr_err(name, format!("attribute `{name}` is not UTF-8"))),
+            Some(a) => String::from_utf8(a.s.clone())
+                .map_err(|_| self.attr_err(name, format!("attribute `{name}` is not UTF-8"))),
         }
     }
 
@@ -563,10 +775,19 @@ impl<'a> NodeCx<'a> {
     fn int_in(&self, name: &str, default: i64, allowed: &[i64]) -> Result<i64> {
         let v = self.int(name, default)?;
         if !allowed.contains(&v) {
-            return Err(self.attr_err(name, format!("{} with {name} = {v} is not supported", self.op())).with_hint(format!(
-                "tilec supports {name} = {}",
-                allowed.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(" or ")
-            )));
+            return Err(self
+                .attr_err(
+                    name,
+                    format!("{} with {name} = {v} is not supported", self.op()),
+                )
+                .with_hint(format!(
+                    "tilec supports {name} = {}",
+                    allowed
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )));
         }
         Ok(v)
     }
@@ -574,7 +795,12 @@ impl<'a> NodeCx<'a> {
     /// An axis attribute in `[-rank, rank)`, made non-negative.
     fn axis(&self, name: &str, default: i64, rank: usize) -> Result<usize> {
         let a = self.int(name, default)?;
-        normalise_axis(a, rank).ok_or_else(|| self.attr_err(name, format!("{name} = {a} is out of range for a tensor of rank {rank}")))
+        normalise_axis(a, rank).ok_or_else(|| {
+            self.attr_err(
+                name,
+                format!("{name} = {a} is out of range for a tensor of rank {rank}"),
+            )
+        })
     }
 }
 
@@ -585,7 +811,18 @@ fn normalise_axis(a: i64, rank: usize) -> Option<usize> {
 }
 
 fn shape_text(shape: &[u64]) -> String {
-    if shape.is_empty() { "[]".into() } else { format!("[{}]", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")) }
+    if shape.is_empty() {
+        "[]".into()
+    } else {
+        format!(
+            "[{}]",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
 }
 
 /// Numpy broadcasting of two shapes.
@@ -593,8 +830,16 @@ fn broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
     let rank = a.len().max(b.len());
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -609,7 +854,17 @@ fn broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
 /// whose dimensions the axes `axes` run over.
 fn broadcast_index(shape: &[u64], out_shape: &[u64], axes: &[String]) -> Vec<String> {
     let offset = out_shape.len() - shape.len();
-    shape.iter().enumerate().map(|(i, &d)| if d == 1 && out_shape[i + offset] != 1 { "0".to_string() } else { axes[i + offset].clone() }).collect()
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            if d == 1 && out_shape[i + offset] != 1 {
+                "0".to_string()
+            } else {
+                axes[i + offset].clone()
+            }
+        })
+        .collect()
 }
 
 fn axis_names(prefix: &str, n: usize) -> Vec<String> {
@@ -630,18 +885,34 @@ struct Window {
 
 /// A window's geometry from the ONNX attributes: `extent` is each
 /// dimension's dilated kernel extent.
-fn window(cx: &NodeCx, input: &[u64], extent: &[u64], strides: &[i64], ceil_mode: bool) -> Result<Window> {
+fn window(
+    cx: &NodeCx,
+    input: &[u64],
+    extent: &[u64],
+    strides: &[i64],
+    ceil_mode: bool,
+) -> Result<Window> {
     let n = input.len();
     let auto_pad = cx.string("auto_pad", "NOTSET")?;
     let pads = cx.ints("pads")?;
-    let mut w = Window { begin: vec![0; n], end: vec![0; n], out: vec![0; n] };
+    let mut w = Window {
+        begin: vec![0; n],
+        end: vec![0; n],
+        out: vec![0; n],
+    };
     match auto_pad.as_str() {
         "NOTSET" | "VALID" => {
             if auto_pad == "NOTSET"
                 && let Some(p) = pads
             {
                 if p.len() != 2 * n || p.iter().any(|&x| x < 0) {
-                    return Err(cx.attr_err("pads", format!("pads {p:?} should be {} non-negative values (begins, then ends)", 2 * n)));
+                    return Err(cx.attr_err(
+                        "pads",
+                        format!(
+                            "pads {p:?} should be {} non-negative values (begins, then ends)",
+                            2 * n
+                        ),
+                    ));
                 }
                 w.begin.copy_from_slice(&p[..n]);
                 w.end.copy_from_slice(&p[n..]);
@@ -656,7 +927,11 @@ fn window(cx: &NodeCx, input: &[u64], extent: &[u64], strides: &[i64], ceil_mode
                     )));
                 }
                 let s = strides[i];
-                let mut out = if ceil_mode { (span + s - 1) / s + 1 } else { span / s + 1 };
+                let mut out = if ceil_mode {
+                    (span + s - 1) / s + 1
+                } else {
+                    span / s + 1
+                };
                 // The last window must start inside the input or its begin padding.
                 if ceil_mode && (out - 1) * s >= input[i] as i64 + w.begin[i] {
                     out -= 1;
@@ -670,13 +945,22 @@ fn window(cx: &NodeCx, input: &[u64], extent: &[u64], strides: &[i64], ceil_mode
                 let out = (input[i] as i64 + s - 1) / s;
                 let total = ((out - 1) * s + extent[i] as i64 - input[i] as i64).max(0);
                 let small = total / 2;
-                w.begin[i] = if auto_pad == "SAME_UPPER" { small } else { total - small };
+                w.begin[i] = if auto_pad == "SAME_UPPER" {
+                    small
+                } else {
+                    total - small
+                };
                 w.end[i] = total - w.begin[i];
                 w.out[i] = out as u64;
             }
         }
         other => {
-            return Err(cx.attr_err("auto_pad", format!("auto_pad = \"{other}\" is not supported")).with_hint("tilec supports NOTSET, VALID, SAME_UPPER and SAME_LOWER"));
+            return Err(cx
+                .attr_err(
+                    "auto_pad",
+                    format!("auto_pad = \"{other}\" is not supported"),
+                )
+                .with_hint("tilec supports NOTSET, VALID, SAME_UPPER and SAME_LOWER"));
         }
     }
     Ok(w)
@@ -687,7 +971,10 @@ fn positive_list(cx: &NodeCx, name: &str, n: usize) -> Result<Vec<i64>> {
     match cx.ints(name)? {
         None => Ok(vec![1; n]),
         Some(v) if v.len() == n && v.iter().all(|&x| x >= 1) => Ok(v),
-        Some(v) => Err(cx.attr_err(name, format!("{name} {v:?} should be {n} positive values, one per spatial dimension"))),
+        Some(v) => Err(cx.attr_err(
+            name,
+            format!("{name} {v:?} should be {n} positive values, one per spatial dimension"),
+        )),
     }
 }
 
@@ -699,20 +986,31 @@ fn spatial_axes(n: usize) -> (Vec<String>, Vec<String>) {
         2 => (&["h", "w"], &["r", "s"]),
         _ => (&["d", "h", "w"], &["q", "r", "s"]),
     };
-    (o.iter().map(|s| s.to_string()).collect(), k.iter().map(|s| s.to_string()).collect())
+    (
+        o.iter().map(|s| s.to_string()).collect(),
+        k.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 impl Lowerer {
     fn lower_node(&mut self, cx: &NodeCx, fold: Option<&NodeCx>) -> Result<()> {
         let node = cx.node;
         if !node.domain.is_empty() && node.domain != "ai.onnx" {
-            return Err(cx.err(format!("operator {} of domain `{}` is not supported", node.op_type, node.domain)).with_hint("tilec imports operators of the default ONNX domain; docs/onnx.md lists them"));
+            return Err(cx
+                .err(format!(
+                    "operator {} of domain `{}` is not supported",
+                    node.op_type, node.domain
+                ))
+                .with_hint(
+                    "tilec imports operators of the default ONNX domain; docs/onnx.md lists them",
+                ));
         }
         match node.op_type.as_str() {
             "Conv" => self.conv(cx, fold),
             "ConvTranspose" => self.conv_transpose(cx),
             "BatchNormalization" => self.batchnorm(cx),
-            "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Abs" | "Neg" | "Reciprocal" => self.unary(cx),
+            "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Abs" | "Neg"
+            | "Reciprocal" => self.unary(cx),
             "Gelu" => self.gelu(cx),
             "Clip" => self.clip(cx),
             "LeakyRelu" => self.leaky_relu(cx),
@@ -736,7 +1034,9 @@ impl Lowerer {
             "Constant" => self.constant(cx),
             "Shape" => self.shape_op(cx),
             "Gather" => self.gather(cx),
-            other => Err(cx.err(format!("unsupported operator {other}")).with_hint("docs/onnx.md lists the operators tilec imports")),
+            other => Err(cx
+                .err(format!("unsupported operator {other}"))
+                .with_hint("docs/onnx.md lists the operators tilec imports")),
         }
     }
 
@@ -744,11 +1044,23 @@ impl Lowerer {
 
     /// A compute op over the broadcast shape of `operands`, whose body `f`
     /// makes from the operands' scalars.
-    fn elementwise(&mut self, cx: &NodeCx, operands: Vec<Operand>, out: &str, f: impl FnOnce(&mut Body, &[String]) -> String) -> Result<()> {
+    fn elementwise(
+        &mut self,
+        cx: &NodeCx,
+        operands: Vec<Operand>,
+        out: &str,
+        f: impl FnOnce(&mut Body, &[String]) -> String,
+    ) -> Result<()> {
         let mut shape: Vec<u64> = Vec::new();
         for o in &operands {
             if let Operand::Tensor(_, s) = o {
-                shape = broadcast(&shape, s).ok_or_else(|| cx.err(format!("the shapes of the inputs, {} and {}, do not broadcast", shape_text(&shape), shape_text(s))))?;
+                shape = broadcast(&shape, s).ok_or_else(|| {
+                    cx.err(format!(
+                        "the shapes of the inputs, {} and {}, do not broadcast",
+                        shape_text(&shape),
+                        shape_text(s)
+                    ))
+                })?;
             }
         }
         let axes = axis_names("d", shape.len());
@@ -799,7 +1111,12 @@ impl Lowerer {
         cx.check_attributes(&["approximate"])?;
         let approximate = cx.string("approximate", "none")?;
         if approximate != "none" && approximate != "tanh" {
-            return Err(cx.attr_err("approximate", format!("approximate = \"{approximate}\" is not a Gelu approximation")).with_hint("Gelu's approximate is \"none\" or \"tanh\""));
+            return Err(cx
+                .attr_err(
+                    "approximate",
+                    format!("approximate = \"{approximate}\" is not a Gelu approximation"),
+                )
+                .with_hint("Gelu's approximate is \"none\" or \"tanh\""));
         }
         let x = self.input(cx, 0)?;
         let x = Operand::Tensor(self.tensor(cx, &x)?, x.shape().to_vec());
@@ -848,20 +1165,30 @@ impl Lowerer {
     /// A scalar bound of Clip: from an input (opset 11+) or an attribute.
     fn clip_bound(&self, cx: &NodeCx, input: usize, attribute: &str) -> Result<Option<f32>> {
         if self.opset < 11 {
-            return Ok(cx.attr(attribute, attribute_type::FLOAT, "FLOAT")?.map(|a| a.f));
+            return Ok(cx
+                .attr(attribute, attribute_type::FLOAT, "FLOAT")?
+                .map(|a| a.f));
         }
         match self.optional_input(cx, input)? {
             None => Ok(None),
             Some(Val::Const(c)) => match &c.data {
                 ConstData::F32(d) if d.len() == 1 => Ok(Some(d[0])),
-                _ => Err(cx.err(format!("Clip's {attribute} (input {input}) must be a one-element f32 constant"))),
+                _ => Err(cx.err(format!(
+                    "Clip's {attribute} (input {input}) must be a one-element f32 constant"
+                ))),
             },
-            Some(Val::Tensor { .. }) => Err(cx.err(format!("Clip's {attribute} (input {input}) is computed at run time; tilec needs a constant"))),
+            Some(Val::Tensor { .. }) => Err(cx.err(format!(
+                "Clip's {attribute} (input {input}) is computed at run time; tilec needs a constant"
+            ))),
         }
     }
 
     fn clip(&mut self, cx: &NodeCx) -> Result<()> {
-        cx.check_attributes(if self.opset < 11 { &["min", "max"] } else { &[] })?;
+        cx.check_attributes(if self.opset < 11 {
+            &["min", "max"]
+        } else {
+            &[]
+        })?;
         let lo = self.clip_bound(cx, 1, "min")?;
         let hi = self.clip_bound(cx, 2, "max")?;
         let x = self.input(cx, 0)?;
@@ -890,23 +1217,39 @@ impl Lowerer {
         // broadcast the numpy way, which later opsets require.
         cx.check_attributes(&[])?;
         if cx.node.input.len() != 2 {
-            return Err(cx.err(format!("{} with {} inputs is not supported; tilec imports the two-input form", cx.op(), cx.node.input.len())));
+            return Err(cx.err(format!(
+                "{} with {} inputs is not supported; tilec imports the two-input form",
+                cx.op(),
+                cx.node.input.len()
+            )));
         }
         let a = self.input(cx, 0)?;
         let b = self.input(cx, 1)?;
         let a = self.operand(cx, &a)?;
         let b = self.operand(cx, &b)?;
         if let (Operand::Scalar(_), Operand::Scalar(_)) = (&a, &b) {
-            return Err(cx.err(format!("{} of two constants; tilec does not fold constant arithmetic", cx.op())));
+            return Err(cx.err(format!(
+                "{} of two constants; tilec does not fold constant arithmetic",
+                cx.op()
+            )));
         }
         let op = cx.op().to_ascii_lowercase();
-        self.elementwise(cx, vec![a, b], cx.output(0)?, |body, s| body.op(&op, &[&s[0], &s[1]]))
+        self.elementwise(cx, vec![a, b], cx.output(0)?, |body, s| {
+            body.op(&op, &[&s[0], &s[1]])
+        })
     }
 
     // ---- convolutions -------------------------------------------------------
 
     fn conv(&mut self, cx: &NodeCx, fold: Option<&NodeCx>) -> Result<()> {
-        cx.check_attributes(&["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])?;
+        cx.check_attributes(&[
+            "auto_pad",
+            "dilations",
+            "group",
+            "kernel_shape",
+            "pads",
+            "strides",
+        ])?;
         let x = self.input(cx, 0)?;
         let mut w = self.input(cx, 1)?;
         let mut bias = self.optional_input(cx, 2)?;
@@ -914,10 +1257,14 @@ impl Lowerer {
         let sp = conv_rank(cx, &xs, &ws)?;
         let group = cx.int("group", 1)?;
         let (c, m) = (xs[1], ws[0]);
-        if group < 1 || c % group as u64 != 0 || m % group as u64 != 0 || ws[1] != c / group as u64 {
+        if group < 1 || c % group as u64 != 0 || m % group as u64 != 0 || ws[1] != c / group as u64
+        {
             return Err(cx.attr_err(
                 "group",
-                format!("group = {group} does not fit {c} input channels and a weight of shape {}", shape_text(&ws)),
+                format!(
+                    "group = {group} does not fit {c} input channels and a weight of shape {}",
+                    shape_text(&ws)
+                ),
             ));
         }
         let g = group as u64;
@@ -925,21 +1272,37 @@ impl Lowerer {
         check_kernel_shape(cx, &ws[2..])?;
         let strides = positive_list(cx, "strides", sp)?;
         let dilations = positive_list(cx, "dilations", sp)?;
-        let extent: Vec<u64> = (0..sp).map(|i| (ws[2 + i] - 1) * dilations[i] as u64 + 1).collect();
+        let extent: Vec<u64> = (0..sp)
+            .map(|i| (ws[2 + i] - 1) * dilations[i] as u64 + 1)
+            .collect();
         let win = window(cx, &xs[2..], &extent, &strides, false)?;
         if let Some(b) = &bias
             && b.shape() != [m]
         {
-            return Err(cx.err(format!("the bias has shape {}, but the convolution has {m} output channels", shape_text(b.shape()))));
+            return Err(cx.err(format!(
+                "the bias has shape {}, but the convolution has {m} output channels",
+                shape_text(b.shape())
+            )));
         }
         let mut out_name = cx.output(0)?;
         if let Some(bn) = fold {
             let (scale, shift) = self.batchnorm_affine(bn, m)?;
-            let (key_w, key_b) = (format!("{}.weight.folded", cx.name), format!("{}.bias.folded", cx.name));
-            let Val::Const(wc) = &w else { unreachable!("planned folds have constant weights") };
-            let ConstData::F32(wd) = &wc.data else { unreachable!() };
+            let (key_w, key_b) = (
+                format!("{}.weight.folded", cx.name),
+                format!("{}.bias.folded", cx.name),
+            );
+            let Val::Const(wc) = &w else {
+                unreachable!("planned folds have constant weights")
+            };
+            let ConstData::F32(wd) = &wc.data else {
+                unreachable!()
+            };
             let per = wd.len() / m as usize;
-            let folded: Vec<f32> = wd.iter().enumerate().map(|(i, &v)| (v as f64 * scale[i / per]) as f32).collect();
+            let folded: Vec<f32> = wd
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v as f64 * scale[i / per]) as f32)
+                .collect();
             let old_bias: Vec<f64> = match &bias {
                 Some(Val::Const(b)) => match &b.data {
                     ConstData::F32(d) => d.iter().map(|&v| v as f64).collect(),
@@ -947,9 +1310,19 @@ impl Lowerer {
                 },
                 _ => vec![0.0; m as usize],
             };
-            let new_bias: Vec<f32> = (0..m as usize).map(|f| (old_bias[f] * scale[f] + shift[f]) as f32).collect();
-            w = Val::Const(Rc::new(Const { key: sanitise_key(&key_w), shape: ws.clone(), data: ConstData::F32(folded) }));
-            bias = Some(Val::Const(Rc::new(Const { key: sanitise_key(&key_b), shape: vec![m], data: ConstData::F32(new_bias) })));
+            let new_bias: Vec<f32> = (0..m as usize)
+                .map(|f| (old_bias[f] * scale[f] + shift[f]) as f32)
+                .collect();
+            w = Val::Const(Rc::new(Const {
+                key: sanitise_key(&key_w),
+                shape: ws.clone(),
+                data: ConstData::F32(folded),
+            }));
+            bias = Some(Val::Const(Rc::new(Const {
+                key: sanitise_key(&key_b),
+                shape: vec![m],
+                data: ConstData::F32(new_bias),
+            })));
             out_name = bn.output(0)?;
         }
         let xname = self.tensor(cx, &x)?;
@@ -967,15 +1340,35 @@ impl Lowerer {
             } else {
                 "g".to_string()
             };
-            if cg > 1 { (affine(&[(cg as i64, "g"), (1, "cg")], 0), out_channel, vec![("cg".to_string(), cg)]) } else { (affine(&[(cg as i64, "g")], 0), out_channel, vec![]) }
+            if cg > 1 {
+                (
+                    affine(&[(cg as i64, "g"), (1, "cg")], 0),
+                    out_channel,
+                    vec![("cg".to_string(), cg)],
+                )
+            } else {
+                (affine(&[(cg as i64, "g")], 0), out_channel, vec![])
+            }
         };
         let mut x_index = vec!["n".to_string(), in_channel];
-        let mut w_index = vec![out_channel.clone(), if g == 1 { "c".into() } else if cg > 1 { "cg".into() } else { "0".into() }];
+        let mut w_index = vec![
+            out_channel.clone(),
+            if g == 1 {
+                "c".into()
+            } else if cg > 1 {
+                "cg".into()
+            } else {
+                "0".into()
+            },
+        ];
         let mut out_index = vec!["n".to_string(), out_channel.clone()];
         for i in 0..sp {
             spatial.push((oaxes[i].clone(), win.out[i]));
             reduce.push((kaxes[i].clone(), ws[2 + i]));
-            x_index.push(affine(&[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])], -win.begin[i]));
+            x_index.push(affine(
+                &[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])],
+                -win.begin[i],
+            ));
             w_index.push(kaxes[i].clone());
             out_index.push(oaxes[i].clone());
         }
@@ -992,7 +1385,11 @@ impl Lowerer {
                 let bname = self.tensor(cx, b)?;
                 let mut eb = Body::default();
                 let result = eb.op("add", &[ACC, "bv"]);
-                Some(Epilogue { reads: vec![Read::new("bv", &bname, vec![out_channel])], body: eb, result })
+                Some(Epilogue {
+                    reads: vec![Read::new("bv", &bname, vec![out_channel])],
+                    body: eb,
+                    result,
+                })
             }
         };
         let mut out_shape = vec![xs[0], m];
@@ -1013,10 +1410,23 @@ impl Lowerer {
     }
 
     fn conv_transpose(&mut self, cx: &NodeCx) -> Result<()> {
-        cx.check_attributes(&["auto_pad", "dilations", "group", "kernel_shape", "output_padding", "pads", "strides"])?;
+        cx.check_attributes(&[
+            "auto_pad",
+            "dilations",
+            "group",
+            "kernel_shape",
+            "output_padding",
+            "pads",
+            "strides",
+        ])?;
         let auto_pad = cx.string("auto_pad", "NOTSET")?;
         if auto_pad != "NOTSET" {
-            return Err(cx.attr_err("auto_pad", format!("ConvTranspose with auto_pad = \"{auto_pad}\" is not supported")).with_hint("give explicit `pads`"));
+            return Err(cx
+                .attr_err(
+                    "auto_pad",
+                    format!("ConvTranspose with auto_pad = \"{auto_pad}\" is not supported"),
+                )
+                .with_hint("give explicit `pads`"));
         }
         let x = self.input(cx, 0)?;
         let w = self.input(cx, 1)?;
@@ -1026,7 +1436,13 @@ impl Lowerer {
         let group = cx.int("group", 1)?;
         let c = xs[1];
         if group < 1 || c % group as u64 != 0 || ws[0] != c {
-            return Err(cx.attr_err("group", format!("group = {group} does not fit {c} input channels and a weight of shape {}", shape_text(&ws))));
+            return Err(cx.attr_err(
+                "group",
+                format!(
+                    "group = {group} does not fit {c} input channels and a weight of shape {}",
+                    shape_text(&ws)
+                ),
+            ));
         }
         let g = group as u64;
         let (cg, mg) = (c / g, ws[1]);
@@ -1037,7 +1453,12 @@ impl Lowerer {
         let pads = match cx.ints("pads")? {
             None => vec![0; 2 * sp],
             Some(p) if p.len() == 2 * sp && p.iter().all(|&v| v >= 0) => p,
-            Some(p) => return Err(cx.attr_err("pads", format!("pads {p:?} should be {} non-negative values", 2 * sp))),
+            Some(p) => {
+                return Err(cx.attr_err(
+                    "pads",
+                    format!("pads {p:?} should be {} non-negative values", 2 * sp),
+                ));
+            }
         };
         let output_padding = match cx.ints("output_padding")? {
             None => vec![0; sp],
@@ -1046,16 +1467,27 @@ impl Lowerer {
         };
         let mut out = Vec::new();
         for i in 0..sp {
-            let o = strides[i] * (xs[2 + i] as i64 - 1) + output_padding[i] + (ws[2 + i] as i64 - 1) * dilations[i] + 1 - pads[i] - pads[sp + i];
+            let o = strides[i] * (xs[2 + i] as i64 - 1)
+                + output_padding[i]
+                + (ws[2 + i] as i64 - 1) * dilations[i]
+                + 1
+                - pads[i]
+                - pads[sp + i];
             if o < 1 {
-                return Err(cx.attr_err("pads", format!("the padding leaves no output along spatial dimension {i}")));
+                return Err(cx.attr_err(
+                    "pads",
+                    format!("the padding leaves no output along spatial dimension {i}"),
+                ));
             }
             out.push(o as u64);
         }
         if let Some(b) = &bias
             && b.shape() != [m]
         {
-            return Err(cx.err(format!("the bias has shape {}, but the transposed convolution has {m} output channels", shape_text(b.shape()))));
+            return Err(cx.err(format!(
+                "the bias has shape {}, but the transposed convolution has {m} output channels",
+                shape_text(b.shape())
+            )));
         }
         let xname = self.tensor(cx, &x)?;
         let wname = self.tensor(cx, &w)?;
@@ -1063,7 +1495,12 @@ impl Lowerer {
         let mut spatial = vec![("n".to_string(), xs[0])];
         let (in_channel, out_channel, fg, mut reduce) = if g == 1 {
             spatial.push(("f".into(), m));
-            ("c".to_string(), "f".to_string(), "f".to_string(), vec![("c".to_string(), c)])
+            (
+                "c".to_string(),
+                "f".to_string(),
+                "f".to_string(),
+                vec![("c".to_string(), c)],
+            )
         } else {
             spatial.push(("g".into(), g));
             let (out_channel, fg) = if mg > 1 {
@@ -1072,7 +1509,16 @@ impl Lowerer {
             } else {
                 ("g".to_string(), "0".to_string())
             };
-            if cg > 1 { (affine(&[(cg as i64, "g"), (1, "cg")], 0), out_channel, fg, vec![("cg".to_string(), cg)]) } else { (affine(&[(cg as i64, "g")], 0), out_channel, fg, vec![]) }
+            if cg > 1 {
+                (
+                    affine(&[(cg as i64, "g"), (1, "cg")], 0),
+                    out_channel,
+                    fg,
+                    vec![("cg".to_string(), cg)],
+                )
+            } else {
+                (affine(&[(cg as i64, "g")], 0), out_channel, fg, vec![])
+            }
         };
         let mut x_index = vec!["n".to_string(), in_channel.clone()];
         let mut w_index = vec![in_channel, fg];
@@ -1082,7 +1528,11 @@ impl Lowerer {
             reduce.push((kaxes[i].clone(), ws[2 + i]));
             // out = in * stride + k * dilation - pad_begin, solved for in.
             let numerator = affine(&[(1, &oaxes[i]), (-dilations[i], &kaxes[i])], pads[i]);
-            x_index.push(if strides[i] == 1 { numerator } else { format!("({numerator}) div {}", strides[i]) });
+            x_index.push(if strides[i] == 1 {
+                numerator
+            } else {
+                format!("({numerator}) div {}", strides[i])
+            });
             w_index.push(kaxes[i].clone());
             out_index.push(oaxes[i].clone());
         }
@@ -1094,7 +1544,11 @@ impl Lowerer {
                 let bname = self.tensor(cx, b)?;
                 let mut eb = Body::default();
                 let result = eb.op("add", &[ACC, "bv"]);
-                Some(Epilogue { reads: vec![Read::new("bv", &bname, vec![out_channel])], body: eb, result })
+                Some(Epilogue {
+                    reads: vec![Read::new("bv", &bname, vec![out_channel])],
+                    body: eb,
+                    result,
+                })
             }
         };
         let mut out_shape = vec![xs[0], m];
@@ -1103,7 +1557,10 @@ impl Lowerer {
             label: cx.name.clone(),
             spatial,
             reduce: Some((Combiner::Sum, reduce)),
-            reads: vec![Read::new("xv", &xname, x_index).pad("0.0"), Read::new("wv", &wname, w_index)],
+            reads: vec![
+                Read::new("xv", &xname, x_index).pad("0.0"),
+                Read::new("wv", &wname, w_index),
+            ],
             out_shape,
             out_index,
             body,
@@ -1117,7 +1574,14 @@ impl Lowerer {
     /// Batch normalisation's per-channel (scale, shift) in f64, from its
     /// constant parameters: y = x * scale + shift.
     fn batchnorm_affine(&self, cx: &NodeCx, channels: u64) -> Result<(Vec<f64>, Vec<f64>)> {
-        cx.check_attributes(&["epsilon", "momentum", "spatial", "training_mode", "is_test", "consumed_inputs"])?;
+        cx.check_attributes(&[
+            "epsilon",
+            "momentum",
+            "spatial",
+            "training_mode",
+            "is_test",
+            "consumed_inputs",
+        ])?;
         cx.int_in("training_mode", 0, &[0])?;
         cx.int_in("spatial", 1, &[1])?;
         let eps = cx.float("epsilon", 1e-5)? as f64;
@@ -1128,15 +1592,22 @@ impl Lowerer {
                 return Err(cx.err(format!("BatchNormalization's {what} is computed at run time; tilec needs constant statistics (inference)")));
             };
             let ConstData::F32(d) = &c.data else {
-                return Err(cx.err(format!("BatchNormalization's {what} (`{}`) is not f32 data", c.key)));
+                return Err(cx.err(format!(
+                    "BatchNormalization's {what} (`{}`) is not f32 data",
+                    c.key
+                )));
             };
             if d.len() as u64 != channels || c.shape.len() != 1 {
                 return Err(cx.err(format!("BatchNormalization's {what} has shape {}, but the input has {channels} channels", shape_text(&c.shape))));
             }
             params.push(d.iter().map(|&v| v as f64).collect::<Vec<f64>>());
         }
-        let scale: Vec<f64> = (0..channels as usize).map(|f| params[0][f] / (params[3][f] + eps).sqrt()).collect();
-        let shift: Vec<f64> = (0..channels as usize).map(|f| params[1][f] - params[2][f] * scale[f]).collect();
+        let scale: Vec<f64> = (0..channels as usize)
+            .map(|f| params[0][f] / (params[3][f] + eps).sqrt())
+            .collect();
+        let shift: Vec<f64> = (0..channels as usize)
+            .map(|f| params[1][f] - params[2][f] * scale[f])
+            .collect();
         Ok((scale, shift))
     }
 
@@ -1147,10 +1618,19 @@ impl Lowerer {
         let x = self.input(cx, 0)?;
         let xs = x.shape().to_vec();
         if xs.len() < 2 {
-            return Err(cx.err(format!("BatchNormalization of a tensor of shape {}: the input needs a channel dimension", shape_text(&xs))));
+            return Err(cx.err(format!(
+                "BatchNormalization of a tensor of shape {}: the input needs a channel dimension",
+                shape_text(&xs)
+            )));
         }
         let (scale, shift) = self.batchnorm_affine(cx, xs[1])?;
-        let to_const = |key: String, v: Vec<f64>| Val::Const(Rc::new(Const { key: sanitise_key(&key), shape: vec![xs[1]], data: ConstData::F32(v.iter().map(|&x| x as f32).collect()) }));
+        let to_const = |key: String, v: Vec<f64>| {
+            Val::Const(Rc::new(Const {
+                key: sanitise_key(&key),
+                shape: vec![xs[1]],
+                data: ConstData::F32(v.iter().map(|&x| x as f32).collect()),
+            }))
+        };
         let scale = to_const(format!("{}.scale", cx.name), scale);
         let shift = to_const(format!("{}.shift", cx.name), shift);
         let xname = self.tensor(cx, &x)?;
@@ -1164,7 +1644,11 @@ impl Lowerer {
             label: cx.name.clone(),
             spatial: axes.iter().cloned().zip(xs.iter().copied()).collect(),
             reduce: None,
-            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("sv", &sname, vec![axes[1].clone()]), Read::new("bv", &bname, vec![axes[1].clone()])],
+            reads: vec![
+                Read::new("xv", &xname, axes.clone()),
+                Read::new("sv", &sname, vec![axes[1].clone()]),
+                Read::new("bv", &bname, vec![axes[1].clone()]),
+            ],
             out_shape: xs,
             out_index: axes,
             body,
@@ -1180,27 +1664,56 @@ impl Lowerer {
     fn pool(&mut self, cx: &NodeCx) -> Result<()> {
         let is_max = cx.op() == "MaxPool";
         if is_max {
-            cx.check_attributes(&["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"])?;
+            cx.check_attributes(&[
+                "auto_pad",
+                "ceil_mode",
+                "dilations",
+                "kernel_shape",
+                "pads",
+                "storage_order",
+                "strides",
+            ])?;
             cx.only_outputs(1, &self.uses)?;
         } else {
-            cx.check_attributes(&["auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"])?;
+            cx.check_attributes(&[
+                "auto_pad",
+                "ceil_mode",
+                "count_include_pad",
+                "dilations",
+                "kernel_shape",
+                "pads",
+                "strides",
+            ])?;
         }
         let x = self.input(cx, 0)?;
         let xs = x.shape().to_vec();
         if !(3..=5).contains(&xs.len()) {
-            return Err(cx.err(format!("{} of a tensor of shape {}: tilec pools 1 to 3 spatial dimensions (N, C, ...)", cx.op(), shape_text(&xs))));
+            return Err(cx.err(format!(
+                "{} of a tensor of shape {}: tilec pools 1 to 3 spatial dimensions (N, C, ...)",
+                cx.op(),
+                shape_text(&xs)
+            )));
         }
         let sp = xs.len() - 2;
         let kernel = match cx.ints("kernel_shape")? {
             Some(k) if k.len() == sp && k.iter().all(|&v| v >= 1) => k,
-            Some(k) => return Err(cx.attr_err("kernel_shape", format!("kernel_shape {k:?} should be {sp} positive values"))),
-            None => return Err(cx.attr_err("kernel_shape", format!("{} needs kernel_shape", cx.op()))),
+            Some(k) => {
+                return Err(cx.attr_err(
+                    "kernel_shape",
+                    format!("kernel_shape {k:?} should be {sp} positive values"),
+                ));
+            }
+            None => {
+                return Err(cx.attr_err("kernel_shape", format!("{} needs kernel_shape", cx.op())));
+            }
         };
         let strides = positive_list(cx, "strides", sp)?;
         let dilations = positive_list(cx, "dilations", sp)?;
         let ceil_mode = cx.int_in("ceil_mode", 0, &[0, 1])? == 1;
         let count_include_pad = !is_max && cx.int_in("count_include_pad", 0, &[0, 1])? == 1;
-        let extent: Vec<u64> = (0..sp).map(|i| (kernel[i] as u64 - 1) * dilations[i] as u64 + 1).collect();
+        let extent: Vec<u64> = (0..sp)
+            .map(|i| (kernel[i] as u64 - 1) * dilations[i] as u64 + 1)
+            .collect();
         let win = window(cx, &xs[2..], &extent, &strides, ceil_mode)?;
         let xname = self.tensor(cx, &x)?;
         let (oaxes, kaxes) = spatial_axes(sp);
@@ -1213,7 +1726,10 @@ impl Lowerer {
         for i in 0..sp {
             spatial.push((oaxes[i].clone(), win.out[i]));
             reduce.push((kaxes[i].clone(), kernel[i] as u64));
-            x_index.push(affine(&[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])], -win.begin[i]));
+            x_index.push(affine(
+                &[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])],
+                -win.begin[i],
+            ));
             out_index.push(oaxes[i].clone());
             let last = (win.out[i] as i64 - 1) * strides[i] + extent[i] as i64 - win.begin[i];
             reaches_out |= win.begin[i] > 0 || last > xs[2 + i] as i64;
@@ -1230,9 +1746,21 @@ impl Lowerer {
             // (count_include_pad = 0) or inside the padded input.
             let counts: Vec<Vec<u64>> = (0..sp)
                 .map(|i| {
-                    let (lo, hi) = if count_include_pad { (-win.begin[i], xs[2 + i] as i64 + win.end[i]) } else { (0, xs[2 + i] as i64) };
+                    let (lo, hi) = if count_include_pad {
+                        (-win.begin[i], xs[2 + i] as i64 + win.end[i])
+                    } else {
+                        (0, xs[2 + i] as i64)
+                    };
                     (0..win.out[i] as i64)
-                        .map(|o| (0..kernel[i]).filter(|&k| (lo..hi).contains(&(o * strides[i] + k * dilations[i] - win.begin[i]))).count() as u64)
+                        .map(|o| {
+                            (0..kernel[i])
+                                .filter(|&k| {
+                                    (lo..hi).contains(
+                                        &(o * strides[i] + k * dilations[i] - win.begin[i]),
+                                    )
+                                })
+                                .count() as u64
+                        })
                         .collect()
                 })
                 .collect();
@@ -1244,16 +1772,27 @@ impl Lowerer {
             } else {
                 let mut table = vec![1.0f32];
                 for c in &counts {
-                    table = table.iter().flat_map(|&t| c.iter().map(move |&v| t * v as f32)).collect();
+                    table = table
+                        .iter()
+                        .flat_map(|&t| c.iter().map(move |&v| t * v as f32))
+                        .collect();
                 }
                 let key = sanitise_key(&format!("{}.window_sizes", cx.name));
-                let cval = Val::Const(Rc::new(Const { key, shape: win.out.clone(), data: ConstData::F32(table) }));
+                let cval = Val::Const(Rc::new(Const {
+                    key,
+                    shape: win.out.clone(),
+                    data: ConstData::F32(table),
+                }));
                 let cname = self.tensor(cx, &cval)?;
                 reads.push(Read::new("count", &cname, oaxes[..sp].to_vec()));
                 "count".to_string()
             };
             let result = eb.op("div", &[ACC, &divisor]);
-            epilogue = Some(Epilogue { reads, body: eb, result });
+            epilogue = Some(Epilogue {
+                reads,
+                body: eb,
+                result,
+            });
         }
         let c = Compute {
             label: cx.name.clone(),
@@ -1276,7 +1815,11 @@ impl Lowerer {
         let x = self.input(cx, 0)?;
         let xs = x.shape().to_vec();
         if xs.len() < 3 {
-            return Err(cx.err(format!("{} of a tensor of shape {}: the input needs spatial dimensions (N, C, ...)", cx.op(), shape_text(&xs))));
+            return Err(cx.err(format!(
+                "{} of a tensor of shape {}: the input needs spatial dimensions (N, C, ...)",
+                cx.op(),
+                shape_text(&xs)
+            )));
         }
         let xname = self.tensor(cx, &x)?;
         let sp = xs.len() - 2;
@@ -1292,14 +1835,21 @@ impl Lowerer {
             let mut eb = Body::default();
             let n = eb.konst(product(&xs[2..]) as f32);
             let result = eb.op("div", &[ACC, &n]);
-            Epilogue { reads: vec![], body: eb, result }
+            Epilogue {
+                reads: vec![],
+                body: eb,
+                result,
+            }
         });
         let mut out_shape = vec![xs[0], xs[1]];
         out_shape.extend(std::iter::repeat_n(1, sp));
         let c = Compute {
             label: cx.name.clone(),
             spatial,
-            reduce: Some((if is_max { Combiner::Max } else { Combiner::Sum }, raxes.iter().cloned().zip(xs[2..].iter().copied()).collect())),
+            reduce: Some((
+                if is_max { Combiner::Max } else { Combiner::Sum },
+                raxes.iter().cloned().zip(xs[2..].iter().copied()).collect(),
+            )),
             reads: vec![Read::new("xv", &xname, x_index)],
             out_shape,
             out_index,
@@ -1324,17 +1874,37 @@ impl Lowerer {
         let c = self.optional_input(cx, 2)?;
         let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
         if sa.len() != 2 || sb.len() != 2 {
-            return Err(cx.err(format!("Gemm of shapes {} and {}: both must be matrices", shape_text(&sa), shape_text(&sb))));
+            return Err(cx.err(format!(
+                "Gemm of shapes {} and {}: both must be matrices",
+                shape_text(&sa),
+                shape_text(&sb)
+            )));
         }
-        let (m, k) = if trans_a { (sa[1], sa[0]) } else { (sa[0], sa[1]) };
-        let (kb, n) = if trans_b { (sb[1], sb[0]) } else { (sb[0], sb[1]) };
+        let (m, k) = if trans_a {
+            (sa[1], sa[0])
+        } else {
+            (sa[0], sa[1])
+        };
+        let (kb, n) = if trans_b {
+            (sb[1], sb[0])
+        } else {
+            (sb[0], sb[1])
+        };
         if k != kb {
             return Err(cx.err(format!("Gemm of shapes {} and {} (transA = {}, transB = {}): inner dimensions {k} and {kb} differ", shape_text(&sa), shape_text(&sb), trans_a as u8, trans_b as u8)));
         }
         let aname = self.tensor(cx, &a)?;
         let bname = self.tensor(cx, &b)?;
-        let a_index = if trans_a { vec!["k".to_string(), "i".into()] } else { vec!["i".to_string(), "k".into()] };
-        let b_index = if trans_b { vec!["j".to_string(), "k".into()] } else { vec!["k".to_string(), "j".into()] };
+        let a_index = if trans_a {
+            vec!["k".to_string(), "i".into()]
+        } else {
+            vec!["i".to_string(), "k".into()]
+        };
+        let b_index = if trans_b {
+            vec!["j".to_string(), "k".into()]
+        } else {
+            vec!["k".to_string(), "j".into()]
+        };
         let mut body = Body::default();
         let result = body.op("mul", &["av", "bv"]);
         let mut eb = Body::default();
@@ -1347,12 +1917,20 @@ impl Lowerer {
         if let Some(c) = c.filter(|_| beta != 0.0) {
             let out = [m, n];
             if broadcast(c.shape(), &out).as_deref() != Some(&out[..]) {
-                return Err(cx.err(format!("Gemm's C of shape {} does not broadcast to the result's {}", shape_text(c.shape()), shape_text(&out))));
+                return Err(cx.err(format!(
+                    "Gemm's C of shape {} does not broadcast to the result's {}",
+                    shape_text(c.shape()),
+                    shape_text(&out)
+                )));
             }
             let mut cv = match self.operand(cx, &c)? {
                 Operand::Scalar(s) => eb.konst(s),
                 Operand::Tensor(name, shape) => {
-                    ereads.push(Read::new("cv", &name, broadcast_index(&shape, &out, &["i".to_string(), "j".to_string()])));
+                    ereads.push(Read::new(
+                        "cv",
+                        &name,
+                        broadcast_index(&shape, &out, &["i".to_string(), "j".to_string()]),
+                    ));
                     "cv".to_string()
                 }
             };
@@ -1362,12 +1940,19 @@ impl Lowerer {
             }
             v = eb.op("add", &[&v, &cv]);
         }
-        let epilogue = (v != ACC).then_some(Epilogue { reads: ereads, body: eb, result: v });
+        let epilogue = (v != ACC).then_some(Epilogue {
+            reads: ereads,
+            body: eb,
+            result: v,
+        });
         let c = Compute {
             label: cx.name.clone(),
             spatial: vec![("i".into(), m), ("j".into(), n)],
             reduce: Some((Combiner::Sum, vec![("k".into(), k)])),
-            reads: vec![Read::new("av", &aname, a_index), Read::new("bv", &bname, b_index)],
+            reads: vec![
+                Read::new("av", &aname, a_index),
+                Read::new("bv", &bname, b_index),
+            ],
             out_shape: vec![m, n],
             out_index: vec!["i".into(), "j".into()],
             body,
@@ -1388,16 +1973,35 @@ impl Lowerer {
         }
         // numpy: a vector A is a row [1, K], a vector B a column [K, 1];
         // the added dimension is dropped from the result.
-        let (m, k) = if sa.len() == 1 { (None, sa[0]) } else { (Some(sa[sa.len() - 2]), sa[sa.len() - 1]) };
-        let (kb, n) = if sb.len() == 1 { (sb[0], None) } else { (sb[sb.len() - 2], Some(sb[sb.len() - 1])) };
+        let (m, k) = if sa.len() == 1 {
+            (None, sa[0])
+        } else {
+            (Some(sa[sa.len() - 2]), sa[sa.len() - 1])
+        };
+        let (kb, n) = if sb.len() == 1 {
+            (sb[0], None)
+        } else {
+            (sb[sb.len() - 2], Some(sb[sb.len() - 1]))
+        };
         if k != kb {
-            return Err(cx.err(format!("MatMul of shapes {} and {}: inner dimensions {k} and {kb} differ", shape_text(&sa), shape_text(&sb))));
+            return Err(cx.err(format!(
+                "MatMul of shapes {} and {}: inner dimensions {k} and {kb} differ",
+                shape_text(&sa),
+                shape_text(&sb)
+            )));
         }
         let batch_a = &sa[..sa.len().saturating_sub(2)];
         let batch_b = &sb[..sb.len().saturating_sub(2)];
-        let batch = broadcast(batch_a, batch_b).ok_or_else(|| cx.err(format!("MatMul of shapes {} and {}: the batch dimensions do not broadcast", shape_text(&sa), shape_text(&sb))))?;
+        let batch = broadcast(batch_a, batch_b).ok_or_else(|| {
+            cx.err(format!(
+                "MatMul of shapes {} and {}: the batch dimensions do not broadcast",
+                shape_text(&sa),
+                shape_text(&sb)
+            ))
+        })?;
         let baxes = axis_names("b", batch.len());
-        let mut spatial: Vec<(String, u64)> = baxes.iter().cloned().zip(batch.iter().copied()).collect();
+        let mut spatial: Vec<(String, u64)> =
+            baxes.iter().cloned().zip(batch.iter().copied()).collect();
         let mut out_shape = batch.clone();
         let mut a_index = broadcast_index(batch_a, &batch, &baxes);
         let mut b_index = broadcast_index(batch_b, &batch, &baxes);
@@ -1422,7 +2026,10 @@ impl Lowerer {
             label: cx.name.clone(),
             spatial,
             reduce: Some((Combiner::Sum, vec![("k".into(), k)])),
-            reads: vec![Read::new("av", &aname, a_index), Read::new("bv", &bname, b_index)],
+            reads: vec![
+                Read::new("av", &aname, a_index),
+                Read::new("bv", &bname, b_index),
+            ],
             out_shape,
             out_index,
             body,
@@ -1447,14 +2054,21 @@ impl Lowerer {
         if xs.is_empty() {
             return Err(cx.err(format!("{} of a scalar", cx.op())));
         }
-        let (default, all_after) = if self.opset < 13 { (1, true) } else { (-1, false) };
+        let (default, all_after) = if self.opset < 13 {
+            (1, true)
+        } else {
+            (-1, false)
+        };
         let axis = cx.axis("axis", default, xs.len())?;
-        let reduced: Vec<bool> = (0..xs.len()).map(|d| if all_after { d >= axis } else { d == axis }).collect();
+        let reduced: Vec<bool> = (0..xs.len())
+            .map(|d| if all_after { d >= axis } else { d == axis })
+            .collect();
         let xname = self.tensor(cx, &x)?;
         let axes = axis_names("d", xs.len());
         let kept: Vec<usize> = (0..xs.len()).filter(|&d| !reduced[d]).collect();
         let red: Vec<usize> = (0..xs.len()).filter(|&d| reduced[d]).collect();
-        let kept_axes: Vec<(String, u64)> = kept.iter().map(|&d| (axes[d].clone(), xs[d])).collect();
+        let kept_axes: Vec<(String, u64)> =
+            kept.iter().map(|&d| (axes[d].clone(), xs[d])).collect();
         let red_axes: Vec<(String, u64)> = red.iter().map(|&d| (axes[d].clone(), xs[d])).collect();
         let row_shape: Vec<u64> = kept.iter().map(|&d| xs[d]).collect();
         let row_index: Vec<String> = kept.iter().map(|&d| axes[d].clone()).collect();
@@ -1472,7 +2086,9 @@ impl Lowerer {
         };
         let max_name = format!("{out}.max");
         self.push(max_c, &max_name);
-        let Some(Val::Tensor { name: max_t, .. }) = self.values.get(&max_name).cloned() else { unreachable!() };
+        let Some(Val::Tensor { name: max_t, .. }) = self.values.get(&max_name).cloned() else {
+            unreachable!()
+        };
         let mut body = Body::default();
         let d = body.op("sub", &["xv", "mx"]);
         let result = body.op("exp", &[&d]);
@@ -1480,7 +2096,10 @@ impl Lowerer {
             label: format!("{}.sum_exp", cx.name),
             spatial: kept_axes,
             reduce: Some((Combiner::Sum, red_axes)),
-            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("mx", &max_t, row_index.clone())],
+            reads: vec![
+                Read::new("xv", &xname, axes.clone()),
+                Read::new("mx", &max_t, row_index.clone()),
+            ],
             out_shape: row_shape,
             out_index: row_index.clone(),
             body,
@@ -1489,7 +2108,9 @@ impl Lowerer {
         };
         let sum_name = format!("{out}.sum_exp");
         self.push(sum_c, &sum_name);
-        let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else { unreachable!() };
+        let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else {
+            unreachable!()
+        };
         let mut body = Body::default();
         let d = body.op("sub", &["xv", "mx"]);
         let result = if log {
@@ -1503,7 +2124,11 @@ impl Lowerer {
             label: cx.name.clone(),
             spatial: axes.iter().cloned().zip(xs.iter().copied()).collect(),
             reduce: None,
-            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("mx", &max_t, row_index.clone()), Read::new("sum", &sum_t, row_index)],
+            reads: vec![
+                Read::new("xv", &xname, axes.clone()),
+                Read::new("mx", &max_t, row_index.clone()),
+                Read::new("sum", &sum_t, row_index),
+            ],
             out_shape: xs,
             out_index: axes,
             body,
@@ -1537,7 +2162,8 @@ impl Lowerer {
         let xname = self.tensor(cx, &x)?;
         let axes = axis_names("d", xs.len());
         let outer_axes: Vec<(String, u64)> = (0..axis).map(|d| (axes[d].clone(), xs[d])).collect();
-        let red_axes: Vec<(String, u64)> = (axis..xs.len()).map(|d| (axes[d].clone(), xs[d])).collect();
+        let red_axes: Vec<(String, u64)> =
+            (axis..xs.len()).map(|d| (axes[d].clone(), xs[d])).collect();
         let row_index: Vec<String> = axes[..axis].to_vec();
         let row_shape = xs[..axis].to_vec();
         let out = cx.output(0)?;
@@ -1556,11 +2182,17 @@ impl Lowerer {
             out_index: row_index.clone(),
             body: Body::default(),
             result: "xv".into(),
-            epilogue: Some(Epilogue { reads: vec![], body: eb, result }),
+            epilogue: Some(Epilogue {
+                reads: vec![],
+                body: eb,
+                result,
+            }),
         };
         let mean_name = format!("{out}.mean");
         self.push(mean_c, &mean_name);
-        let Some(Val::Tensor { name: mean_t, .. }) = self.values.get(&mean_name).cloned() else { unreachable!() };
+        let Some(Val::Tensor { name: mean_t, .. }) = self.values.get(&mean_name).cloned() else {
+            unreachable!()
+        };
         let mut body = Body::default();
         let d = body.op("sub", &["xv", "mean"]);
         let sq = body.op("mul", &[&d, &d]);
@@ -1573,17 +2205,30 @@ impl Lowerer {
             label: format!("{}.inv_std", cx.name),
             spatial: outer_axes,
             reduce: Some((Combiner::Sum, red_axes)),
-            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("mean", &mean_t, row_index.clone())],
+            reads: vec![
+                Read::new("xv", &xname, axes.clone()),
+                Read::new("mean", &mean_t, row_index.clone()),
+            ],
             out_shape: row_shape,
             out_index: row_index.clone(),
             body,
             result: sq,
-            epilogue: Some(Epilogue { reads: vec![], body: eb, result: result_e }),
+            epilogue: Some(Epilogue {
+                reads: vec![],
+                body: eb,
+                result: result_e,
+            }),
         };
         let inv_name = format!("{out}.inv_std");
         self.push(inv_c, &inv_name);
-        let Some(Val::Tensor { name: inv_t, .. }) = self.values.get(&inv_name).cloned() else { unreachable!() };
-        let mut reads = vec![Read::new("xv", &xname, axes.clone()), Read::new("mean", &mean_t, row_index.clone()), Read::new("inv", &inv_t, row_index)];
+        let Some(Val::Tensor { name: inv_t, .. }) = self.values.get(&inv_name).cloned() else {
+            unreachable!()
+        };
+        let mut reads = vec![
+            Read::new("xv", &xname, axes.clone()),
+            Read::new("mean", &mean_t, row_index.clone()),
+            Read::new("inv", &inv_t, row_index),
+        ];
         let mut body = Body::default();
         let d = body.op("sub", &["xv", "mean"]);
         let mut v = body.op("mul", &[&d, "inv"]);
@@ -1627,7 +2272,10 @@ impl Lowerer {
                 let r = xs.len() as i64;
                 let a = if a < 0 { a + r } else { a };
                 if !(0..=r).contains(&a) {
-                    return Err(cx.attr_err("axis", format!("axis = {a} is out of range for a tensor of rank {r}")));
+                    return Err(cx.attr_err(
+                        "axis",
+                        format!("axis = {a} is out of range for a tensor of rank {r}"),
+                    ));
                 }
                 vec![product(&xs[..a as usize]), product(&xs[a as usize..])]
             }
@@ -1659,7 +2307,8 @@ impl Lowerer {
     fn reshape_target(&self, cx: &NodeCx, xs: &[u64]) -> Result<Vec<u64>> {
         let spec: Vec<i64> = if self.opset < 5 {
             cx.check_attributes(&["shape", "consumed_inputs"])?;
-            cx.ints("shape")?.ok_or_else(|| cx.attr_err("shape", "Reshape needs its shape"))?
+            cx.ints("shape")?
+                .ok_or_else(|| cx.attr_err("shape", "Reshape needs its shape"))?
         } else {
             cx.check_attributes(&["allowzero"])?;
             self.int_constant(cx, 1, "shape")?
@@ -1674,20 +2323,37 @@ impl Lowerer {
                     infer = Some(i);
                     shape.push(1);
                 }
-                0 if !allowzero => shape.push(*xs.get(i).ok_or_else(|| cx.err(format!("shape {spec:?} copies dimension {i}, which the input (of shape {}) lacks", shape_text(xs))))?),
+                0 if !allowzero => shape.push(*xs.get(i).ok_or_else(|| {
+                    cx.err(format!(
+                        "shape {spec:?} copies dimension {i}, which the input (of shape {}) lacks",
+                        shape_text(xs)
+                    ))
+                })?),
                 d if d >= 1 => shape.push(d as u64),
-                _ => return Err(cx.err(format!("shape {spec:?} is not a valid target shape for an input of shape {}", shape_text(xs)))),
+                _ => {
+                    return Err(cx.err(format!(
+                        "shape {spec:?} is not a valid target shape for an input of shape {}",
+                        shape_text(xs)
+                    )));
+                }
             }
         }
         let known = product(&shape);
         if let Some(i) = infer {
-            if known == 0 || total % known != 0 {
-                return Err(cx.err(format!("no shape {spec:?} holds the {total} elements of the input")));
+            if known == 0 || !total.is_multiple_of(known) {
+                return Err(cx.err(format!(
+                    "no shape {spec:?} holds the {total} elements of the input"
+                )));
             }
             shape[i] = total / known;
         }
         if product(&shape) != total {
-            return Err(cx.err(format!("shape {} holds {} elements, the input (of shape {}) {total}", shape_text(&shape), product(&shape), shape_text(xs))));
+            return Err(cx.err(format!(
+                "shape {} holds {} elements, the input (of shape {}) {total}",
+                shape_text(&shape),
+                product(&shape),
+                shape_text(xs)
+            )));
         }
         Ok(shape)
     }
@@ -1708,20 +2374,52 @@ impl Lowerer {
             let rank = xs.len();
             let axes: Vec<usize> = match axes {
                 None => (0..rank).filter(|&d| xs[d] == 1).collect(),
-                Some(a) => a.iter().map(|&a| normalise_axis(a, rank).filter(|&d| xs[d] == 1).ok_or_else(|| cx.err(format!("cannot squeeze axis {a} of a tensor of shape {}", shape_text(xs))))).collect::<Result<_>>()?,
+                Some(a) => a
+                    .iter()
+                    .map(|&a| {
+                        normalise_axis(a, rank)
+                            .filter(|&d| xs[d] == 1)
+                            .ok_or_else(|| {
+                                cx.err(format!(
+                                    "cannot squeeze axis {a} of a tensor of shape {}",
+                                    shape_text(xs)
+                                ))
+                            })
+                    })
+                    .collect::<Result<_>>()?,
             };
-            Ok((0..rank).filter(|d| !axes.contains(d)).map(|d| xs[d]).collect())
+            Ok((0..rank)
+                .filter(|d| !axes.contains(d))
+                .map(|d| xs[d])
+                .collect())
         } else {
             let axes = axes.ok_or_else(|| cx.err("Unsqueeze needs its axes"))?;
             let rank = xs.len() + axes.len();
-            let mut targets: Vec<usize> = axes.iter().map(|&a| normalise_axis(a, rank).ok_or_else(|| cx.err(format!("axis {a} is out of range for the result's rank {rank}")))).collect::<Result<_>>()?;
+            let mut targets: Vec<usize> = axes
+                .iter()
+                .map(|&a| {
+                    normalise_axis(a, rank).ok_or_else(|| {
+                        cx.err(format!(
+                            "axis {a} is out of range for the result's rank {rank}"
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?;
             targets.sort_unstable();
             targets.dedup();
             if targets.len() != axes.len() {
                 return Err(cx.err(format!("axes {axes:?} repeat an axis")));
             }
             let mut it = xs.iter();
-            Ok((0..rank).map(|d| if targets.contains(&d) { 1 } else { *it.next().unwrap() }).collect())
+            Ok((0..rank)
+                .map(|d| {
+                    if targets.contains(&d) {
+                        1
+                    } else {
+                        *it.next().unwrap()
+                    }
+                })
+                .collect())
         }
     }
 
@@ -1747,7 +2445,10 @@ impl Lowerer {
                 let mut sorted = p.clone();
                 sorted.sort_unstable();
                 if sorted != (0..rank as i64).collect::<Vec<_>>() {
-                    return Err(cx.attr_err("perm", format!("perm {p:?} is not a permutation of the {rank} dimensions")));
+                    return Err(cx.attr_err(
+                        "perm",
+                        format!("perm {p:?} is not a permutation of the {rank} dimensions"),
+                    ));
                 }
                 p.iter().map(|&d| d as usize).collect()
             }
@@ -1761,7 +2462,11 @@ impl Lowerer {
         }
         let c = Compute {
             label: cx.name.clone(),
-            spatial: axes.iter().cloned().zip(out_shape.iter().copied()).collect(),
+            spatial: axes
+                .iter()
+                .cloned()
+                .zip(out_shape.iter().copied())
+                .collect(),
             reduce: None,
             reads: vec![Read::new("xv", &xname, x_index)],
             out_shape,
@@ -1779,23 +2484,64 @@ impl Lowerer {
     /// one value in range, -0.0 and NaN included).
     fn concat(&mut self, cx: &NodeCx) -> Result<()> {
         cx.check_attributes(&["axis"])?;
-        let inputs: Vec<Val> = (0..cx.node.input.len()).map(|i| self.input(cx, i)).collect::<Result<_>>()?;
-        let Some(first) = inputs.first() else { return Err(cx.err("Concat of no inputs")) };
+        let inputs: Vec<Val> = (0..cx.node.input.len())
+            .map(|i| self.input(cx, i))
+            .collect::<Result<_>>()?;
+        let Some(first) = inputs.first() else {
+            return Err(cx.err("Concat of no inputs"));
+        };
         let rank = first.shape().len();
-        let axis = cx.axis("axis", if self.opset < 4 { 1 } else { i64::MAX }, rank).map_err(|e| if cx.attr("axis", attribute_type::INT, "INT").ok().flatten().is_none() { cx.attr_err("axis", "Concat needs its axis") } else { e })?;
+        let axis = cx
+            .axis("axis", if self.opset < 4 { 1 } else { i64::MAX }, rank)
+            .map_err(|e| {
+                if cx
+                    .attr("axis", attribute_type::INT, "INT")
+                    .ok()
+                    .flatten()
+                    .is_none()
+                {
+                    cx.attr_err("axis", "Concat needs its axis")
+                } else {
+                    e
+                }
+            })?;
         let mut out_shape = first.shape().to_vec();
         out_shape[axis] = 0;
         for v in &inputs {
             let s = v.shape();
             if s.len() != rank || (0..rank).any(|d| d != axis && s[d] != first.shape()[d]) {
-                return Err(cx.err(format!("Concat along axis {axis} of shapes {} and {}", shape_text(first.shape()), shape_text(s))));
+                return Err(cx.err(format!(
+                    "Concat along axis {axis} of shapes {} and {}",
+                    shape_text(first.shape()),
+                    shape_text(s)
+                )));
             }
             out_shape[axis] += s[axis];
         }
         // Integer constants (shape arithmetic) are concatenated here.
-        if inputs.iter().all(|v| matches!(v, Val::Const(c) if matches!(c.data, ConstData::I64(_)))) && rank == 1 {
-            let data = inputs.iter().flat_map(|v| if let Val::Const(c) = v && let ConstData::I64(d) = &c.data { d.clone() } else { vec![] }).collect();
-            self.define_const(cx.output(0)?, sanitise_key(&cx.name), out_shape, ConstData::I64(data));
+        if inputs
+            .iter()
+            .all(|v| matches!(v, Val::Const(c) if matches!(c.data, ConstData::I64(_))))
+            && rank == 1
+        {
+            let data = inputs
+                .iter()
+                .flat_map(|v| {
+                    if let Val::Const(c) = v
+                        && let ConstData::I64(d) = &c.data
+                    {
+                        d.clone()
+                    } else {
+                        vec![]
+                    }
+                })
+                .collect();
+            self.define_const(
+                cx.output(0)?,
+                sanitise_key(&cx.name),
+                out_shape,
+                ConstData::I64(data),
+            );
             return Ok(());
         }
         let axes = axis_names("d", rank);
@@ -1819,7 +2565,11 @@ impl Lowerer {
         }
         let c = Compute {
             label: cx.name.clone(),
-            spatial: axes.iter().cloned().zip(out_shape.iter().copied()).collect(),
+            spatial: axes
+                .iter()
+                .cloned()
+                .zip(out_shape.iter().copied())
+                .collect(),
             reduce: None,
             reads,
             out_shape,
@@ -1844,7 +2594,9 @@ impl Lowerer {
                 Val::Tensor { .. } => true,
             };
             if training {
-                return Err(cx.err("Dropout in training mode is not supported; tilec imports models for inference"));
+                return Err(cx.err(
+                    "Dropout in training mode is not supported; tilec imports models for inference",
+                ));
             }
         }
         let v = self.input(cx, 0)?;
@@ -1860,7 +2612,9 @@ impl Lowerer {
         let key = sanitise_key(out);
         let (shape, data) = match a.name.as_str() {
             "value" => {
-                let t = a.t.as_ref().ok_or_else(|| cx.attr_err("value", "Constant's value holds no tensor"))?;
+                let t =
+                    a.t.as_ref()
+                        .ok_or_else(|| cx.attr_err("value", "Constant's value holds no tensor"))?;
                 let c = read_tensor_proto(t, out).map_err(|mut e| {
                     e.node = Some(cx.name.clone());
                     e.op = Some("Constant".into());
@@ -1869,10 +2623,20 @@ impl Lowerer {
                 (c.shape, c.data)
             }
             "value_float" => (vec![], ConstData::F32(vec![a.f])),
-            "value_floats" => (vec![a.floats.len() as u64], ConstData::F32(a.floats.clone())),
+            "value_floats" => (
+                vec![a.floats.len() as u64],
+                ConstData::F32(a.floats.clone()),
+            ),
             "value_int" => (vec![], ConstData::I64(vec![a.i])),
             "value_ints" => (vec![a.ints.len() as u64], ConstData::I64(a.ints.clone())),
-            other => return Err(cx.attr_err(other, format!("Constant with attribute `{other}` is not supported")).with_hint("tilec reads value, value_float(s) and value_int(s)")),
+            other => {
+                return Err(cx
+                    .attr_err(
+                        other,
+                        format!("Constant with attribute `{other}` is not supported"),
+                    )
+                    .with_hint("tilec reads value, value_float(s) and value_int(s)"));
+            }
         };
         if shape.contains(&0) {
             return Err(cx.err("an empty constant (a dimension of 0) is not supported"));
@@ -1889,35 +2653,56 @@ impl Lowerer {
         let r = dims.len() as i64;
         let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
         let (start, end) = (clamp(cx.int("start", 0)?), clamp(cx.int("end", r)?));
-        let data: Vec<i64> = if start < end { dims[start..end].to_vec() } else { vec![] };
+        let data: Vec<i64> = if start < end {
+            dims[start..end].to_vec()
+        } else {
+            vec![]
+        };
         if data.is_empty() {
             return Err(cx.err("Shape with an empty result is not supported"));
         }
-        self.define_const(cx.output(0)?, sanitise_key(&cx.name), vec![data.len() as u64], ConstData::I64(data));
+        self.define_const(
+            cx.output(0)?,
+            sanitise_key(&cx.name),
+            vec![data.len() as u64],
+            ConstData::I64(data),
+        );
         Ok(())
     }
 
     /// Gather on integer constants (shape arithmetic of exported models).
     fn gather(&mut self, cx: &NodeCx) -> Result<()> {
         cx.check_attributes(&["axis"])?;
-        let (Val::Const(data), Val::Const(indices)) = (self.input(cx, 0)?, self.input(cx, 1)?) else {
+        let (Val::Const(data), Val::Const(indices)) = (self.input(cx, 0)?, self.input(cx, 1)?)
+        else {
             return Err(cx.err("Gather of run-time tensors is not supported; tilec folds Gather of constants (shape arithmetic) only"));
         };
         let (ConstData::I64(d), ConstData::I64(ix)) = (&data.data, &indices.data) else {
             return Err(cx.err("Gather of f32 constants is not supported; tilec folds Gather of integer constants (shape arithmetic) only"));
         };
         if data.shape.len() != 1 || cx.int("axis", 0)? != 0 {
-            return Err(cx.err("Gather is folded for one-dimensional integer constants along axis 0 only"));
+            return Err(
+                cx.err("Gather is folded for one-dimensional integer constants along axis 0 only")
+            );
         }
         let n = d.len() as i64;
         let values: Vec<i64> = ix
             .iter()
             .map(|&i| {
                 let j = if i < 0 { i + n } else { i };
-                if (0..n).contains(&j) { Ok(d[j as usize]) } else { Err(cx.err(format!("Gather index {i} is out of range for {n} values"))) }
+                if (0..n).contains(&j) {
+                    Ok(d[j as usize])
+                } else {
+                    Err(cx.err(format!("Gather index {i} is out of range for {n} values")))
+                }
             })
             .collect::<Result<_>>()?;
-        self.define_const(cx.output(0)?, sanitise_key(&cx.name), indices.shape.clone(), ConstData::I64(values));
+        self.define_const(
+            cx.output(0)?,
+            sanitise_key(&cx.name),
+            indices.shape.clone(),
+            ConstData::I64(values),
+        );
         Ok(())
     }
 }
@@ -1940,7 +2725,13 @@ fn check_kernel_shape(cx: &NodeCx, kernel: &[u64]) -> Result<()> {
     if let Some(k) = cx.ints("kernel_shape")?
         && k.iter().map(|&v| v as u64).ne(kernel.iter().copied())
     {
-        return Err(cx.attr_err("kernel_shape", format!("kernel_shape {k:?} differs from the weight's spatial shape {}", shape_text(kernel))));
+        return Err(cx.attr_err(
+            "kernel_shape",
+            format!(
+                "kernel_shape {k:?} differs from the weight's spatial shape {}",
+                shape_text(kernel)
+            ),
+        ));
     }
     Ok(())
 }
@@ -1966,13 +2757,26 @@ fn reshape_copy(label: &str, x: &str, xs: &[u64], new_shape: &[u64]) -> Compute 
     let out_axes = axis_names("d", new_shape.len());
     if nests {
         // Piece p covers flat strides [bounds[p+1], bounds[p]).
-        let pieces: Vec<(String, u64, u64)> = bounds.windows(2).enumerate().map(|(p, w)| (format!("p{p}"), w[0] / w[1], w[1])).collect();
+        let pieces: Vec<(String, u64, u64)> = bounds
+            .windows(2)
+            .enumerate()
+            .map(|(p, w)| (format!("p{p}"), w[0] / w[1], w[1]))
+            .collect();
         let index_of = |suffixes: &[u64], dim: usize, unit: Option<&str>| -> String {
             let (hi, lo) = (suffixes[dim], suffixes[dim + 1]);
-            let terms: Vec<(i64, &str)> = pieces.iter().filter(|(_, _, stride)| *stride >= lo && *stride < hi).map(|(a, _, stride)| ((stride / lo) as i64, a.as_str())).collect();
-            if terms.is_empty() { unit.unwrap_or("0").to_string() } else { affine(&terms, 0) }
+            let terms: Vec<(i64, &str)> = pieces
+                .iter()
+                .filter(|(_, _, stride)| *stride >= lo && *stride < hi)
+                .map(|(a, _, stride)| ((stride / lo) as i64, a.as_str()))
+                .collect();
+            if terms.is_empty() {
+                unit.unwrap_or("0").to_string()
+            } else {
+                affine(&terms, 0)
+            }
         };
-        let mut spatial: Vec<(String, u64)> = pieces.iter().map(|(a, e, _)| (a.clone(), *e)).collect();
+        let mut spatial: Vec<(String, u64)> =
+            pieces.iter().map(|(a, e, _)| (a.clone(), *e)).collect();
         let mut out_index = Vec::new();
         for (j, &d) in new_shape.iter().enumerate() {
             if d == 1 {
@@ -1997,7 +2801,11 @@ fn reshape_copy(label: &str, x: &str, xs: &[u64], new_shape: &[u64]) -> Compute 
             epilogue: None,
         };
     }
-    let flat: Vec<(i64, &str)> = out_axes.iter().enumerate().map(|(j, a)| (sout[j + 1] as i64, a.as_str())).collect();
+    let flat: Vec<(i64, &str)> = out_axes
+        .iter()
+        .enumerate()
+        .map(|(j, a)| (sout[j + 1] as i64, a.as_str()))
+        .collect();
     let raxes = axis_names("r", xs.len());
     let mut terms = flat.clone();
     for i in 1..xs.len() {
@@ -2007,8 +2815,19 @@ fn reshape_copy(label: &str, x: &str, xs: &[u64], new_shape: &[u64]) -> Compute 
     x_index.extend(raxes[1..].iter().cloned());
     Compute {
         label: label.to_string(),
-        spatial: out_axes.iter().cloned().zip(new_shape.iter().copied()).collect(),
-        reduce: Some((Combiner::Max, raxes[1..].iter().cloned().zip(xs[1..].iter().copied()).collect())),
+        spatial: out_axes
+            .iter()
+            .cloned()
+            .zip(new_shape.iter().copied())
+            .collect(),
+        reduce: Some((
+            Combiner::Max,
+            raxes[1..]
+                .iter()
+                .cloned()
+                .zip(xs[1..].iter().copied())
+                .collect(),
+        )),
         reads: vec![Read::new("xv", x, x_index).pad("-inf")],
         out_shape: new_shape.to_vec(),
         out_index: out_axes,

@@ -12,7 +12,11 @@ use tilec::diag::{Diagnostic, SourceMap};
 use tilec_onnx::{ImportError, ImportOptions, import_model};
 
 #[derive(Parser, Debug)]
-#[command(name = "tilec import", version, about = "Import an ONNX model: writes NET.tile and its weights, NET.safetensors, beside it")]
+#[command(
+    name = "tilec import",
+    version,
+    about = "Import an ONNX model: writes NET.tile and its weights, NET.safetensors, beside it"
+)]
 struct ImportCli {
     /// The ONNX model (`.onnx`).
     model: PathBuf,
@@ -42,7 +46,11 @@ pub fn main(args: Vec<std::ffi::OsString>) -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(&cli) {
@@ -62,22 +70,48 @@ fn run(cli: &ImportCli) -> Result<String, Box<Diagnostic>> {
     let weights_path = tilec::interp::weights::sidecar_path(&cli.output);
     if weights_path == cli.output {
         return Err(Box::new(
-            Diagnostic::error(format!("`{}` is both the module and the weights file", cli.output.display())).with_help("name the module `NET.tile`; its weights go to `NET.safetensors`"),
+            Diagnostic::error(format!(
+                "`{}` is both the module and the weights file",
+                cli.output.display()
+            ))
+            .with_help("name the module `NET.tile`; its weights go to `NET.safetensors`"),
         ));
     }
     for path in [&cli.output, &weights_path] {
-        tilec::input::check_writable(path).map_err(|why| Diagnostic::error(format!("cannot write `{}`: {why}", path.display())))?;
+        tilec::input::check_writable(path).map_err(|why| {
+            Diagnostic::error(format!("cannot write `{}`: {why}", path.display()))
+        })?;
     }
-    let mut options = ImportOptions { input_shapes: BTreeMap::new(), func_name: cli.func.clone() };
+    let mut options = ImportOptions {
+        input_shapes: BTreeMap::new(),
+        func_name: cli.func.clone(),
+    };
     for spec in &cli.input_shapes {
         let (name, dims) = parse_input_shape(spec)?;
         options.input_shapes.insert(name, dims);
     }
-    let bytes = std::fs::read(&cli.model).map_err(|e| Diagnostic::error(format!("cannot read `{}`: {}", cli.model.display(), tilec::input::io_reason(&e))))?;
+    let bytes = std::fs::read(&cli.model).map_err(|e| {
+        Diagnostic::error(format!(
+            "cannot read `{}`: {}",
+            cli.model.display(),
+            tilec::input::io_reason(&e)
+        ))
+    })?;
     let imported = import_model(&bytes, &options).map_err(|e| import_diagnostic(&cli.model, e))?;
-    std::fs::write(&cli.output, &imported.module_text).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", cli.output.display(), tilec::input::io_reason(&e))))?;
-    tilec::interp::weights::write_sidecar(&weights_path, &imported.weights).map_err(Diagnostic::error)?;
-    let bytes: u64 = imported.weights.iter().filter_map(|(_, t)| t.ty.size_bytes()).sum();
+    std::fs::write(&cli.output, &imported.module_text).map_err(|e| {
+        Diagnostic::error(format!(
+            "cannot write `{}`: {}",
+            cli.output.display(),
+            tilec::input::io_reason(&e)
+        ))
+    })?;
+    tilec::interp::weights::write_sidecar(&weights_path, &imported.weights)
+        .map_err(Diagnostic::error)?;
+    let bytes: u64 = imported
+        .weights
+        .iter()
+        .filter_map(|(_, t)| t.ty.size_bytes())
+        .sum();
     Ok(format!(
         "imported `{}`: {} nodes, {} compute ops, {} weights ({:.2} MiB) -> `{}`, `{}`",
         cli.model.display(),
@@ -92,12 +126,24 @@ fn run(cli: &ImportCli) -> Result<String, Box<Diagnostic>> {
 
 /// `NAME=DIMS` with DIMS like `1x3x224x224`.
 fn parse_input_shape(spec: &str) -> Result<(String, Vec<u64>), Box<Diagnostic>> {
-    let bad = |why: &str| Box::new(Diagnostic::error(format!("invalid `--input-shape {spec}`: {why}")).with_help("write `--input-shape NAME=DIMS`, e.g. `--input-shape data=1x3x224x224`"));
-    let Some((name, dims)) = spec.rsplit_once('=') else { return Err(bad("no `=`")) };
+    let bad = |why: &str| {
+        Box::new(
+            Diagnostic::error(format!("invalid `--input-shape {spec}`: {why}")).with_help(
+                "write `--input-shape NAME=DIMS`, e.g. `--input-shape data=1x3x224x224`",
+            ),
+        )
+    };
+    let Some((name, dims)) = spec.rsplit_once('=') else {
+        return Err(bad("no `=`"));
+    };
     if name.is_empty() {
         return Err(bad("the input's name is empty"));
     }
-    let dims: Vec<u64> = dims.split('x').map(|d| d.parse::<u64>().ok().filter(|&d| d >= 1)).collect::<Option<_>>().ok_or_else(|| bad("each dimension must be a positive integer"))?;
+    let dims: Vec<u64> = dims
+        .split('x')
+        .map(|d| d.parse::<u64>().ok().filter(|&d| d >= 1))
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("each dimension must be a positive integer"))?;
     Ok((name.to_string(), dims))
 }
 
