@@ -54,9 +54,11 @@ impl Lowered {
             node: at.map(|(_, n, _)| n.clone()),
             op: at.map(|(_, _, op)| op.clone()),
             attribute: None,
+            // The first error says enough; later ones often follow from it.
             message: format!(
-                "internal error: the tile text written for this node does not verify:\n{}",
-                sources.render(&diags.0)
+                "internal error: the tile text written for this node does not verify ({} error(s)); the first:\n{}",
+                diags.iter().filter(|d| d.is_error()).count(),
+                sources.render(&first.into_iter().cloned().collect::<Vec<_>>())
             ),
             hint: Some("this is a bug in tilec's importer; please report it with the model".into()),
         }
@@ -130,7 +132,9 @@ struct Lowerer {
     values: HashMap<String, Val>,
     used_names: HashSet<String>,
     /// Each constant written as a weight (by identity) → its value's name.
-    weight_values: HashMap<*const Const, String>,
+    /// The constant is kept alive here so that its address is not reused
+    /// by a later constant (derived constants are built and dropped).
+    weight_values: HashMap<*const Const, (Rc<Const>, String)>,
     /// The weights' keys so far: each is unique in the weights file.
     weight_keys: HashSet<String>,
     weights: Vec<(String, Tensor)>,
@@ -253,7 +257,7 @@ impl Lowerer {
             ConstData::I64(_) => return Err(cx.err(format!("constant `{}` is an integer tensor used as data; tilec imports f32 computation only", c.key))),
             ConstData::Unreadable(why) => return Err(cx.err(format!("constant `{}` cannot be read: {why}", c.key))),
         };
-        if let Some(name) = self.weight_values.get(&Rc::as_ptr(c)) {
+        if let Some((_, name)) = self.weight_values.get(&Rc::as_ptr(c)) {
             return Ok(name.clone());
         }
         if c.shape.contains(&0) {
@@ -282,7 +286,7 @@ impl Lowerer {
         )
         .unwrap();
         self.weights.push((key, tensor));
-        self.weight_values.insert(Rc::as_ptr(c), name.clone());
+        self.weight_values.insert(Rc::as_ptr(c), (c.clone(), name.clone()));
         Ok(name)
     }
 

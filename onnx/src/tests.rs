@@ -1020,3 +1020,48 @@ fn weight_keys_are_unique_and_a_shared_constant_is_one_weight() {
     );
     assert_close(&out[0], &[7.0, 13.0, 19.0, 25.0], 0.0);
 }
+
+/// Folded constants are made and dropped node by node; each must stay a
+/// weight of its own (a constant's address was once its identity, and a
+/// later fold reused it).
+#[test]
+fn two_folded_batchnorms_keep_their_own_weights() {
+    let (xs, w1s, w2s) = ([1u64, 2, 5, 5], [3u64, 2, 3, 3], [4u64, 3, 1, 1]);
+    let (x, w1, w2) = (random(&xs, 111), random(&w1s, 112), random(&w2s, 113));
+    let bn = |name: &str, c: usize, seed: u64| {
+        let s: Vec<f32> = random(&[c as u64], seed).iter().map(|v| v + 2.0).collect();
+        let b = random(&[c as u64], seed + 1);
+        let m = random(&[c as u64], seed + 2);
+        let v: Vec<f32> = random(&[c as u64], seed + 3).iter().map(|v| v.abs() + 0.5).collect();
+        let inits = [("s", s), ("b", b), ("m", m), ("v", v)].map(|(k, d)| init(&format!("{name}.{k}"), &[c as u64], &d));
+        (inits, [0, 1, 2, 3].map(|i| random(&[c as u64], seed + i)))
+    };
+    let (bn1, _) = bn("bn1", 3, 120);
+    let (bn2, _) = bn("bn2", 4, 130);
+    let mut g = Graph::new(&[("x", &[1, 2, 5, 5])]).init(init("w1", &w1s, &w1)).init(init("w2", &w2s, &w2));
+    for t in bn1.iter().chain(&bn2) {
+        g = g.init(t.clone());
+    }
+    let g = g
+        .node(node("Conv", "conv1", &["x", "w1"], &["c1"], vec![ints("pads", &[1, 1, 1, 1])]))
+        .node(node("BatchNormalization", "bn1", &["c1", "bn1.s", "bn1.b", "bn1.m", "bn1.v"], &["b1"], vec![]))
+        .node(node("Conv", "conv2", &["b1", "w2"], &["c2"], vec![]))
+        .node(node("BatchNormalization", "bn2", &["c2", "bn2.s", "bn2.b", "bn2.m", "bn2.v"], &["y"], vec![]))
+        .output("y");
+    let (imported, out) = run(&g, vec![tensor(&xs, x.clone())]);
+    assert_eq!(imported.weights.len(), 4);
+    let values = |t: &TensorProto| t.float_data.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let apply_bn = |conv: Vec<f64>, p: &[TensorProto; 4], hw: usize| -> Vec<f64> {
+        let (s, b, m, v) = (values(&p[0]), values(&p[1]), values(&p[2]), values(&p[3]));
+        conv.iter().enumerate().map(|(i, &y)| {
+            let c = i / hw;
+            (y - m[c]) / (v[c] + 1e-5).sqrt() * s[c] + b[c]
+        }).collect()
+    };
+    let p1 = ConvParams { group: 1, stride: [1, 1], pad: [1, 1], dilation: [1, 1] };
+    let b1 = apply_bn(conv2d_ref(&x, &xs, &w1, &w1s, None, &p1, &[1, 3, 5, 5]), &bn1, 25);
+    let b1f: Vec<f32> = b1.iter().map(|&v| v as f32).collect();
+    let p2 = ConvParams { group: 1, stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
+    let want = apply_bn(conv2d_ref(&b1f, &[1, 3, 5, 5], &w2, &w2s, None, &p2, &[1, 4, 5, 5]), &bn2, 25);
+    assert_close(&out[0], &want, 1e-5);
+}
