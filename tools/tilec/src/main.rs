@@ -157,15 +157,20 @@ enum Color {
     Never,
 }
 
+mod import;
 mod tasks;
 
 fn main() -> ExitCode {
-    // Subcommands with their own options: `tilec tasks NET.tile`. A file
-    // named like one is still read as `./tasks`.
-    let mut args = std::env::args_os().skip(1).peekable();
-    if args.peek().is_some_and(|a| a == "tasks") {
-        args.next();
-        return tasks::main(args);
+    // Subcommands with options of their own: `tilec import MODEL.onnx -o
+    // NET.tile`, `tilec tasks NET.tile`. A file named like one is still
+    // read as `./import`.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "import") {
+        args.remove(1);
+        return import::main(args);
+    }
+    if args.get(1).is_some_and(|a| a == "tasks") {
+        return tasks::main(args.into_iter().skip(2));
     }
     // Usage errors exit with 1 like every other user error (clap's default
     // is 2); `--help` and `--version` exit with 0.
@@ -176,19 +181,22 @@ fn main() -> ExitCode {
             return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
         }
     };
-    let choice = match cli.color {
-        Color::Always => ColorChoice::Always,
-        Color::Never => ColorChoice::Never,
-        Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
-        Color::Auto => ColorChoice::Never,
-    };
-    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: choice, target: None, targets: None, records_file: None };
+    let mut driver = Driver { sources: SourceMap::new(), registry: tilec_codegen::registry(), color: color_choice(cli.color), target: None, targets: None, records_file: None };
     match driver.run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(diags) => {
             driver.emit(&diags);
             ExitCode::FAILURE
         }
+    }
+}
+
+fn color_choice(color: Color) -> ColorChoice {
+    match color {
+        Color::Always => ColorChoice::Always,
+        Color::Never => ColorChoice::Never,
+        Color::Auto if std::io::stderr().is_terminal() => ColorChoice::Auto,
+        Color::Auto => ColorChoice::Never,
     }
 }
 
