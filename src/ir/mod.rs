@@ -301,4 +301,29 @@ impl Function {
     pub fn return_op(&self) -> Option<Op> {
         self.regions[self.body].ops.iter().copied().find(|&op| matches!(self.ops[op].kind, OpKind::Return))
     }
+
+    /// A module of one function with the same name: the compute op `op` of
+    /// the body alone, its operands as parameters (in order of first use),
+    /// its result returned. What a search measures, or a tuner tunes, of
+    /// one op.
+    pub fn extract_op(&self, op: Op) -> Module {
+        let mut g = self.clone();
+        let data = g.ops[op].clone();
+        let mut params: Vec<Value> = Vec::new();
+        for &v in &data.operands {
+            if !params.contains(&v) {
+                params.push(v);
+            }
+        }
+        for (i, &v) in params.iter().enumerate() {
+            g.values[v].def = ValueDef::Param(i);
+        }
+        g.params = params;
+        let ret = g.return_op().expect("a function ends in return");
+        let result = data.results[0];
+        g.ops[ret].operands = vec![result];
+        g.result_types = g.values[result].ty.as_tensor().cloned().into_iter().collect();
+        g.regions[g.body].ops = vec![op, ret];
+        Module { funcs: vec![g], mlir: None }
+    }
 }

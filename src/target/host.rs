@@ -233,9 +233,22 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
     }
 }
 
+/// This machine in words, for reports: the CPU's model name and the cores
+/// this process may use.
+pub fn machine_description() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{}, {cores} core(s)", cpu_model())
+}
+
+/// The CPU's model name (`/proc/cpuinfo`), or "unknown CPU".
+pub fn cpu_model() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpuinfo_field(&info, "model name").unwrap_or("unknown CPU").to_string()
+}
+
 /// Field `name` of the first processor in the text of a `/proc/cpuinfo`
 /// (`vendor_id`, `model name`, `flags`, ...), trimmed.
-pub(crate) fn cpuinfo_field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
+pub fn cpuinfo_field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
     cpuinfo.lines().take_while(|l| !l.trim().is_empty()).find(|l| l.split(':').next().is_some_and(|k| k.trim() == name)).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim())
 }
 

@@ -894,24 +894,9 @@ impl Problem {
     /// The module that measures one candidate: a function `@<func>` with
     /// the op alone, its operands as parameters, its result returned.
     pub fn extract(&self, f: &Function) -> Module {
-        let mut g = f.clone();
-        let data = g.op(self.op).clone();
-        let mut params: Vec<Value> = Vec::new();
-        for &v in &data.operands {
-            if !params.contains(&v) {
-                params.push(v);
-            }
-        }
-        for (i, &v) in params.iter().enumerate() {
-            g.values[v].def = ValueDef::Param(i);
-        }
-        g.params = params;
-        let ret = g.return_op().expect("a function ends in return");
-        let result = data.results[0];
-        g.ops[ret].operands = vec![result];
-        g.result_types = vec![self.info.output.clone()];
-        g.regions[g.body].ops = vec![self.op, ret];
-        Module { funcs: vec![g], mlir: None }
+        let mut m = f.extract_op(self.op);
+        m.funcs[0].result_types = vec![self.info.output.clone()];
+        m
     }
 }
 

@@ -203,17 +203,9 @@ fn repo_root() -> PathBuf {
 }
 
 /// The CPU's model name (`/proc/cpuinfo`).
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
 /// The machine, in words, for the report.
 fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{}, {cores} core(s)", cpu_model())
+    tilec::target::host::machine_description()
 }
 
 /// Measures this machine's peak for `threads` threads: f32 FMA GFLOP/s,
@@ -606,7 +598,7 @@ fn measurement_bar(multi: &MultiProgress, visible: bool, planned: Option<u64>) -
 /// run's fields, then the curve's, then the final pick's GFLOP/s
 /// (tilec-bench's timing of the compiled workload) and the run's error.
 fn curves_json(rows: &[Row], cli: &Cli, target: &str, threads: usize) -> Vec<Json> {
-    let cpu = cpu_model();
+    let cpu = tilec::target::host::cpu_model();
     let mut out = Vec::new();
     for r in rows {
         for c in r.curves.iter().flatten() {
@@ -753,7 +745,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         "records": records,
     });
     if cli.curve {
-        doc["cpu"] = json!(cpu_model());
+        doc["cpu"] = json!(tilec::target::host::cpu_model());
         doc["search_options"] = json!(cli.search_options.trim());
         doc["curves"] = json!(curves_json(&rows, cli, &target.name, threads));
     }

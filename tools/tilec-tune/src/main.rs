@@ -1,0 +1,519 @@
+//! `tilec-tune NET.tile`: tunes a whole network.
+//!
+//! The network's compute ops are fused (`fuse`) and grouped into tasks
+//! (`tilec::tasks`: ops computing the same thing, weighted by their count).
+//! A task scheduler (`scheduler.rs`: round-robin, or Ansor's gradient
+//! scheduler) hands out rounds of measurements; a round of task `i` runs
+//! the `search` pass on the task's representative op with `trials` set to
+//! the task's measurements so far plus the round's, so the search resumes
+//! from the task's records (a strategy's warm start). Every measurement is
+//! appended to `--records` as it completes, so a killed run loses nothing
+//! and a rerun with the same file resumes. At the end, every op gets the
+//! best schedule of its task, the tuned network is written, compiled and
+//! timed end to end, and the report (JSON) and the curve of the objective
+//! against tuning time (SVG) are written.
+
+mod scheduler;
+
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use scheduler::{Scheduler, TaskView};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+use termcolor::{ColorChoice, StandardStream};
+use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
+use tilec::interp::Tensor;
+use tilec::ir::{Function, Module};
+use tilec::pass::{PassManager, parse_pipeline};
+use tilec::records::{Record, RecordsFile, best_record, parse_records, same_computation, workload_key};
+use tilec::target::Target;
+use tilec::tasks::{Task, extract_tasks};
+
+#[derive(Parser, Debug)]
+#[command(name = "tilec-tune", version, about = "Tune a network: search its tasks in rounds a task scheduler allots, then compile and time it end to end")]
+struct Cli {
+    /// The network (a tile file, e.g. from `tilec import`); its weights are
+    /// read from the file beside it (`--weights`) for the end-to-end run.
+    input: PathBuf,
+
+    /// The function (needed when the file has several).
+    #[arg(long = "func", value_name = "NAME")]
+    func: Option<String>,
+
+    /// Where to write the tuned network (schedules on every op); its
+    /// weights are linked or copied beside it. Default: NET.tuned.tile.
+    #[arg(short = 'o', value_name = "OUT")]
+    output: Option<PathBuf>,
+
+    /// The weights file (default: beside the input).
+    #[arg(long, value_name = "PATH")]
+    weights: Option<PathBuf>,
+
+    /// The target (a name from `tilec --list-targets`, or a TOML file);
+    /// its code must run here.
+    #[arg(long, default_value = "host")]
+    target: String,
+
+    /// Measurements in all (0: 64 per task).
+    #[arg(long, default_value_t = 0)]
+    trials: usize,
+
+    /// Measurements per round of a task.
+    #[arg(long = "round-trials", default_value_t = 16)]
+    round_trials: usize,
+
+    /// Stop after this many seconds of tuning (0: no limit); the round
+    /// under way finishes.
+    #[arg(long = "max-seconds", default_value_t = 0.0)]
+    max_seconds: f64,
+
+    /// How rounds are allotted to tasks.
+    #[arg(long, value_enum, default_value_t = SchedulerKind::Gradient)]
+    scheduler: SchedulerKind,
+
+    /// The gradient scheduler's α (weight of the recent improvement).
+    #[arg(long, default_value_t = 0.2)]
+    alpha: f64,
+
+    /// The gradient scheduler's β (how far past the fastest similar task's
+    /// speed a task may hope to get).
+    #[arg(long, default_value_t = 2.0)]
+    beta: f64,
+
+    /// The gradient scheduler's backward window, in rounds.
+    #[arg(long, default_value_t = 3)]
+    window: usize,
+
+    /// The search strategy of every task (one that measures: gradient or
+    /// evolutionary).
+    #[arg(long, default_value = "gradient")]
+    strategy: String,
+
+    /// More options for the search pass, as in a pipeline, e.g.
+    /// `features=loops`.
+    #[arg(long = "search-options", default_value = "")]
+    search_options: String,
+
+    /// Seed of the searches.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    /// The records file: every measurement is appended as it completes,
+    /// and the records already there are reused (a rerun resumes).
+    #[arg(long, value_name = "FILE")]
+    records: Option<PathBuf>,
+
+    /// Threads of the end-to-end runs (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+
+    /// Timed end-to-end runs (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+
+    /// Compare the tuned network's outputs with the reference interpreter's
+    /// on the network as written (small networks: the interpreter is slow);
+    /// a mismatch fails the run.
+    #[arg(long)]
+    check: bool,
+
+    /// Skip compiling and timing the untuned network before tuning.
+    #[arg(long = "no-untuned")]
+    no_untuned: bool,
+
+    /// Write the report (tasks, rounds, the objective's history, the
+    /// end-to-end latencies) as JSON.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+
+    /// Draw the objective against tuning time and measurements (SVG), with
+    /// the runs of `--compare` reports beside it.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+
+    /// Reports of other runs to draw in the same plot (repeatable).
+    #[arg(long, value_name = "REPORT")]
+    compare: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SchedulerKind {
+    /// Every task in turn.
+    RoundRobin,
+    /// Ansor's: the task whose next round should lower Σ ω·latency most.
+    Gradient,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+        }
+    };
+    let mut sources = SourceMap::new();
+    match run(&cli, &mut sources) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(diags) => {
+            let color = if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never };
+            sources.emit(&mut StandardStream::stderr(color).lock(), &diags.0);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One task being tuned.
+struct TaskRun {
+    task: Task,
+    /// The representative op alone (what a round searches).
+    module: Module,
+    /// Its workload key (records are matched by computation).
+    key: String,
+    label: String,
+    view: TaskView,
+    measurements: usize,
+    failures_in_a_row: usize,
+}
+
+/// A point of the objective's history.
+struct Step {
+    seconds: f64,
+    measurements: usize,
+    task: usize,
+    objective_s: f64,
+}
+
+fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
+    if cli.round_trials == 0 {
+        return Err(Diagnostic::error("--round-trials must be at least 1").into());
+    }
+    if cli.repeat == 0 {
+        return Err(Diagnostic::error("--repeat must be at least 1").into());
+    }
+    if !(0.0..=1.0).contains(&cli.alpha) || cli.beta <= 0.0 || cli.window == 0 {
+        return Err(Diagnostic::error("the gradient scheduler needs 0 ≤ --alpha ≤ 1, --beta > 0 and --window ≥ 1").into());
+    }
+    let output = cli.output.clone().unwrap_or_else(|| cli.input.with_extension("tuned.tile"));
+    for p in std::iter::once(&output).chain(&cli.report).chain(&cli.plot) {
+        tilec::input::check_writable(p).map_err(Diagnostic::error)?;
+    }
+    let file = tilec::input::read_source(sources, &cli.input.to_string_lossy())?;
+    let mut module = tilec::syntax::parse(sources, file)?;
+    tilec::verify::verify_module(&module).into_result()?;
+    let func = match &cli.func {
+        Some(n) => n.trim_start_matches('@').to_string(),
+        None if module.funcs.len() == 1 => module.funcs[0].name.clone(),
+        None => return Err(Diagnostic::error(format!("the file defines {} functions; choose one with --func", module.funcs.len())).into()),
+    };
+    if module.func(&func).is_none() {
+        return Err(Diagnostic::error(format!("no function `@{func}` in the file")).into());
+    }
+    module.funcs.retain(|f| f.name == func);
+    let original = module.clone();
+    let registry = tilec_codegen::registry();
+    let fuse_text = "builtin.module(fuse)";
+    let fuse_file = sources.add("<fuse>", fuse_text);
+    PassManager::new(parse_pipeline(fuse_text, fuse_file, &registry)?).run(&mut module)?;
+
+    let mut targets = tilec_codegen::driver::target_set(sources, &[])?;
+    let target = targets.resolve(sources, &cli.target)?;
+    let llvm = tilec_codegen::driver::llvm_target_of(&target);
+    tilec_codegen::driver::host_can_run(&llvm).map_err(|missing| Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name)))?;
+    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+
+    // The network's inputs (seeded) and weights, for the end-to-end runs.
+    let inputs = network_inputs(cli, &module.funcs[0])?;
+
+    // Records: those of the file, then every new measurement.
+    let mut records: Vec<Record> = Vec::new();
+    let mut sink = None;
+    if let Some(path) = &cli.records {
+        let file = RecordsFile::open(path).map_err(|e| Diagnostic::error(format!("cannot open the records file `{}`: {}", path.display(), tilec::input::io_reason(&e))))?;
+        let bytes = file.read_all().map_err(|e| Diagnostic::error(format!("cannot read `{}`: {}", path.display(), tilec::input::io_reason(&e))))?;
+        let (good, bad) = parse_records(&bytes);
+        for (line, why) in bad {
+            eprintln!("warning: {}:{line}: not a record, skipped: {why}", path.display());
+        }
+        records.extend(good.into_iter().map(|(_, r)| r));
+        sink = Some(file);
+    }
+
+    let f = &module.funcs[0];
+    let mut tasks: Vec<TaskRun> = extract_tasks(f)
+        .into_iter()
+        .map(|task| {
+            let op = task.ops[0];
+            let c = f.ops[op].kind.as_compute().expect("tasks are compute ops");
+            let label = c.label.clone().unwrap_or_else(|| "compute".into());
+            let kind: String = task.key.chars().filter(|ch| !ch.is_ascii_digit()).collect();
+            let view = TaskView { weight: task.weight() as f64, flops: task.flops as f64, kind, history: Vec::new(), done: false };
+            TaskRun { module: f.extract_op(op), key: workload_key(f, op).unwrap_or_default(), label, view, task, measurements: 0, failures_in_a_row: 0 }
+        })
+        .collect();
+    // Resumed tasks start from their records.
+    for t in &mut tasks {
+        let mine = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).count();
+        if mine > 0 {
+            t.measurements = mine;
+            let best = best_record(&records, &t.key, &target.name).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s);
+            t.view.history.push(best);
+        }
+    }
+    let budget = if cli.trials == 0 { 64 * tasks.len() } else { cli.trials };
+    let ops: usize = tasks.iter().map(|t| t.task.weight()).sum();
+    eprintln!("tilec-tune: @{func}: {} task(s) from {ops} fused op(s); {budget} measurements in rounds of {}, {} scheduler, `{}` search, target `{}`", tasks.len(), cli.round_trials, scheduler_name(cli.scheduler), cli.strategy, target.name);
+
+    let untuned = if cli.no_untuned {
+        None
+    } else {
+        eprintln!("tilec-tune: compiling and timing the untuned network (schedules from construction alone)");
+        Some(time_network(&module, &target, &inputs, threads, cli.repeat)?.0)
+    };
+    if let Some(s) = untuned {
+        eprintln!("tilec-tune: untuned: {:.3} ms end to end ({threads} thread(s))", s * 1e3);
+    }
+
+    let scheduler = match cli.scheduler {
+        SchedulerKind::RoundRobin => Scheduler::RoundRobin,
+        SchedulerKind::Gradient => Scheduler::Gradient { alpha: cli.alpha, beta: cli.beta, window: cli.window },
+    };
+    let progress = if std::io::stderr().is_terminal() { ProgressBar::new(budget as u64) } else { ProgressBar::hidden() };
+    progress.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} measurements, {elapsed} {msg}").expect("a valid template"));
+    let start = Instant::now();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut spent = 0usize;
+    let mut rounds = 0usize;
+    while spent < budget && (cli.max_seconds <= 0.0 || start.elapsed().as_secs_f64() < cli.max_seconds) {
+        let views: Vec<TaskView> = tasks.iter().map(|t| t.view.clone()).collect();
+        let Some(i) = scheduler.next(&views, rounds) else { break };
+        let want = cli.round_trials.min(budget - spent);
+        let made = tune_round(cli, &registry, sources, &target, &mut tasks[i], &mut records, sink.as_ref(), want)?;
+        spent += made;
+        rounds += 1;
+        let t = &mut tasks[i];
+        let best = best_record(&records, &t.key, &target.name).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s);
+        t.view.history.push(best);
+        t.failures_in_a_row = if best.is_finite() { 0 } else { t.failures_in_a_row + 1 };
+        // A space with nothing left to measure, or rounds that all fail.
+        if made == 0 || t.failures_in_a_row >= 3 {
+            t.view.done = true;
+        }
+        let views: Vec<TaskView> = tasks.iter().map(|t| t.view.clone()).collect();
+        let objective = Scheduler::objective(&views);
+        let seconds = start.elapsed().as_secs_f64();
+        steps.push(Step { seconds, measurements: spent, task: i, objective_s: objective });
+        let t = &tasks[i];
+        let line = format!(
+            "round {rounds}: task {i} \"{}\" (ω {}): {made} measured, best {} ; estimate Σω·latency {}",
+            t.label,
+            t.task.weight(),
+            ms(best),
+            ms(objective)
+        );
+        progress.set_position(spent as u64);
+        progress.set_message(format!("estimate {}", ms(objective)));
+        progress.suspend(|| eprintln!("{line}"));
+    }
+    progress.finish_and_clear();
+    let tuning_s = start.elapsed().as_secs_f64();
+
+    // The tuned network: each op gets its task's best schedule.
+    let mut tuned = module.clone();
+    let applied = apply_best(&mut tuned, &tasks, &records, &target);
+    std::fs::write(&output, tilec::syntax::print_module(&tuned)).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", output.display(), tilec::input::io_reason(&e))))?;
+    link_weights(cli, &output)?;
+    eprintln!("tilec-tune: {applied} op(s) scheduled from records; tuned network written to `{}`", output.display());
+    let (tuned_s, outputs) = time_network(&tuned, &target, &inputs, threads, cli.repeat)?;
+    let speedup = untuned.map(|u| format!(" ({:.2}x the untuned network)", u / tuned_s)).unwrap_or_default();
+    println!("@{func}: {:.3} ms end to end on {threads} thread(s) after {spent} measurements in {tuning_s:.1} s of tuning{speedup}", tuned_s * 1e3);
+    for (i, t) in tasks.iter().enumerate() {
+        let best = t.view.best();
+        let gflops = if best.is_finite() { t.task.flops as f64 / best / 1e9 } else { 0.0 };
+        println!("  task {i:>3} ω {:>2} {:>4} measured {:>10} {gflops:>8.2} GFLOP/s  \"{}\"", t.task.weight(), t.measurements, ms(best), t.label);
+    }
+    let mut checked = None;
+    if cli.check {
+        let mut reference = original.clone();
+        tilec::ir::weights::hoist_weights(&mut reference.funcs[0]);
+        let want = tilec::interp::run_function(&reference.funcs[0], &inputs).map_err(|e| Diagnostic::error(format!("the reference interpreter failed: {}", e.0)))?;
+        let comparisons: Vec<tilec::interp::compare::Comparison> = outputs.iter().zip(&want).map(|(g, w)| tilec::interp::compare::compare(g, w)).collect();
+        for (i, c) in comparisons.iter().enumerate() {
+            println!("  output {i}: check vs interpreter: max abs err {:.3e}, max rel err {:.3e} (rtol {:.0e}): {}", c.max_abs_err, c.max_rel_err, c.rtol, if c.passed { "passed" } else { "FAILED" });
+        }
+        checked = Some(comparisons.iter().all(|c| c.passed));
+    }
+
+    let doc = json!({
+        "tool": "tilec-tune",
+        "input": cli.input.display().to_string(),
+        "func": func,
+        "machine": machine(),
+        "target": target.name,
+        "threads": threads,
+        "scheduler": scheduler_name(cli.scheduler),
+        "strategy": cli.strategy,
+        "search_options": cli.search_options,
+        "seed": cli.seed,
+        "round_trials": cli.round_trials,
+        "measurements": spent,
+        "tuning_s": tuning_s,
+        "untuned_ms": untuned.map(|s| s * 1e3),
+        "tuned_ms": tuned_s * 1e3,
+        "checked": checked,
+        "tasks": tasks.iter().map(|t| json!({
+            "label": t.label, "weight": t.task.weight(), "flops": t.task.flops, "measurements": t.measurements,
+            "rounds": t.view.history.len(), "best_ms": finite_ms(t.view.best()), "history_ms": t.view.history.iter().map(|&s| finite_ms(s)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "steps": steps.iter().map(|s| json!({ "seconds": s.seconds, "measurements": s.measurements, "task": s.task, "objective_ms": finite_ms(s.objective_s) })).collect::<Vec<_>>(),
+    });
+    if let Some(path) = &cli.report {
+        std::fs::write(path, format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON of plain values"))).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", path.display(), tilec::input::io_reason(&e))))?;
+    }
+    if let Some(path) = &cli.plot {
+        let mut runs = vec![doc];
+        for p in &cli.compare {
+            let text = std::fs::read_to_string(p).map_err(|e| Diagnostic::error(format!("cannot read `{}`: {}", p.display(), tilec::input::io_reason(&e))))?;
+            runs.push(serde_json::from_str(&text).map_err(|e| Diagnostic::error(format!("`{}` is not a tilec-tune report: {e}", p.display())))?);
+        }
+        plot::draw(&runs, path).map_err(Diagnostic::error)?;
+    }
+    if checked == Some(false) {
+        return Err(Diagnostic::error("the tuned network's outputs differ from the interpreter's").with_note("this is a bug in tilec: tuning must not change results").into());
+    }
+    Ok(())
+}
+
+mod plot;
+
+fn scheduler_name(s: SchedulerKind) -> &'static str {
+    match s {
+        SchedulerKind::RoundRobin => "round-robin",
+        SchedulerKind::Gradient => "gradient",
+    }
+}
+
+fn ms(s: f64) -> String {
+    if s.is_finite() { format!("{:.4} ms", s * 1e3) } else { "none".into() }
+}
+
+fn finite_ms(s: f64) -> Option<f64> {
+    s.is_finite().then_some(s * 1e3)
+}
+
+fn machine() -> String {
+    tilec::target::host::machine_description()
+}
+
+/// One round of a task: the search pass on its op, with `trials` its
+/// measurements so far plus `want`. Returns how many it measured.
+fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize) -> Result<usize, Diagnostics> {
+    let trials = t.measurements + want;
+    // Each round its own seed, so a resumed search does not redraw what
+    // the last round drew.
+    let seed = cli.seed.wrapping_add(t.view.history.len() as u64);
+    let extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
+    let text = format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy);
+    let file = sources.add("<round pipeline>", text.clone());
+    let pipeline = parse_pipeline(&text, file, registry)?;
+    let mut pm = PassManager::new(pipeline.clone());
+    pm.set_target(target.clone());
+    match tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target)) {
+        Ok(Some(e)) => pm.set_evaluator(e),
+        Ok(None) => {}
+        Err(why) => pm.set_no_evaluator_reason(why),
+    }
+    let mine: Vec<Record> = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).cloned().collect();
+    pm.add_records(tilec::records::RESUME, Arc::new(mine));
+    if let Some(file) = sink {
+        pm.set_record_sink(Box::new(file.clone()));
+    }
+    let mut m = t.module.clone();
+    let report = pm.run(&mut m)?;
+    let made = report.records.len();
+    t.measurements += made;
+    records.extend(report.records);
+    Ok(made)
+}
+
+/// Gives every op of the network its task's best schedule; returns how
+/// many got one (the others are scheduled by construction when compiled).
+fn apply_best(module: &mut Module, tasks: &[TaskRun], records: &[Record], target: &Target) -> usize {
+    let f = &mut module.funcs[0];
+    let mut applied = 0;
+    for t in tasks {
+        let Some(r) = best_record(records, &t.key, &target.name) else { continue };
+        for &op in &t.task.ops {
+            if let Some(c) = f.ops[op].kind.as_compute_mut() {
+                c.schedule = Some(r.schedule.to_schedule(&target.name));
+                applied += 1;
+            }
+        }
+    }
+    applied
+}
+
+/// The network's inputs, seeded random, then its weights from the file.
+fn network_inputs(cli: &Cli, f: &Function) -> Result<Vec<Tensor>, Diagnostics> {
+    let mut inputs: Vec<Tensor> = f.params.iter().enumerate().filter_map(|(i, &p)| f.value_type(p).as_tensor().map(|t| Tensor::random(t, Tensor::input_seed(cli.seed, i)))).collect();
+    let wanted = tilec::ir::weights::weights_of(f);
+    if !wanted.is_empty() {
+        let path = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(&cli.input));
+        let file = tilec::interp::weights::read_sidecar(&path)
+            .map_err(|e| Diagnostic::error(format!("@{} reads {} weight(s), but its weights file cannot be used: {e}", f.name, wanted.len())).with_help("name the weights file with `--weights PATH`"))?;
+        inputs.extend(tilec::interp::weights::bind_weights(&wanted, file, &path).map_err(Diagnostic::error)?);
+    }
+    Ok(inputs)
+}
+
+/// The weights beside the tuned network: a hard link to the input's, or a
+/// copy where links are not possible.
+fn link_weights(cli: &Cli, output: &Path) -> Result<(), Diagnostics> {
+    let from = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(&cli.input));
+    if !from.exists() {
+        return Ok(());
+    }
+    let to = tilec::interp::weights::sidecar_path(output);
+    if to == from {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&to);
+    if std::fs::hard_link(&from, &to).is_err() {
+        std::fs::copy(&from, &to).map_err(|e| Diagnostic::error(format!("cannot copy the weights to `{}`: {}", to.display(), tilec::input::io_reason(&e))))?;
+    }
+    Ok(())
+}
+
+/// Compiles the network (the default pipeline: construction for ops
+/// without a schedule, then the scheduling passes) and returns the median
+/// of `repeat` timed runs after a warm-up, in seconds, and the outputs.
+fn time_network(module: &Module, target: &Arc<Target>, inputs: &[Tensor], threads: usize, repeat: usize) -> Result<(f64, Vec<Tensor>), Diagnostics> {
+    let mut m = module.clone();
+    for f in &mut m.funcs {
+        tilec::ir::weights::hoist_weights(f);
+    }
+    let registry = tilec_codegen::registry();
+    let text = tilec_codegen::driver::default_compiled_pipeline();
+    let mut sources = SourceMap::new();
+    let file = sources.add("<default pipeline>", text.clone());
+    let mut pm = PassManager::new(parse_pipeline(&text, file, &registry)?);
+    pm.set_target(target.clone());
+    pm.run(&mut m)?;
+    let f = &m.funcs[0];
+    let llvm = tilec_codegen::driver::llvm_target_of(target);
+    let compiled = tilec_codegen::compile_function_cpu(f, &llvm).map_err(|e| Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)))?;
+    let dir = tempfile::tempdir().map_err(|e| Diagnostic::error(format!("cannot make a temporary folder: {e}")))?;
+    let so = tilec_codegen::link_shared(&compiled.artifacts.object, dir.path(), &f.name).map_err(|e| Diagnostic::error(e.0))?;
+    let program = tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).map_err(Diagnostic::error)?;
+    let outputs = program.run_timed(inputs, threads).map_err(Diagnostic::error)?.results;
+    let mut times: Vec<f64> = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        times.push(program.run_timed(inputs, threads).map_err(Diagnostic::error)?.kernel_seconds);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], outputs))
+}
