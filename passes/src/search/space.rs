@@ -281,12 +281,14 @@ impl Problem {
         let gpu = target.kind == TargetKind::Cuda;
         let first_mem = target.tile_levels.first().and_then(|l| target.memory_level(&l.memory));
         let shared_level = first_mem.filter(|m| gpu && m.managed && m.scope.is_some()).map(|m| m.name.clone());
-        let stageable = if shared_level.is_some() { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() } else { Vec::new() };
+        // Only the body's reads are worth a copy: an epilogue's are read
+        // once per output element, after the reduction.
+        let stageable = if shared_level.is_some() { c.reads.iter().enumerate().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() } else { Vec::new() };
         let (packable, pack_levels) = if gpu {
             (Vec::new(), Vec::new())
         } else {
             let levels = (0..levels).filter(|&l| target.memory_level(&target.tile_levels[l].memory).is_some_and(|m| m.scope.is_some() && !m.managed)).collect::<Vec<_>>();
-            let reads = if levels.is_empty() { Vec::new() } else { c.all_reads().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() };
+            let reads = if levels.is_empty() { Vec::new() } else { c.reads.iter().enumerate().filter(|(_, r)| r.indices.iter().all(|e| e.divisor() == 1)).map(|(i, _)| i).collect() };
             (reads, levels)
         };
         let order = loop_order(&target).unwrap_or_default();
