@@ -1018,7 +1018,7 @@ impl Lowerer {
             "Gelu" => self.gelu(cx),
             "Clip" => self.clip(cx),
             "LeakyRelu" => self.leaky_relu(cx),
-            "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" => self.binary(cx),
+            "Add" | "Sub" | "Mul" | "Div" | "Max" | "Min" | "Sum" => self.binary(cx),
             "MaxPool" | "AveragePool" => self.pool(cx),
             "GlobalAveragePool" | "GlobalMaxPool" => self.global_pool(cx),
             "Gemm" => self.gemm(cx),
@@ -1036,6 +1036,7 @@ impl Lowerer {
             }
             "Dropout" => self.dropout(cx),
             "Constant" => self.constant(cx),
+            "ConstantOfShape" => self.constant_of_shape(cx),
             "Shape" => self.shape_op(cx),
             "Gather" => self.gather(cx),
             other => Err(cx
@@ -1237,7 +1238,8 @@ impl Lowerer {
                 cx.op()
             )));
         }
-        let op = cx.op().to_ascii_lowercase();
+        // Sum (variadic; here of two inputs) is Add.
+        let op = if cx.op() == "Sum" { "add".to_string() } else { cx.op().to_ascii_lowercase() };
         self.elementwise(cx, vec![a, b], cx.output(0)?, |body, s| {
             body.op(&op, &[&s[0], &s[1]])
         })
@@ -2646,6 +2648,37 @@ impl Lowerer {
             return Err(cx.err("an empty constant (a dimension of 0) is not supported"));
         }
         self.define_const(out, key, shape, data);
+        Ok(())
+    }
+
+    /// A constant of a constant shape, filled with `value` (one element;
+    /// float 0 by default): the weights of the onnx wheel's `light` models.
+    fn constant_of_shape(&mut self, cx: &NodeCx) -> Result<()> {
+        cx.check_attributes(&["value"])?;
+        let out = cx.output(0)?;
+        let Val::Const(shape) = self.input(cx, 0)? else {
+            return Err(cx.err("ConstantOfShape of a run-time shape is not supported; its shape must be a constant"));
+        };
+        let ConstData::I64(dims) = &shape.data else {
+            return Err(cx.err("ConstantOfShape's shape must be an integer constant"));
+        };
+        if dims.iter().any(|&d| d <= 0) {
+            return Err(cx.err(format!("ConstantOfShape of shape {dims:?}: every dimension must be at least 1")));
+        }
+        let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        let n = dims.iter().try_fold(1u64, |p, &d| p.checked_mul(d)).filter(|&n| n <= 1 << 31).ok_or_else(|| cx.err(format!("ConstantOfShape of shape {dims:?} is too large")))? as usize;
+        let data = match cx.node.attribute.iter().find(|a| a.name == "value") {
+            None => ConstData::F32(vec![0.0; n]),
+            Some(a) => {
+                let t = a.t.as_ref().ok_or_else(|| cx.attr_err("value", "ConstantOfShape's value holds no tensor"))?;
+                match read_tensor_proto(t, out)?.data {
+                    ConstData::F32(v) if v.len() == 1 => ConstData::F32(vec![v[0]; n]),
+                    ConstData::I64(v) if v.len() == 1 => ConstData::I64(vec![v[0]; n]),
+                    _ => return Err(cx.attr_err("value", "ConstantOfShape's value must be one f32 or integer element")),
+                }
+            }
+        };
+        self.define_const(out, sanitise_key(out), dims, data);
         Ok(())
     }
 

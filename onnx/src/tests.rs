@@ -1065,3 +1065,36 @@ fn two_folded_batchnorms_keep_their_own_weights() {
     let want = apply_bn(conv2d_ref(&b1f, &[1, 3, 5, 5], &w2, &w2s, None, &p2, &[1, 4, 5, 5]), &bn2, 25);
     assert_close(&out[0], &want, 1e-5);
 }
+
+#[test]
+fn constant_of_shape_weights_and_a_two_input_sum() {
+    // The onnx wheel's `light` models make their weights this way: a
+    // constant shape, ConstantOfShape with one value.
+    let xs = [1u64, 2, 3];
+    let x = random(&xs, 41);
+    let value = AttributeProto {
+        name: "value".into(),
+        t: Some(init("v", &[1], &[0.25])),
+        r#type: attribute_type::TENSOR,
+        ..Default::default()
+    };
+    let g = Graph::new(&[("x", &[1, 2, 3])])
+        .init(init_i64("shape", &[1, 2, 3]))
+        .node(node("ConstantOfShape", "fill", &["shape"], &["w"], vec![value]))
+        .node(node("ConstantOfShape", "zeros", &["shape"], &["z"], vec![]))
+        .node(node("Mul", "scale", &["x", "w"], &["a"], vec![]))
+        .node(node("Sum", "sum", &["a", "z"], &["b"], vec![]))
+        .node(node("Sum", "twice", &["b", "x"], &["y"], vec![]))
+        .output("y");
+    let (_, out) = run(&g, vec![tensor(&xs, x.clone())]);
+    let want: Vec<f64> = x.iter().map(|&v| (v * 0.25 + 0.0) as f64 + v as f64).collect();
+    assert_close(&out[0], &want, 1e-6);
+    // A run-time shape is refused, naming the node.
+    let g = Graph::new(&[("x", &[1, 2, 3])])
+        .node(node("Shape", "shape_of", &["x"], &["s"], vec![]))
+        .node(node("Relu", "r", &["x"], &["rx"], vec![]))
+        .node(node("ConstantOfShape", "bad", &["rx"], &["y"], vec![]))
+        .output("y");
+    let e = import_err(&g, &ImportOptions::default());
+    assert!(e.to_string().contains("ConstantOfShape of a run-time shape"), "{e}");
+}

@@ -27,6 +27,10 @@
 //!   the first version, gradient's best on the GEMMs depended on the seed:
 //!   54 against 79 GFLOP/s on gemm_1024; docs/search.md.) Restarts are
 //!   random, as in the paper.
+//! - A resumed search (records of the op measured points: `tilec
+//!   --records`, or a tuner's later round of the op) goes on from the
+//!   fastest measured point, the point a descent had reached, instead of
+//!   new starts.
 //! - The paper's `init-samples` random points are measured only with
 //!   `init-measured=true`: the learned model starts as the analytic model
 //!   and needs no measured warm-up (records of the op, when there are any,
@@ -260,13 +264,16 @@ impl Strategy for Gradient {
             return Err(format!("no valid point of this op's space fits target `{}`", p.target.name));
         }
         let mut measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
-        // The first start: the best measured of a window of the best
-        // predicted samples (each descended on the model first).
-        let mut starts = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts);
         let mut best = cx.best_gflops(p);
+        // A resumed search (the op's records measured points) goes on from
+        // the fastest of them; a new one starts at the best measured of a
+        // window of the best predicted samples (each descended on the
+        // model first).
+        let mut resume: Option<(Config, f64)> = if best > 0.0 { cx.ranked_by_measurement(p, Vec::new()).into_iter().next().map(|c| (c, best)) } else { None };
+        let mut starts = if resume.is_some() { Vec::new() } else { self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts) };
         let (mut moves, mut restarts) = (0u64, 0u64);
-        while !cx.trials_spent() && !starts.is_empty() {
-            let mut start: Option<(Config, f64)> = None;
+        while !cx.trials_spent() && (resume.is_some() || !starts.is_empty()) {
+            let mut start: Option<(Config, f64)> = resume.take();
             for s in std::mem::take(&mut starts) {
                 if cx.trials_spent() || cx.past_deadline() {
                     break;

@@ -93,6 +93,13 @@ struct Cli {
     #[arg(long, default_value = "gradient")]
     strategy: String,
 
+    /// How a task's first round is searched: `markov` (Gensor's
+    /// construction, its best `--round-trials` candidates measured), so the
+    /// strategy's later rounds go on from the analytic model's best points;
+    /// `none`: the strategy from the first round.
+    #[arg(long = "first-round", value_enum, default_value_t = FirstRound::Markov)]
+    first_round: FirstRound,
+
     /// More options for the search pass, as in a pipeline, e.g.
     /// `features=loops`.
     #[arg(long = "search-options", default_value = "")]
@@ -138,6 +145,14 @@ struct Cli {
     /// Reports of other runs to draw in the same plot (repeatable).
     #[arg(long, value_name = "REPORT")]
     compare: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FirstRound {
+    /// Gensor's Markov construction, its top candidates measured.
+    Markov,
+    /// The `--strategy` itself.
+    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -292,7 +307,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         let views: Vec<TaskView> = tasks.iter().map(|t| t.view.clone()).collect();
         let Some(i) = scheduler.next(&views, rounds) else { break };
         let want = cli.round_trials.min(budget - spent);
-        let made = tune_round(cli, &registry, sources, &target, &mut tasks[i], &mut records, sink.as_ref(), want)?;
+        let made = tune_round(cli, &registry, sources, &target, threads, &mut tasks[i], &mut records, sink.as_ref(), want)?;
         spent += made;
         rounds += 1;
         let t = &mut tasks[i];
@@ -357,6 +372,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "threads": threads,
         "scheduler": scheduler_name(cli.scheduler),
         "strategy": cli.strategy,
+        "first_round": match cli.first_round { FirstRound::Markov => "markov", FirstRound::None => "none" },
         "search_options": cli.search_options,
         "seed": cli.seed,
         "round_trials": cli.round_trials,
@@ -411,21 +427,31 @@ fn machine() -> String {
 
 /// One round of a task: the search pass on its op, with `trials` its
 /// measurements so far plus `want`. Returns how many it measured.
-fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize) -> Result<usize, Diagnostics> {
+#[allow(clippy::too_many_arguments)]
+fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, threads: usize, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize) -> Result<usize, Diagnostics> {
     let trials = t.measurements + want;
     // Each round its own seed, so a resumed search does not redraw what
     // the last round drew.
     let seed = cli.seed.wrapping_add(t.view.history.len() as u64);
     let extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
-    let text = format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy);
+    let text = if t.measurements == 0 && cli.first_round == FirstRound::Markov {
+        format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0}})")
+    } else {
+        format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy)
+    };
     let file = sources.add("<round pipeline>", text.clone());
     let pipeline = parse_pipeline(&text, file, registry)?;
     let mut pm = PassManager::new(pipeline.clone());
     pm.set_target(target.clone());
-    match tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target)) {
-        Ok(Some(e)) => pm.set_evaluator(e),
-        Ok(None) => {}
-        Err(why) => pm.set_no_evaluator_reason(why),
+    // Candidates are timed on the threads the network will run on.
+    match tilec_codegen::evaluator::find_worker() {
+        Some(worker) => {
+            let dir = std::env::temp_dir().join(format!("tilec-tune-{}", std::process::id()));
+            let mut e = tilec_codegen::evaluator::CpuEvaluator::new(tilec_codegen::driver::llvm_target_of(target), worker, dir);
+            e.threads = threads;
+            pm.set_evaluator(Box::new(tilec_codegen::evaluator::CheckedEvaluator(e)));
+        }
+        None => pm.set_no_evaluator_reason("the `tilec-worker` executable was not found next to `tilec-tune` (set TILEC_WORKER)"),
     }
     let mine: Vec<Record> = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).cloned().collect();
     pm.add_records(tilec::records::RESUME, Arc::new(mine));
