@@ -271,6 +271,10 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         })
         .collect();
     // Resumed tasks start from their records.
+    let resumed: usize = tasks.iter().map(|t| records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).count()).sum();
+    if let (Some(path), true) = (&cli.records, resumed > 0) {
+        eprintln!("tilec-tune: resuming: {resumed} record(s) of this network's tasks in `{}`", path.display());
+    }
     for t in &mut tasks {
         let mine = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).count();
         if mine > 0 {
