@@ -95,6 +95,8 @@ def main():
     parser.add_argument("--timeout", type=float, default=900, help="seconds per import or run")
     parser.add_argument("--strict", action="store_true", help="refused imports fail the run too")
     args = parser.parse_args()
+    if not os.path.isdir(args.dir):
+        sys.exit(f"onnx-suite-tilec.py: error: no exported model in {args.dir}: not a folder (run tools/onnx-suite.py --export {args.dir})")
     names = sorted(n for n in os.listdir(args.dir) if os.path.isfile(os.path.join(args.dir, n, "test.json")))
     if args.model:
         names = [n for n in names if n in args.model]

@@ -1024,6 +1024,7 @@ impl Lowerer {
             "Gemm" => self.gemm(cx),
             "MatMul" => self.matmul(cx),
             "Softmax" | "LogSoftmax" => self.softmax(cx),
+            "LRN" => self.lrn(cx),
             "LayerNormalization" => self.layernorm(cx),
             "Flatten" | "Reshape" | "Squeeze" | "Unsqueeze" => self.reshape_like(cx),
             "Transpose" => self.transpose(cx),
@@ -2047,6 +2048,74 @@ impl Lowerer {
     }
 
     // ---- normalisations -----------------------------------------------------
+
+    /// Local response normalisation across channels (AlexNet, GoogLeNet):
+    /// `y = x / (bias + alpha / size · Σ x²)^beta`, the sum over channels
+    /// `c - floor((size-1)/2) ..= c + ceil((size-1)/2)` (outside: 0), as two
+    /// ops: the windowed sum of squares, then the scaling, with the power
+    /// as `exp(beta · log(...))` (the base is positive: bias > 0).
+    fn lrn(&mut self, cx: &NodeCx) -> Result<()> {
+        cx.check_attributes(&["alpha", "beta", "bias", "size"])?;
+        let x = self.input(cx, 0)?;
+        let xs = x.shape().to_vec();
+        if xs.len() < 3 {
+            return Err(cx.err(format!("LRN of a tensor of rank {}: it needs (N, C, spatial...)", xs.len())));
+        }
+        let size = cx.int("size", 0)?;
+        if size < 1 {
+            return Err(cx.attr_err("size", "LRN needs a size of at least 1"));
+        }
+        let (alpha, beta, bias) = (cx.float("alpha", 1e-4)?, cx.float("beta", 0.75)?, cx.float("bias", 1.0)?);
+        if bias <= 0.0 {
+            return Err(cx.attr_err("bias", "LRN with a bias of 0 or less is not supported (the power of a base that may be 0)"));
+        }
+        let xname = self.tensor(cx, &x)?;
+        let axes = axis_names("d", xs.len());
+        let spatial: Vec<(String, u64)> = axes.iter().cloned().zip(xs.iter().copied()).collect();
+        let before = (size - 1) / 2;
+        let mut window = axes.clone();
+        window[1] = affine(&[(1, &axes[1]), (1, "k")], -before);
+        let mut body = Body::default();
+        let square = body.op("mul", &["xv", "xv"]);
+        let out = cx.output(0)?;
+        let sum_c = Compute {
+            label: format!("{}.square_sum", cx.name),
+            spatial: spatial.clone(),
+            reduce: Some((Combiner::Sum, vec![("k".into(), size as u64)])),
+            reads: vec![Read::new("xv", &xname, window).pad("0.0")],
+            out_shape: xs.clone(),
+            out_index: axes.clone(),
+            body,
+            result: square,
+            epilogue: None,
+        };
+        let sum_name = format!("{out}.square_sum");
+        self.push(sum_c, &sum_name);
+        let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else { unreachable!() };
+        let mut body = Body::default();
+        let scale = body.konst(alpha / size as f32);
+        let shift = body.konst(bias);
+        let power = body.konst(beta);
+        let scaled = body.op("mul", &["sq", &scale]);
+        let base = body.op("add", &[&scaled, &shift]);
+        let log = body.op("log", &[&base]);
+        let times = body.op("mul", &[&log, &power]);
+        let denominator = body.op("exp", &[&times]);
+        let result = body.op("div", &["xv", &denominator]);
+        let c = Compute {
+            label: cx.name.clone(),
+            spatial,
+            reduce: None,
+            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("sq", &sum_t, axes.clone())],
+            out_shape: xs,
+            out_index: axes,
+            body,
+            result,
+            epilogue: None,
+        };
+        self.push(c, out);
+        Ok(())
+    }
 
     /// Softmax and LogSoftmax over the dimensions from `axis` on (opset
     /// < 13, which flattens them) or over `axis` alone (13+): a row

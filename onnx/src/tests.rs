@@ -1098,3 +1098,24 @@ fn constant_of_shape_weights_and_a_two_input_sum() {
     let e = import_err(&g, &ImportOptions::default());
     assert!(e.to_string().contains("ConstantOfShape of a run-time shape"), "{e}");
 }
+
+#[test]
+fn lrn_across_channels() {
+    let xs = [1u64, 5, 2, 2];
+    let x = random(&xs, 43);
+    let (size, alpha, beta, bias) = (3i64, 0.5f32, 0.75f32, 2.0f32);
+    let g = Graph::new(&[("x", &[1, 5, 2, 2])])
+        .node(node("LRN", "norm", &["x"], &["y"], vec![int("size", size), float("alpha", alpha), float("beta", beta), float("bias", bias)]))
+        .output("y");
+    let (_, out) = run(&g, vec![tensor(&xs, x.clone())]);
+    let mut want = Vec::new();
+    for c in 0..5i64 {
+        for p in 0..4usize {
+            let lo = (c - (size - 1) / 2).max(0);
+            let hi = (c + size / 2).min(4);
+            let sq: f64 = (lo..=hi).map(|i| (x[i as usize * 4 + p] as f64).powi(2)).sum();
+            want.push(x[c as usize * 4 + p] as f64 / (bias as f64 + alpha as f64 / size as f64 * sq).powf(beta as f64));
+        }
+    }
+    assert_close(&out[0], &want, 1e-5);
+}

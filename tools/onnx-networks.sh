@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The four networks made here (tools/onnx-models.py), full size, end to end:
+# built with random weights, imported (`tilec import`), run on the CPU
+# backend (fused, construction-only schedules: untuned), compared with
+# onnxruntime's outputs on the same seeded input, and both timed on THREADS
+# threads (medians of 10 runs). docs/networks.md has the tuned figures.
+#   tools/onnx-networks.sh [THREADS] [MODEL...]     (models: resnet18 resnet50 mobilenetv2 bert-layer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-1}
+shift || true
+models=${*:-resnet18 resnet50 mobilenetv2 bert-layer}
+tools/bench-env.sh
+cargo build --release --locked -p tilec-driver -p tilec-run -p tilec-worker
+py=.tools/bench-venv/bin/python
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pipeline='builtin.module(fuse,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)'
+status=0
+for m in $models; do
+  echo "== $m (full, $threads thread(s))"
+  $py tools/onnx-models.py --model "$m" --size full -o "$work/$m.onnx" | head -1
+  target/release/tilec import "$work/$m.onnx" -o "$work/$m.tile"
+  $py tools/onnx-reference.py "$work/$m.onnx" --random-inputs "$work/$m-in" --seed 1 --output-dir "$work/$m-ort" --threads "$threads" --time-runs 10 | grep -v '^input\|^output'
+  inputs=()
+  for f in "$work/$m-in"/*.npy; do inputs+=(--input "$(basename "$f" .npy)=$f"); done
+  target/release/tilec-run "$work/$m.tile" --backend=cpu --threads "$threads" --repeat 10 --pass-pipeline="$pipeline" "${inputs[@]}" --output-dir "$work/$m-tilec" | head -1
+  $py tools/onnx-reference.py --compare "$work/$m-tilec" "$work/$m-ort" --rtol 1e-3 --atol 1e-4 || status=1
+done
+exit $status
