@@ -72,6 +72,12 @@ pub type Measurement = Result<Timing, Failure>;
 pub trait Evaluator {
     fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement;
 
+    /// Threads candidates run on (kept in each record: a latency holds for
+    /// its thread count only).
+    fn threads(&self) -> u32 {
+        1
+    }
+
     /// Tells the evaluator what the next candidates must compute: `func` of
     /// `reference` (level 0, unscheduled). An evaluator that checks results
     /// computes its reference here; `Err` says why it cannot (the search

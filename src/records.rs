@@ -118,6 +118,10 @@ pub struct Record {
     /// Why there is no latency (compile error, crash, timeout, wrong result).
     #[serde(default)]
     pub error: Option<String>,
+    /// Threads the candidate ran on (absent in records made before it was
+    /// kept: those ran on one). A latency holds for its thread count only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
     pub version: String,
 }
 
@@ -370,6 +374,7 @@ mod tests {
             latency: Some(Latency { median_s: 1e-3, min_s: 9e-4, max_s: 2e-3, runs: 3 }),
             gflops: Some(1.0),
             error: None,
+            threads: None,
             version: crate::VERSION.into(),
         }
     }

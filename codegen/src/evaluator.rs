@@ -120,6 +120,10 @@ impl CpuEvaluator {
 static CANDIDATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Evaluator for CpuEvaluator {
+    fn threads(&self) -> u32 {
+        self.threads.max(1) as u32
+    }
+
     fn evaluate(&mut self, candidate: &Module, func: &str) -> Measurement {
         self.count = CANDIDATES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let count = self.count;
@@ -203,6 +207,10 @@ const REFERENCE_POINTS: u64 = 20_000_000;
 impl tilec::measure::Evaluator for CheckedEvaluator {
     fn evaluate(&mut self, candidate: &tilec::ir::Module, func: &str) -> tilec::measure::Measurement {
         self.0.evaluate(candidate, func)
+    }
+
+    fn threads(&self) -> u32 {
+        tilec::measure::Evaluator::threads(&self.0)
     }
 
     fn set_reference(&mut self, reference: &tilec::ir::Module, func: &str) -> Result<(), String> {

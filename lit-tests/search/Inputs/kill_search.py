@@ -30,7 +30,7 @@ import time
 MEASURE = 24
 PIPELINE = "builtin.module(search{strategy=markov budget=500 measure-top-k=%d final-rounds=0})" % MEASURE
 DEADLINE_S = 300
-FIELDS = {"workload", "target", "schedule", "sentence", "strategy", "latency", "gflops", "error", "version"}
+FIELDS = {"workload", "target", "schedule", "sentence", "strategy", "latency", "gflops", "error", "threads", "version"}
 
 
 def fail(why):

@@ -437,6 +437,7 @@ impl SearchCx<'_> {
             latency,
             gflops,
             error,
+            threads: Some(ev.threads()),
             version: tilec::VERSION.to_string(),
         });
         Some(result)

@@ -254,7 +254,13 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         for (line, why) in bad {
             eprintln!("warning: {}:{line}: not a record, skipped: {why}", path.display());
         }
-        records.extend(good.into_iter().map(|(_, r)| r));
+        // A latency holds for the thread count it was measured on (records
+        // without one ran on one thread).
+        let total = good.len();
+        records.extend(good.into_iter().map(|(_, r)| r).filter(|r| r.threads.unwrap_or(1) as usize == threads));
+        if records.len() < total {
+            eprintln!("warning: {}: {} record(s) measured on another thread count than {threads} are not used", path.display(), total - records.len());
+        }
         sink = Some(file);
     }
 
