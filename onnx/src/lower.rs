@@ -1248,6 +1248,16 @@ impl Lowerer {
 
     // ---- convolutions -------------------------------------------------------
 
+    /// A convolution's bias as an epilogue `add`, read along the output
+    /// channel index `out_channel`.
+    fn bias_epilogue(&mut self, cx: &NodeCx, bias: Option<&Val>, out_channel: String) -> Result<Option<Epilogue>> {
+        let Some(b) = bias else { return Ok(None) };
+        let bname = self.tensor(cx, b)?;
+        let mut body = Body::default();
+        let result = body.op("add", &[ACC, "bv"]);
+        Ok(Some(Epilogue { reads: vec![Read::new("bv", &bname, vec![out_channel])], body, result }))
+    }
+
     fn conv(&mut self, cx: &NodeCx, fold: Option<&NodeCx>) -> Result<()> {
         cx.check_attributes(&[
             "auto_pad",
@@ -1386,19 +1396,7 @@ impl Lowerer {
         }
         let mut body = Body::default();
         let result = body.op("mul", &["xv", "wv"]);
-        let epilogue = match &bias {
-            None => None,
-            Some(b) => {
-                let bname = self.tensor(cx, b)?;
-                let mut eb = Body::default();
-                let result = eb.op("add", &[ACC, "bv"]);
-                Some(Epilogue {
-                    reads: vec![Read::new("bv", &bname, vec![out_channel])],
-                    body: eb,
-                    result,
-                })
-            }
-        };
+        let epilogue = self.bias_epilogue(cx, bias.as_ref(), out_channel)?;
         let mut out_shape = vec![xs[0], m];
         out_shape.extend(&win.out);
         let c = Compute {
@@ -1545,19 +1543,7 @@ impl Lowerer {
         }
         let mut body = Body::default();
         let result = body.op("mul", &["xv", "wv"]);
-        let epilogue = match &bias {
-            None => None,
-            Some(b) => {
-                let bname = self.tensor(cx, b)?;
-                let mut eb = Body::default();
-                let result = eb.op("add", &[ACC, "bv"]);
-                Some(Epilogue {
-                    reads: vec![Read::new("bv", &bname, vec![out_channel])],
-                    body: eb,
-                    result,
-                })
-            }
-        };
+        let epilogue = self.bias_epilogue(cx, bias.as_ref(), out_channel)?;
         let mut out_shape = vec![xs[0], m];
         out_shape.extend(&out);
         let c = Compute {
