@@ -11,7 +11,7 @@ threads=${1:-1}
 shift || true
 models=${*:-resnet18 resnet50 mobilenetv2 bert-layer}
 tools/bench-env.sh
-cargo build --release --locked -p tilec-driver -p tilec-run -p tilec-worker
+cargo build --release --locked -p tilec-driver -p tilec-run
 py=.tools/bench-venv/bin/python
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -186,6 +186,13 @@ fn check_results(reference: &[Tensor], dir: &Path) -> Result<(), Failure> {
 pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec::target::Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
     let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && tilec_passes::search::measures(&p.options));
     let Some(t) = target.filter(|_| measures) else { return Ok(None) };
+    cpu_evaluator(t, 1).map(Some)
+}
+
+/// The checking CPU evaluator for `target`, timing candidates on `threads`
+/// threads; `Err` says why there is none (a GPU target, code this machine
+/// cannot run, no `tilec-worker`).
+pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<Box<dyn tilec::measure::Evaluator>, String> {
     if t.kind != tilec::target::TargetKind::Cpu {
         return Err(format!("`{}` is a GPU target; only CPU candidates are measured here", t.name));
     }
@@ -193,7 +200,9 @@ pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec:
     crate::driver::host_can_run(&llvm).map_err(|missing| format!("this machine cannot run code for `{}` (it lacks {missing})", t.name))?;
     let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
     let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
-    Ok(Some(Box::new(CheckedEvaluator(CpuEvaluator::new(llvm, worker, dir)))))
+    let mut e = CpuEvaluator::new(llvm, worker, dir);
+    e.threads = threads;
+    Ok(Box::new(CheckedEvaluator(e)))
 }
 
 /// The CPU evaluator, checking results against the interpreter when the

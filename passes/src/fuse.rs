@@ -76,7 +76,7 @@ fn next_fusion(f: &Function, max_reads: usize) -> Option<(Op, Op)> {
             continue;
         }
         let out_ty = f.value_type(f.result(c_op)).as_tensor()?;
-        for (i, &t) in f.ops[c_op].operands.iter().enumerate() {
+        for &t in &f.ops[c_op].operands {
             let Some(p_op) = f.def_op(t) else { continue };
             let Some(p) = f.ops[p_op].kind.as_compute() else { continue };
             if p.schedule.is_some() || f.ops[p_op].parent != f.body || f.value_type(t).as_tensor().map(|tt| &tt.shape) != Some(&out_ty.shape) {
@@ -91,7 +91,6 @@ fn next_fusion(f: &Function, max_reads: usize) -> Option<(Op, Op)> {
             if reads > max_reads {
                 continue;
             }
-            debug_assert!(reads_of_t.contains(&i));
             return Some((p_op, c_op));
         }
     }

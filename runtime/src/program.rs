@@ -367,8 +367,7 @@ impl CpuProgram {
 /// Where a function's global buffers (intermediate tensors, results) live
 /// in one arena. A buffer is live from the first kernel that uses it to the
 /// last (a result to the end of the run); buffers whose lifetimes do not
-/// overlap share bytes, so a network's activations take about its two
-/// largest neighbouring tensors, not all of them.
+/// overlap share bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArenaPlan {
     /// Byte offset of each buffer (by value number).
@@ -390,9 +389,8 @@ pub struct Lifetime {
 }
 
 /// Places `buffers` in one arena: largest first, each at the lowest offset
-/// clear of every placed buffer whose lifetime overlaps its own (the
-/// greedy-by-size heuristic of TFLite's and MNN's memory planners, within
-/// a few percent of the best on the networks they report). Offsets are
+/// clear of every placed buffer whose lifetime overlaps its own (a greedy
+/// by-size heuristic; not optimal in general). Offsets are
 /// 64-byte aligned, and 2 MiB aligned for buffers of 2 MiB or more (as a
 /// `HostBuffer` of their own would be, for huge pages).
 pub fn plan_arena(buffers: &[Lifetime]) -> ArenaPlan {

@@ -195,6 +195,20 @@ struct TaskRun {
     failures_in_a_row: usize,
 }
 
+impl TaskRun {
+    /// The records of what this task computes, on `target`.
+    fn records_in<'r>(&self, records: &'r [Record], target: &str) -> impl Iterator<Item = &'r Record> {
+        let key = self.key.clone();
+        let target = target.to_string();
+        records.iter().filter(move |r| r.target == target && same_computation(&r.workload, &key))
+    }
+
+    /// The task's best measured latency (seconds), infinite if none.
+    fn best_latency(&self, records: &[Record], target: &str) -> f64 {
+        best_record(records, &self.key, target).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s)
+    }
+}
+
 /// A point of the objective's history.
 struct Step {
     seconds: f64,
@@ -277,17 +291,15 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         })
         .collect();
     // Resumed tasks start from their records.
-    let resumed: usize = tasks.iter().map(|t| records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).count()).sum();
+    for t in &mut tasks {
+        t.measurements = t.records_in(&records, &target.name).count();
+        if t.measurements > 0 {
+            t.view.history.push(t.best_latency(&records, &target.name));
+        }
+    }
+    let resumed: usize = tasks.iter().map(|t| t.measurements).sum();
     if let (Some(path), true) = (&cli.records, resumed > 0) {
         eprintln!("tilec-tune: resuming: {resumed} record(s) of this network's tasks in `{}`", path.display());
-    }
-    for t in &mut tasks {
-        let mine = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).count();
-        if mine > 0 {
-            t.measurements = mine;
-            let best = best_record(&records, &t.key, &target.name).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s);
-            t.view.history.push(best);
-        }
     }
     let budget = if cli.trials == 0 { 64 * tasks.len() } else { cli.trials };
     let ops: usize = tasks.iter().map(|t| t.task.weight()).sum();
@@ -321,7 +333,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         spent += made;
         rounds += 1;
         let t = &mut tasks[i];
-        let best = best_record(&records, &t.key, &target.name).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s);
+        let best = t.best_latency(&records, &target.name);
         t.view.history.push(best);
         t.failures_in_a_row = if best.is_finite() { 0 } else { t.failures_in_a_row + 1 };
         // A space with nothing left to measure, or rounds that all fail.
@@ -377,7 +389,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "tool": "tilec-tune",
         "input": cli.input.display().to_string(),
         "func": func,
-        "machine": machine(),
+        "machine": tilec::target::host::machine_description(),
         "target": target.name,
         "threads": threads,
         "scheduler": scheduler_name(cli.scheduler),
@@ -431,10 +443,6 @@ fn finite_ms(s: f64) -> Option<f64> {
     s.is_finite().then_some(s * 1e3)
 }
 
-fn machine() -> String {
-    tilec::target::host::machine_description()
-}
-
 /// One round of a task: the search pass on its op, with `trials` its
 /// measurements so far plus `want`. Returns how many it measured.
 #[allow(clippy::too_many_arguments)]
@@ -451,19 +459,14 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
     };
     let file = sources.add("<round pipeline>", text.clone());
     let pipeline = parse_pipeline(&text, file, registry)?;
-    let mut pm = PassManager::new(pipeline.clone());
+    let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
     // Candidates are timed on the threads the network will run on.
-    match tilec_codegen::evaluator::find_worker() {
-        Some(worker) => {
-            let dir = std::env::temp_dir().join(format!("tilec-tune-{}", std::process::id()));
-            let mut e = tilec_codegen::evaluator::CpuEvaluator::new(tilec_codegen::driver::llvm_target_of(target), worker, dir);
-            e.threads = threads;
-            pm.set_evaluator(Box::new(tilec_codegen::evaluator::CheckedEvaluator(e)));
-        }
-        None => pm.set_no_evaluator_reason("the `tilec-worker` executable was not found next to `tilec-tune` (set TILEC_WORKER)"),
+    match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
+        Ok(e) => pm.set_evaluator(e),
+        Err(why) => pm.set_no_evaluator_reason(why),
     }
-    let mine: Vec<Record> = records.iter().filter(|r| r.target == target.name && same_computation(&r.workload, &t.key)).cloned().collect();
+    let mine: Vec<Record> = t.records_in(records, &target.name).cloned().collect();
     pm.add_records(tilec::records::RESUME, Arc::new(mine));
     if let Some(file) = sink {
         pm.set_record_sink(Box::new(file.clone()));
