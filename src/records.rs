@@ -68,6 +68,14 @@ pub struct RecordIntrinsic {
     pub k: Vec<String>,
 }
 
+impl RecordIntrinsic {
+    /// Is this the mapping `c` names (the read playing `a` by position;
+    /// its name may differ between ops computing the same thing)?
+    pub fn is_mapping(&self, c: &IntrinsicChoice) -> bool {
+        self.name == c.name && self.a.0 == c.a && self.m == c.m && self.n == c.n && self.k == c.k
+    }
+}
+
 impl RecordSchedule {
     pub fn of(s: &Schedule) -> RecordSchedule {
         RecordSchedule {

@@ -29,7 +29,8 @@ pub struct Random;
 impl Random {
     fn draw(p: &Problem, rng: &mut Rng) -> Config {
         // No draw where there is no option: today's sequence of draws.
-        let intrinsic = if p.intrinsics.is_empty() { None } else { p.intrinsic_choices()[rng.below(p.intrinsics.len() + 1)] };
+        let choices = p.intrinsic_choices();
+        let intrinsic = if p.intrinsics.is_empty() { None } else { choices[rng.below(choices.len())] };
         let mut cfg = p.start(intrinsic);
         for a in 0..p.axes.len() {
             for level in 0..p.levels {

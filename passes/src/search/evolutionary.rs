@@ -106,7 +106,7 @@ impl Strategy for Evolutionary {
         let mut rounds = 0u64;
         while !cx.trials_spent() && !cx.past_deadline() {
             rounds += 1;
-            let measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
+            let measured: BTreeSet<Config> = cx.measured_points(p).into_iter().collect();
             // The population: the best measured, then random samples.
             let mut pop: Vec<Config> = cx.ranked_by_measurement(p, Vec::new());
             pop.truncate((self.population as f64 * self.use_measured) as usize);

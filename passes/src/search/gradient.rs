@@ -263,7 +263,7 @@ impl Strategy for Gradient {
         if samples.is_empty() {
             return Err(format!("no valid point of this op's space fits target `{}`", p.target.name));
         }
-        let mut measured: BTreeSet<Config> = cx.measured_points().into_iter().collect();
+        let mut measured: BTreeSet<Config> = cx.measured_points(p).into_iter().collect();
         let mut best = cx.best_gflops(p);
         // A resumed search (the op's records measured points) goes on from
         // the fastest of them; a new one starts at the best measured of a

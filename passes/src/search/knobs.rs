@@ -187,7 +187,7 @@ impl<'a> KnobSpace<'a> {
     pub fn values(&self, cfg: &Config, knob: Knob) -> Vec<i64> {
         let p = self.problem;
         match knob {
-            Knob::Intrinsic => (-1..p.intrinsics.len() as i64).collect(),
+            Knob::Intrinsic => p.intrinsic_choices().into_iter().map(|i| i.map_or(-1, |i| i as i64)).collect(),
             Knob::Tile { axis, level } => p.choices(cfg, axis, level).into_iter().map(|s| s as i64).collect(),
             Knob::VThread { axis } => {
                 let inner = cfg.tiles[axis][p.levels - 1];

@@ -406,8 +406,15 @@ impl Strategy for Markov {
         // instruction is the vectorised loop's own, the model predicts
         // them alike, and their states are the vector walks' along the
         // `m` axis (docs/search.md).
-        let dots: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot() || p.intrinsics[i].is_warp()).collect();
-        let starts: Vec<Config> = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i)))).collect();
+        //
+        // A restricted problem (one mapping, `mapping=K`) walks from its
+        // option's start alone, whatever kind the option is.
+        let dots: Vec<usize> = match p.only_intrinsic {
+            Some(k) => vec![k],
+            None => (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].is_dot() || p.intrinsics[i].is_warp()).collect(),
+        };
+        let plain = if p.only_intrinsic.is_some() { Vec::new() } else { p.vector_choices() };
+        let starts: Vec<Config> = plain.iter().map(|&vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i)))).collect();
         let budget = cx.budget;
         let per_axis = self.start_budget(budget, starts.len());
         for start in starts {
@@ -422,14 +429,14 @@ impl Strategy for Markov {
             }
         }
         let axes: Vec<&str> = p.vector_axes.iter().map(|&v| p.axes[v].name.as_str()).collect();
-        let mut over = if axes.len() > 1 { format!(", budget {per_axis} per vector axis ({})", axes.join(", ")) } else { String::new() };
+        let mut over = if plain.len() > 1 { format!(", budget {per_axis} per vector axis ({})", axes.join(", ")) } else { String::new() };
         if !dots.is_empty() {
             let names: Vec<String> = dots.iter().map(|&i| p.describe_intrinsic(i)).collect();
             over.push_str(&format!(", and {per_axis} per intrinsic option ({})", names.join("; ")));
         }
         cx.budget = budget;
         if per_axis < budget {
-            over.push_str(&format!(" (op-budget {} over {} starts)", self.op_budget, p.vector_choices().len() + dots.len()));
+            over.push_str(&format!(" (op-budget {} over {} starts)", self.op_budget, plain.len() + dots.len()));
         }
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));

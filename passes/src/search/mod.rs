@@ -14,10 +14,13 @@
 //! its record to the pass context's recorder the moment it completes (and
 //! through it to the driver's sink: `tilec --records` appends and syncs
 //! it then). Strategies: `markov` (Gensor), `roller`, `random`,
-//! `exhaustive`, each declared once in `registry.rs` (`docs/search.md`).
+//! `exhaustive`, `gradient` (Ansor-AF-DS), `evolutionary` (Ansor) and
+//! `dual-task` (GTA), each declared once in `registry.rs`
+//! (`docs/search.md`).
 
 mod analytic;
 mod baseline;
+pub mod dual_task;
 mod evolutionary;
 pub mod features;
 mod gradient;
@@ -27,7 +30,7 @@ mod markov;
 pub mod model;
 pub mod quality;
 pub mod registry;
-pub(crate) mod rng;
+pub mod rng;
 mod roller;
 pub mod space;
 #[cfg(test)]
@@ -93,7 +96,15 @@ that file has times for. Options that only some strategies read say so. See
                 help: "tensor intrinsics in the space: auto, every intrinsic the target offers that tensorize rewrites (vector ones on CPUs, m16n8 mma.sync of f16, bf16 and i8 on GPUs) with every basic mapping of the op onto it; none, no intrinsic (the space without them)",
             },
         ],
-        &[OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" }]
+        &[
+            OptionDecl {
+                name: "mapping",
+                kind: OptionKind::Int,
+                default: "-1",
+                help: "only points computing with the op's intrinsic option K (0, 1, ... in the order --search-report lists them; one mapping candidate, a sub-task of GTA's dual-task scheduling); -1: any option, or none",
+            },
+            OptionDecl { name: "unroll", kind: OptionKind::UInt, default: "16", help: "the unroll limit written into every chosen schedule" },
+        ]
     ),
     statistics: &[("ops", "compute ops scheduled"), ("states", "states visited"), ("measured", "candidates measured")],
     create: |o: &PassOptions| Box::new(Search::from_options(o)),
@@ -113,6 +124,8 @@ pub struct Search {
     pub only: String,
     /// Are the op's intrinsic options in the space (`intrinsics=auto`)?
     pub intrinsics: bool,
+    /// `mapping=K`: only points computing with intrinsic option `K`.
+    pub mapping: Option<usize>,
     pub unroll: u64,
     /// Every option, for the strategy's constructor (which reads its own).
     pub options: PassOptions,
@@ -152,6 +165,7 @@ impl Search {
             final_margin: o.float("final-margin"),
             only: o.str("op").to_string(),
             intrinsics: o.str("intrinsics") != "none",
+            mapping: usize::try_from(o.int("mapping")).ok(),
             unroll: o.uint("unroll"),
             options: o.clone(),
             strategies,
@@ -166,7 +180,7 @@ impl Search {
 }
 
 /// The one interface every strategy implements (markov, roller, random,
-/// exhaustive; gradient descent, dual-task and TLM later).
+/// exhaustive, gradient, evolutionary, dual-task; TLM later).
 pub trait Strategy {
     fn name(&self) -> &'static str;
     /// The candidates for `p`, best first. May measure through `cx`
@@ -266,26 +280,58 @@ impl SearchCx<'_> {
         self.trials.saturating_sub(self.trials_used()) as usize
     }
 
-    /// Every point measured so far, in measurement order.
-    pub fn measured_points(&self) -> Vec<Config> {
-        self.measured.iter().map(|(c, _, _)| c.clone()).collect()
+    /// Every point of `p`'s space measured so far, in measurement order
+    /// (a search of one mapping, [`Problem::only_intrinsic`], sees its own
+    /// points only).
+    pub fn measured_points(&self, p: &Problem) -> Vec<Config> {
+        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).map(|(c, _, _)| c.clone()).collect()
     }
 
-    /// The best throughput measured so far, GFLOP/s (0 if none succeeded).
+    /// The best throughput measured so far in `p`'s space, GFLOP/s (0 if
+    /// none succeeded).
     pub fn best_gflops(&self, p: &Problem) -> f64 {
-        self.measured.iter().filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| p.flops / t.median_s / 1e9).fold(0.0, f64::max)
+        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| p.flops / t.median_s / 1e9).fold(0.0, f64::max)
     }
 
-    /// The successfully measured points, fastest first (ties in the
-    /// points' order), then `rest` ranked by the model: what a strategy
-    /// that measures returns.
+    /// The successfully measured points of `p`'s space, fastest first
+    /// (ties in the points' order), then `rest` ranked by the model: what a
+    /// strategy that measures returns.
     pub fn ranked_by_measurement(&self, p: &Problem, rest: Vec<Config>) -> Vec<Config> {
-        let mut ok: Vec<(f64, Config)> = self.measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
+        let mut ok: Vec<(f64, Config)> = self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
         ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         let mut out: Vec<Config> = ok.into_iter().map(|(_, c)| c).collect();
         let have: std::collections::BTreeSet<Config> = out.iter().cloned().collect();
         out.extend(self.rank(p, rest.into_iter().filter(|c| !have.contains(c)).collect()));
         out
+    }
+
+    /// Puts the timed records of the op ([`SearchCx::known`]) that are
+    /// points of `p`'s space among the measurements, as resumed ones: a
+    /// strategy that measures in its loop then goes on from them (gradient
+    /// from the fastest) instead of starting over, and they are candidates
+    /// for the pick. They count in `trials` once, as records.
+    fn resume_from_records(&mut self, p: &Problem) {
+        for r in &self.known {
+            let (Some(c), Some(l)) = (p.config_of(&r.schedule.to_schedule(&p.target.name)), r.latency.as_ref()) else { continue };
+            if p.valid(&c) && !self.measured.iter().any(|(m, _, _)| *m == c) {
+                let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
+                self.measured.push((c, Ok(t), true));
+            }
+        }
+    }
+
+    /// Measurements of `p`'s space so far (resumed ones included), and how
+    /// many of them succeeded.
+    pub fn measurements_of(&self, p: &Problem) -> (usize, usize) {
+        let mine = self.measured.iter().filter(|(c, _, _)| p.in_space(c));
+        let (all, ok) = mine.fold((0, 0), |(a, o), (_, m, _)| (a + 1, o + usize::from(m.is_ok())));
+        (all, ok)
+    }
+
+    /// The fastest median measured in `p`'s space, seconds (infinite if
+    /// none succeeded).
+    pub fn best_seconds(&self, p: &Problem) -> f64 {
+        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| t.median_s).fold(f64::INFINITY, f64::min)
     }
 
     /// [`SearchCx::measure`], and the model learns the result at once.
@@ -472,6 +518,16 @@ impl<'a> SearchCx<'a> {
     }
 }
 
+/// The mapping candidates of `f`'s op `op` on `target`, numbered as the
+/// search option `mapping=K` numbers them (the space's intrinsic options):
+/// each in words, and as the schedule knob its points carry. GTA's
+/// sub-tasks (`dual_task.rs`).
+pub fn mapping_candidates(f: &Function, op: Op, target: &Arc<Target>) -> Vec<(String, IntrinsicChoice)> {
+    let Some(p) = Problem::new(f, op, target.clone(), 16) else { return Vec::new() };
+    let p = p.with_intrinsics(f);
+    (0..p.intrinsics.len()).filter_map(|k| Some((p.describe_intrinsic(k), p.schedule(&p.start(Some(k))).intrinsic?))).collect()
+}
+
 /// Does a `search` with `options` measure (an evaluator must be
 /// installed): `measure-top-k` above 0, or a strategy that measures in its
 /// loop?
@@ -547,6 +603,10 @@ impl Search {
         let start = Instant::now();
         let p = Problem::new(f, op, target.clone(), self.unroll).ok_or_else(|| at(Diagnostic::error("not a well-formed compute op")))?;
         let p = if self.intrinsics { p.with_intrinsics(f) } else { p };
+        let p = match self.mapping {
+            Some(k) => p.restricted_to_intrinsic(k).map_err(|m| at(Diagnostic::error(m)).with_help("mapping=-1 searches every option; strategy=dual-task tunes them in turn"))?,
+            None => p,
+        };
         let mut strategy = self.strategy().map_err(at)?;
         let base = p.extract(f);
         let no_eval = cx.no_evaluator_reason().map(str::to_string);
@@ -555,6 +615,9 @@ impl Search {
             .records(tilec::records::RESUME)
             .map(|rs| rs.iter().filter(|r| r.target == target.name && r.latency.is_some() && tilec::records::same_computation(&r.workload, &key)).cloned().collect())
             .unwrap_or_default();
+        // A search of one mapping (`mapping=K`) resumes from, and counts,
+        // that mapping's records alone.
+        let known: Vec<Record> = if p.only_intrinsic.is_some() { known.into_iter().filter(|r| p.config_of(&r.schedule.to_schedule(&target.name)).is_some_and(|c| p.in_space(&c))).collect() } else { known };
         strategy.check_options().map_err(|m| at(Diagnostic::error(format!("search strategy `{}` cannot run: {m}", self.strategy))).with_help("see docs/search.md for the options"))?;
         let measures = self.strategies.get(&self.strategy).is_some_and(|d| d.measures);
         let (evaluator, recorder) = cx.evaluator_and_recorder();
@@ -600,6 +663,9 @@ impl Search {
             strategy: strategy.name(),
             model: &mut *self.model,
         };
+        if measures {
+            scx.resume_from_records(&p);
+        }
         let ranked = strategy.run(&p, &mut scx).map_err(|m| at(Diagnostic::error(format!("search strategy `{}` failed: {m}", self.strategy))).with_help(strategy.failure_help()))?;
         if ranked.is_empty() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` found no schedule of this op that fits target `{}`", self.strategy, target.name)))
@@ -624,7 +690,8 @@ impl Search {
         let had_evaluator = scx.evaluator.is_some();
         let SearchCx { visited, measured, final_measured, notes, timed_out, .. } = scx;
         // What was measured teaches the model (the analytic one ignores it).
-        let times: Vec<(Config, f64)> = measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (c.clone(), t.median_s))).collect();
+        // (Resumed measurements taught it before the search.)
+        let times: Vec<(Config, f64)> = measured.iter().filter(|(_, _, resumed)| !resumed).filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (c.clone(), t.median_s))).collect();
         if !times.is_empty() {
             self.model.update(&p, &times);
         }

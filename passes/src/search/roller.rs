@@ -59,8 +59,12 @@ impl Strategy for Roller {
         // One start per vector axis the space offers, and one per
         // intrinsic option (its mapped axes' tiles grow in whole
         // intrinsic tiles: `Problem::choices`).
-        let mut beam: Vec<Config> = p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).collect();
-        beam.extend((0..p.intrinsics.len()).map(|i| p.start(Some(i))));
+        // A restricted problem (one mapping) starts at its option alone.
+        let mut beam: Vec<Config> = match p.only_intrinsic {
+            Some(_) => Vec::new(),
+            None => p.vector_choices().into_iter().map(|vector| Config { vector, ..p.initial() }).collect(),
+        };
+        beam.extend(p.intrinsic_choices().into_iter().flatten().map(|i| p.start(Some(i))));
         for level in 0..p.levels {
             let mut cands: Vec<Config> = Vec::new();
             for start in &beam {

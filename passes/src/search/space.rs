@@ -112,7 +112,9 @@ fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<
     out
 }
 
-/// One op on one target.
+/// One op on one target. (Clone: a search of one mapping candidate is a
+/// restricted copy, `Problem::restricted_to_intrinsic`.)
+#[derive(Clone)]
 pub struct Problem {
     pub func: String,
     pub op: Op,
@@ -173,6 +175,10 @@ pub struct Problem {
     /// ([`Problem::with_intrinsics`]; empty with the search option
     /// `intrinsics=none`).
     pub intrinsics: Vec<IntrinsicOption>,
+    /// The one option of [`Problem::intrinsics`] every point must compute
+    /// with (the search option `mapping=K`: one sub-task of GTA's dual-task
+    /// scheduling, `dual_task.rs`); `None`: any option, or none.
+    pub only_intrinsic: Option<usize>,
 }
 
 /// The most axes of one kind (spatial, reduction) whose order the CPU space
@@ -343,6 +349,7 @@ impl Problem {
             order_parts,
             axes,
             intrinsics: Vec::new(),
+            only_intrinsic: None,
         })
     }
 
@@ -353,6 +360,31 @@ impl Problem {
     pub fn with_intrinsics(mut self, f: &Function) -> Problem {
         self.intrinsics = intrinsic_options(f, self.op, &self.compute, &self.target);
         self
+    }
+
+    /// The problem whose points all compute with intrinsic option `k`
+    /// (the space of one mapping candidate: a GTA sub-task). Option
+    /// numbers stay those of the whole space, so points of different
+    /// sub-tasks of one op never compare equal. `Err` names the options
+    /// when there is no option `k`.
+    pub fn restricted_to_intrinsic(mut self, k: usize) -> Result<Problem, String> {
+        if k >= self.intrinsics.len() {
+            let listed: Vec<String> = (0..self.intrinsics.len()).map(|i| format!("{i}: {}", self.describe_intrinsic(i))).collect();
+            return Err(if listed.is_empty() {
+                format!("mapping={k}, but no intrinsic the target offers computes this op (or intrinsics=none)")
+            } else {
+                format!("mapping={k}, but this op has {} intrinsic option(s) in the space ({})", listed.len(), listed.join("; "))
+            });
+        }
+        self.only_intrinsic = Some(k);
+        Ok(self)
+    }
+
+    /// Is `cfg` a point of this problem's mapping ([`Problem::only_intrinsic`];
+    /// every point is, without a restriction)? Points of one op's other
+    /// mappings share its search's measurements but not its space.
+    pub fn in_space(&self, cfg: &Config) -> bool {
+        self.only_intrinsic.is_none_or(|k| cfg.intrinsic == Some(k))
     }
 
     /// The intrinsic option `cfg` computes with, if any.
@@ -366,9 +398,13 @@ impl Problem {
         format!("{} {}", x.intrinsic.name, x.mapping.describe(&self.compute, &self.info))
     }
 
-    /// The intrinsic choices of a point: none, then each option.
+    /// The intrinsic choices of a point: none, then each option (just the
+    /// one option of a restricted problem, [`Problem::only_intrinsic`]).
     pub fn intrinsic_choices(&self) -> Vec<Option<usize>> {
-        std::iter::once(None).chain((0..self.intrinsics.len()).map(Some)).collect()
+        match self.only_intrinsic {
+            Some(k) => vec![Some(k)],
+            None => std::iter::once(None).chain((0..self.intrinsics.len()).map(Some)).collect(),
+        }
     }
 
     /// The smallest innermost tile axis `a` may take in `cfg`: its virtual
@@ -747,7 +783,8 @@ impl Problem {
     /// loops, vector widths within the lanes.)
     /// With an intrinsic, also [`Problem::fits_intrinsic`].
     pub fn valid(&self, cfg: &Config) -> bool {
-        self.fits_intrinsic(cfg) && (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+        self.in_space(cfg)
+            && self.fits_intrinsic(cfg) && (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
     }
 
     /// Can `cfg`'s intrinsic (if any) compute its innermost tiles, as

@@ -12,6 +12,16 @@
 //! best schedule of its task, the tuned network is written, compiled and
 //! timed end to end, and the report (JSON) and the curve of the objective
 //! against tuning time (SVG) are written.
+//!
+//! `--scheduler=dual-task` is GTA's dual-task scheduling (Algorithm 1 of
+//! `../shared/seeds/001_ba74524f88cc158d.txt`): the gradient scheduler
+//! picks the main-task; a main-task with intrinsic mapping candidates
+//! (`tilec_passes::search::mapping_candidates`) tunes them as sub-tasks,
+//! each with the search restricted to its mapping (`mapping=K`): all of
+//! them in its first round, then those `probability_sample` keeps
+//! (`tilec_passes::search::dual_task`). `--sub-tasks=equal` is the
+//! AMOS-style baseline (every candidate every round, the round shared
+//! equally); `--search-options=intrinsics=none` the Ansor-style one.
 
 mod scheduler;
 
@@ -29,7 +39,10 @@ use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::Tensor;
 use tilec::ir::{Function, Module};
 use tilec::pass::{PassManager, parse_pipeline};
+use tilec::ir::IntrinsicChoice;
 use tilec::records::{Record, RecordsFile, best_record, parse_records, same_computation, workload_key};
+use tilec_passes::search::dual_task::{Allocation, SubTasks};
+use tilec_passes::search::rng::Rng;
 use tilec::target::Target;
 use tilec::tasks::{Task, extract_tasks};
 
@@ -62,9 +75,30 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     trials: usize,
 
-    /// Measurements per round of a task.
+    /// Measurements per round of a task (of each sub-task tuned in the
+    /// round, under `--scheduler=dual-task`: Algorithm 1's MEASURE_NUM).
     #[arg(long = "round-trials", default_value_t = 16)]
     round_trials: usize,
+
+    /// Stop after this many rounds (0: no limit). Algorithm 1's `trials`
+    /// is `--rounds` × `--round-trials`: a round counts once however many
+    /// sub-tasks it tunes.
+    #[arg(long, default_value_t = 0)]
+    rounds: usize,
+
+    /// dual-task: κ, the share of a main-task's mapping candidates kept
+    /// after each round (⌈κ·|R|⌉; 1 keeps all: GTA-Raw).
+    #[arg(long, default_value_t = 0.2)]
+    kappa: f64,
+
+    /// dual-task: β, the exploration boost of the candidates drawn by their
+    /// probability (P' ∝ (1+β)·P).
+    #[arg(long = "explore-beta", default_value_t = 0.5)]
+    explore_beta: f64,
+
+    /// dual-task: how a main-task's rounds go to its mapping candidates.
+    #[arg(long = "sub-tasks", value_enum, default_value_t = SubTaskMode::Sampled)]
+    sub_tasks: SubTaskMode,
 
     /// Stop after this many seconds of tuning (0: no limit); the round
     /// under way finishes.
@@ -161,6 +195,18 @@ enum SchedulerKind {
     RoundRobin,
     /// Ansor's: the task whose next round should lower Σ ω·latency most.
     Gradient,
+    /// GTA's: main-tasks by the gradient scheduler, their mapping
+    /// candidates (sub-tasks) by probability sampling.
+    DualTask,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SubTaskMode {
+    /// GTA: every candidate once, then the ⌈κ·|R|⌉ probability sampling
+    /// keeps, each a whole round.
+    Sampled,
+    /// AMOS-style: every candidate every round on an equal share of it.
+    Equal,
 }
 
 fn main() -> ExitCode {
@@ -193,6 +239,13 @@ struct TaskRun {
     view: TaskView,
     measurements: usize,
     failures_in_a_row: usize,
+    /// Its mapping candidates (dual-task; empty otherwise, or where no
+    /// intrinsic computes it): each in words and as the schedule's knob.
+    candidates: Vec<(String, IntrinsicChoice)>,
+    /// Their rounds and sampling (dual-task with candidates).
+    subs: Option<SubTasks>,
+    /// Each round's sub-task line, for the report.
+    sub_rounds: Vec<serde_json::Value>,
 }
 
 impl TaskRun {
@@ -206,6 +259,18 @@ impl TaskRun {
     /// The task's best measured latency (seconds), infinite if none.
     fn best_latency(&self, records: &[Record], target: &str) -> f64 {
         best_record(records, &self.key, target).and_then(|r| r.latency.as_ref()).map_or(f64::INFINITY, |l| l.median_s)
+    }
+
+    /// The task's records of mapping candidate `k` (all of them for
+    /// `None`).
+    fn mapping_records<'r>(&self, records: &'r [Record], target: &str, k: Option<usize>) -> Vec<&'r Record> {
+        let choice = k.map(|k| &self.candidates[k].1);
+        self.records_in(records, target).filter(|r| choice.is_none_or(|c| r.schedule.intrinsic.as_ref().is_some_and(|x| x.is_mapping(c)))).collect()
+    }
+
+    /// The best latency of mapping candidate `k` (infinite if none).
+    fn mapping_best(&self, records: &[Record], target: &str, k: usize) -> f64 {
+        self.mapping_records(records, target, Some(k)).iter().filter_map(|r| r.latency.as_ref()).map(|l| l.median_s).fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -227,6 +292,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     if !(0.0..=1.0).contains(&cli.alpha) || cli.beta <= 0.0 || cli.window == 0 {
         return Err(Diagnostic::error("the gradient scheduler needs 0 ≤ --alpha ≤ 1, --beta > 0 and --window ≥ 1").into());
     }
+    let allocation = match cli.sub_tasks {
+        SubTaskMode::Sampled => Allocation::Sampled { kappa: cli.kappa, beta: cli.explore_beta },
+        SubTaskMode::Equal => Allocation::Equal,
+    };
+    allocation.check().map_err(|m| Diagnostic::error(format!("the dual-task scheduler cannot run: {}", m.replace("kappa", "--kappa").replace("explore-beta", "--explore-beta"))))?;
     let output = cli.output.clone().unwrap_or_else(|| cli.input.with_extension("tuned.tile"));
     for p in std::iter::once(&output).chain(&cli.report).chain(&cli.plot) {
         tilec::input::check_writable(p).map_err(Diagnostic::error)?;
@@ -287,7 +357,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
             let label = c.label.clone().unwrap_or_else(|| "compute".into());
             let kind: String = task.key.chars().filter(|ch| !ch.is_ascii_digit()).collect();
             let view = TaskView { weight: task.weight() as f64, flops: task.flops as f64, kind, history: Vec::new(), done: false };
-            TaskRun { module: f.extract_op(op), key: workload_key(f, op).unwrap_or_default(), label, view, task, measurements: 0, failures_in_a_row: 0 }
+            let candidates = if cli.scheduler == SchedulerKind::DualTask && !intrinsics_off(cli) { tilec_passes::search::mapping_candidates(f, op, &target) } else { Vec::new() };
+            let subs = (!candidates.is_empty()).then(|| SubTasks::new(candidates.len(), allocation));
+            TaskRun { module: f.extract_op(op), key: workload_key(f, op).unwrap_or_default(), label, view, task, measurements: 0, failures_in_a_row: 0, candidates, subs, sub_rounds: Vec::new() }
         })
         .collect();
     // Resumed tasks start from their records.
@@ -303,6 +375,14 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     }
     let budget = if cli.trials == 0 { 64 * tasks.len() } else { cli.trials };
     let ops: usize = tasks.iter().map(|t| t.task.weight()).sum();
+    if cli.scheduler == SchedulerKind::DualTask {
+        let with: Vec<&TaskRun> = tasks.iter().filter(|t| !t.candidates.is_empty()).collect();
+        let subs: usize = with.iter().map(|t| t.candidates.len()).sum();
+        eprintln!("tilec-tune: dual-task: {} of {} task(s) have mapping candidates ({subs} sub-tasks in all); {}", with.len(), tasks.len(), match allocation {
+            Allocation::Sampled { kappa, beta } => format!("κ {kappa}, β {beta}"),
+            Allocation::Equal => "AMOS-style equal shares".to_string(),
+        });
+    }
     eprintln!("tilec-tune: @{func}: {} task(s) from {ops} fused op(s); {budget} measurements in rounds of {}, {} scheduler, `{}` search, target `{}`", tasks.len(), cli.round_trials, scheduler_name(cli.scheduler), cli.strategy, target.name);
 
     let untuned = if cli.no_untuned {
@@ -317,19 +397,24 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
 
     let scheduler = match cli.scheduler {
         SchedulerKind::RoundRobin => Scheduler::RoundRobin,
-        SchedulerKind::Gradient => Scheduler::Gradient { alpha: cli.alpha, beta: cli.beta, window: cli.window },
+        SchedulerKind::Gradient | SchedulerKind::DualTask => Scheduler::Gradient { alpha: cli.alpha, beta: cli.beta, window: cli.window },
     };
+    let mut sub_rng = Rng::new(cli.seed ^ 0x9e37_79b9_7f4a_7c15);
     let progress = if std::io::stderr().is_terminal() { ProgressBar::new(budget as u64) } else { ProgressBar::hidden() };
     progress.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} measurements, {elapsed} {msg}").expect("a valid template"));
     let start = Instant::now();
     let mut steps: Vec<Step> = Vec::new();
     let mut spent = 0usize;
     let mut rounds = 0usize;
-    while spent < budget && (cli.max_seconds <= 0.0 || start.elapsed().as_secs_f64() < cli.max_seconds) {
+    while spent < budget && (cli.max_seconds <= 0.0 || start.elapsed().as_secs_f64() < cli.max_seconds) && (cli.rounds == 0 || rounds < cli.rounds) {
         let views: Vec<TaskView> = tasks.iter().map(|t| t.view.clone()).collect();
         let Some(i) = scheduler.next(&views, rounds) else { break };
-        let want = cli.round_trials.min(budget - spent);
-        let made = tune_round(cli, &registry, sources, &target, threads, &mut tasks[i], &mut records, sink.as_ref(), want)?;
+        let made = if tasks[i].subs.is_some() {
+            dual_task_round(cli, &registry, sources, &target, threads, &mut tasks[i], &mut records, sink.as_ref(), budget - spent, &mut sub_rng, rounds + 1)?
+        } else {
+            let want = cli.round_trials.min(budget - spent);
+            tune_round(cli, &registry, sources, &target, threads, &mut tasks[i], &mut records, sink.as_ref(), want, None)?
+        };
         spent += made;
         rounds += 1;
         let t = &mut tasks[i];
@@ -403,9 +488,22 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "untuned_ms": untuned.map(|s| s * 1e3),
         "tuned_ms": tuned_s * 1e3,
         "checked": checked,
+        "rounds": rounds,
+        "sub_tasks": (cli.scheduler == SchedulerKind::DualTask).then(|| match allocation {
+            Allocation::Sampled { kappa, beta } => json!({ "allocation": "sampled", "kappa": kappa, "explore_beta": beta }),
+            Allocation::Equal => json!({ "allocation": "equal" }),
+        }),
         "tasks": tasks.iter().map(|t| json!({
             "label": t.label, "weight": t.task.weight(), "flops": t.task.flops, "measurements": t.measurements,
             "rounds": t.view.history.len(), "best_ms": finite_ms(t.view.best()), "history_ms": t.view.history.iter().map(|&s| finite_ms(s)).collect::<Vec<_>>(),
+            "mappings": t.candidates.iter().enumerate().map(|(k, (words, _))| {
+                let subs = t.subs.as_ref().expect("candidates come with their sub-tasks");
+                json!({
+                    "index": k, "mapping": words, "rounds": subs.tuned[k], "measurements": t.mapping_records(&records, &target.name, Some(k)).len(),
+                    "best_ms": finite_ms(t.mapping_best(&records, &target.name, k)), "kept": subs.kept.as_ref().is_none_or(|kept| kept.contains(&k)),
+                })
+            }).collect::<Vec<_>>(),
+            "sub_rounds": t.sub_rounds,
         })).collect::<Vec<_>>(),
         "steps": steps.iter().map(|s| json!({ "seconds": s.seconds, "measurements": s.measurements, "task": s.task, "objective_ms": finite_ms(s.objective_s) })).collect::<Vec<_>>(),
     });
@@ -432,6 +530,7 @@ fn scheduler_name(s: SchedulerKind) -> &'static str {
     match s {
         SchedulerKind::RoundRobin => "round-robin",
         SchedulerKind::Gradient => "gradient",
+        SchedulerKind::DualTask => "dual-task",
     }
 }
 
@@ -443,17 +542,69 @@ fn finite_ms(s: f64) -> Option<f64> {
     s.is_finite().then_some(s * 1e3)
 }
 
-/// One round of a task: the search pass on its op, with `trials` its
-/// measurements so far plus `want`. Returns how many it measured.
+/// Is `intrinsics=none` among the search options (the Ansor-style
+/// baseline: no mapping candidates)?
+fn intrinsics_off(cli: &Cli) -> bool {
+    cli.search_options.split_whitespace().any(|o| o == "intrinsics=none")
+}
+
+/// One round of a main-task with mapping candidates (dual-task): each
+/// candidate the sub-tasks put in play gets a round of its own, then the
+/// sampling for the next round. Returns how many it measured.
 #[allow(clippy::too_many_arguments)]
-fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, threads: usize, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize) -> Result<usize, Diagnostics> {
-    let trials = t.measurements + want;
+fn dual_task_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, threads: usize, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, left: usize, rng: &mut Rng, round: usize) -> Result<usize, Diagnostics> {
+    let subs = t.subs.as_ref().expect("a main-task with candidates");
+    let tuned = subs.this_round();
+    let share = subs.share(cli.round_trials);
+    let mut made = 0;
+    let mut done = Vec::new();
+    for &k in &tuned {
+        if made >= left {
+            break;
+        }
+        made += tune_round(cli, registry, sources, target, threads, t, records, sink, share.min(left - made), Some(k))?;
+        done.push(k);
+    }
+    let best: Vec<f64> = (0..t.candidates.len()).map(|k| t.mapping_best(records, &target.name, k)).collect();
+    let subs = t.subs.as_mut().expect("a main-task with candidates");
+    let sample = subs.after_round(&done, &best, rng).cloned();
+    let line = match &sample {
+        Some(s) => format!("kept {:?}, boosted {:?}", s.kept, s.boosted),
+        None => "no sampling yet".to_string(),
+    };
+    eprintln!("  sub-tasks of \"{}\": tuned {done:?} ({share} measurement(s) each); best {}; {line}", t.label, best.iter().map(|&b| ms(b)).collect::<Vec<_>>().join(", "));
+    t.sub_rounds.push(json!({
+        "round": round, "tuned": done, "best_ms": best.iter().map(|&b| finite_ms(b)).collect::<Vec<_>>(),
+        "probability": sample.as_ref().map(|s| s.probability.clone()), "adjusted": sample.as_ref().map(|s| s.adjusted.clone()),
+        "boosted": sample.as_ref().map(|s| s.boosted.clone()), "kept": sample.as_ref().map(|s| s.kept.clone()),
+    }));
+    Ok(made)
+}
+
+/// One round of a task: the search pass on its op, with `trials` its
+/// measurements so far plus `want`; with `mapping`, the search of that
+/// mapping candidate alone, on its own records. Returns how many it
+/// measured.
+#[allow(clippy::too_many_arguments)]
+fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, threads: usize, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize, mapping: Option<usize>) -> Result<usize, Diagnostics> {
+    let mine: Vec<Record> = t.mapping_records(records, &target.name, mapping).into_iter().cloned().collect();
+    let so_far = if mapping.is_some() { mine.len() } else { t.measurements };
+    // The search counts the timed records in its `trials` (failures are
+    // not resumed), and makes the rest.
+    let trials = mine.iter().filter(|r| r.latency.is_some()).count() + want;
     // Each round its own seed, so a resumed search does not redraw what
     // the last round drew.
     let seed = cli.seed.wrapping_add(t.view.history.len() as u64);
-    let extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
-    let text = if t.measurements == 0 && cli.first_round == FirstRound::Markov {
-        format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0}})")
+    let mut extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
+    if let Some(k) = mapping {
+        extra.push_str(&format!(" mapping={k}"));
+    }
+    let text = if so_far == 0 && cli.first_round == FirstRound::Markov {
+        let mut only = mapping.map(|k| format!(" mapping={k}")).unwrap_or_default();
+        if intrinsics_off(cli) {
+            only.push_str(" intrinsics=none");
+        }
+        format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0{only}}})")
     } else {
         format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy)
     };
@@ -466,7 +617,6 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
         Ok(e) => pm.set_evaluator(e),
         Err(why) => pm.set_no_evaluator_reason(why),
     }
-    let mine: Vec<Record> = t.records_in(records, &target.name).cloned().collect();
     pm.add_records(tilec::records::RESUME, Arc::new(mine));
     if let Some(file) = sink {
         pm.set_record_sink(Box::new(file.clone()));
