@@ -28,7 +28,15 @@ pub fn draw(runs: &[Json], path: &Path) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| format!("cannot draw `{}`: {x}", path.display());
     let label = |r: &Json| {
         let tuned = r["tuned_ms"].as_f64().map_or(String::new(), |t| format!(", end to end {t:.2} ms"));
-        format!("{} scheduler, {} search, seed {}{tuned}", r["scheduler"].as_str().unwrap_or("?"), r["strategy"].as_str().unwrap_or("?"), r["seed"])
+        // Runs that differ only in how sub-tasks are shared, or in the
+        // search's options, must still be told apart.
+        let subs = match (r["sub_tasks"]["allocation"].as_str(), r["sub_tasks"]["kappa"].as_f64()) {
+            (Some("sampled"), Some(k)) => format!(" (κ {k})"),
+            (Some("equal"), _) => " (AMOS-style)".to_string(),
+            _ => String::new(),
+        };
+        let options = r["search_options"].as_str().filter(|o| !o.is_empty()).map_or(String::new(), |o| format!(" {o}"));
+        format!("{}{subs} scheduler, {} search{options}, seed {}{tuned}", r["scheduler"].as_str().unwrap_or("?"), r["strategy"].as_str().unwrap_or("?"), r["seed"])
     };
     let first = &runs[0];
     let title = format!(
