@@ -21,7 +21,11 @@ mkdir -p "$out"
 tools/bench-env.sh
 cargo build --release --locked -p tilec-driver -p tilec-tune -p tilec-worker
 py=.tools/bench-venv/bin/python
-net="$out/$model"
+# The network and the tuned networks (tens of MB of weights each) go to
+# NET_DIR (default: a temporary folder); OUT_DIR gets the reports, the
+# records and the logs.
+work=${NET_DIR:-$(mktemp -d)}
+net="$work/$model"
 [ -f "$net.tile" ] || { $py tools/onnx-models.py --model "$model" --size full -o "$net.onnx" | head -1; target/release/tilec import "$net.onnx" -o "$net.tile"; }
 common=(--rounds "$rounds" --round-trials 8 --threads "$threads" --repeat 10 --seed 0)
 run() { # NAME ARGS...
@@ -29,7 +33,7 @@ run() { # NAME ARGS...
   shift
   echo "== $name" >&2
   rm -f "$out/$name.jsonl"
-  target/release/tilec-tune "$net.tile" "${common[@]}" --records "$out/$name.jsonl" --report "$out/$name.json" -o "$out/$name.tuned.tile" "$@" > "$out/$name.out" 2> "$out/$name.err"
+  target/release/tilec-tune "$net.tile" "${common[@]}" --records "$out/$name.jsonl" --report "$out/$name.json" -o "$work/$name.tuned.tile" "$@" > "$out/$name.out" 2> "$out/$name.err"
   head -1 "$out/$name.out" >&2
 }
 reports=()
