@@ -9,7 +9,11 @@
 //! measurements: the first round (the warm-up) every candidate, later
 //! rounds only those [`probability_sample`] kept after the round before.
 //! An op with no candidate (no intrinsic the target offers computes it,
-//! or `intrinsics=none`) is tuned as usual, by `sub-strategy`.
+//! or `intrinsics=none`) is tuned as usual, by `sub-strategy`. With
+//! `plain=true` the op's plain space (no intrinsic) is one more sub-task,
+//! the last: on a CPU, where a vector FMA "intrinsic" is the vectorised
+//! loop's own instruction, a mapping only narrows the space, and the plain
+//! one can be the fastest (docs/networks.md, the GEMV of ResNet-18).
 //!
 //! A sub-task's first tune is Gensor's construction in its space with its
 //! best `round-trials` candidates measured; its later tunes are
@@ -60,6 +64,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
             help: "dual-task: sampled (GTA: the warm-up, then probability sampling) or equal (AMOS-style: every candidate every round, round-trials shared equally, no sampling)",
         },
         OptionDecl { name: "round-trials", kind: OptionKind::UInt, default: "8", help: "dual-task: measurements of a sub-task per round (MEASURE_NUM)" },
+        OptionDecl { name: "plain", kind: OptionKind::Bool, default: "false", help: "dual-task: the op's plain space (no intrinsic) is one more sub-task, sampled like the mappings (GTA has mappings only)" },
         OptionDecl {
             name: "sub-strategy",
             kind: OptionKind::Enum(&["gradient", "evolutionary"]),
@@ -72,6 +77,7 @@ pub const DECL: StrategyDecl = StrategyDecl {
         Box::new(DualTask {
             allocation: if o.str("sub-tasks") == "equal" { Allocation::Equal } else { Allocation::Sampled { kappa: o.float("kappa"), beta: o.float("explore-beta") } },
             round_trials: o.uint("round-trials") as usize,
+            plain: o.bool("plain"),
             sub_strategy: o.str("sub-strategy").to_string(),
             options: o.clone(),
         })
@@ -212,6 +218,8 @@ impl SubTasks {
 pub struct DualTask {
     pub allocation: Allocation,
     pub round_trials: usize,
+    /// `plain`: the plain space is a sub-task too (the last).
+    pub plain: bool,
     pub sub_strategy: String,
     /// The pass's options, for the sub-strategies.
     options: PassOptions,
@@ -264,10 +272,15 @@ impl Strategy for DualTask {
             cx.note("dual-task: no mapping candidates (no intrinsic the target offers computes this op, or the space is one mapping): tuned by the sub-strategy alone".to_string());
             return self.sub_strategy()?.run(p, cx);
         }
-        let subs: Vec<Problem> = (0..n).map(|k| p.clone().restricted_to_intrinsic(k)).collect::<Result<_, _>>()?;
-        for (k, _) in subs.iter().enumerate() {
+        let mut subs: Vec<Problem> = (0..n).map(|k| p.clone().restricted_to_intrinsic(k)).collect::<Result<_, _>>()?;
+        for k in 0..n {
             cx.note(format!("dual-task: sub-task {k}: {}", p.describe_intrinsic(k)));
         }
+        if self.plain {
+            subs.push(p.clone().without_intrinsics());
+            cx.note(format!("dual-task: sub-task {n}: plain (no intrinsic)"));
+        }
+        let n = subs.len();
         let mut book = SubTasks::new(n, self.allocation);
         let mut rng = Rng::new(cx.seed ^ 0x9e37_79b9_7f4a_7c15);
         let trials = cx.trials;

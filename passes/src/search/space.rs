@@ -384,7 +384,19 @@ impl Problem {
     /// every point is, without a restriction)? Points of one op's other
     /// mappings share its search's measurements but not its space.
     pub fn in_space(&self, cfg: &Config) -> bool {
-        self.only_intrinsic.is_none_or(|k| cfg.intrinsic == Some(k))
+        match self.only_intrinsic {
+            Some(k) => cfg.intrinsic == Some(k),
+            // Without options (`Problem::without_intrinsics`), plain points.
+            None => cfg.intrinsic.is_none_or(|i| i < self.intrinsics.len()),
+        }
+    }
+
+    /// The problem without its intrinsic options: the plain space
+    /// (`intrinsics=none`), whose points a search of the whole op shares.
+    pub fn without_intrinsics(mut self) -> Problem {
+        self.intrinsics.clear();
+        self.only_intrinsic = None;
+        self
     }
 
     /// The intrinsic option `cfg` computes with, if any.

@@ -100,6 +100,12 @@ struct Cli {
     #[arg(long = "sub-tasks", value_enum, default_value_t = SubTaskMode::Sampled)]
     sub_tasks: SubTaskMode,
 
+    /// dual-task: a task with mapping candidates gets its plain space (no
+    /// intrinsic) as one more sub-task (GTA has mappings only; on a CPU a
+    /// vector FMA mapping only narrows the space).
+    #[arg(long = "with-plain")]
+    with_plain: bool,
+
     /// Stop after this many seconds of tuning (0: no limit); the round
     /// under way finishes.
     #[arg(long = "max-seconds", default_value_t = 0.0)]
@@ -240,8 +246,9 @@ struct TaskRun {
     measurements: usize,
     failures_in_a_row: usize,
     /// Its mapping candidates (dual-task; empty otherwise, or where no
-    /// intrinsic computes it): each in words and as the schedule's knob.
-    candidates: Vec<(String, IntrinsicChoice)>,
+    /// intrinsic computes it): each in words and as the schedule's knob,
+    /// `None` for the plain space (`--with-plain`, last).
+    candidates: Vec<(String, Option<IntrinsicChoice>)>,
     /// Their rounds and sampling (dual-task with candidates).
     subs: Option<SubTasks>,
     /// Each round's sub-task line, for the report.
@@ -264,8 +271,15 @@ impl TaskRun {
     /// The task's records of mapping candidate `k` (all of them for
     /// `None`).
     fn mapping_records<'r>(&self, records: &'r [Record], target: &str, k: Option<usize>) -> Vec<&'r Record> {
-        let choice = k.map(|k| &self.candidates[k].1);
-        self.records_in(records, target).filter(|r| choice.is_none_or(|c| r.schedule.intrinsic.as_ref().is_some_and(|x| x.is_mapping(c)))).collect()
+        let Some(k) = k else { return self.records_in(records, target).collect() };
+        let choice = &self.candidates[k].1;
+        self.records_in(records, target)
+            .filter(|r| match (choice, &r.schedule.intrinsic) {
+                (Some(c), Some(x)) => x.is_mapping(c),
+                (None, None) => true,
+                _ => false,
+            })
+            .collect()
     }
 
     /// The best latency of mapping candidate `k` (infinite if none).
@@ -357,7 +371,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
             let label = c.label.clone().unwrap_or_else(|| "compute".into());
             let kind: String = task.key.chars().filter(|ch| !ch.is_ascii_digit()).collect();
             let view = TaskView { weight: task.weight() as f64, flops: task.flops as f64, kind, history: Vec::new(), done: false };
-            let candidates = if cli.scheduler == SchedulerKind::DualTask && !intrinsics_off(cli) { tilec_passes::search::mapping_candidates(f, op, &target) } else { Vec::new() };
+            let mut candidates: Vec<(String, Option<IntrinsicChoice>)> =
+                if cli.scheduler == SchedulerKind::DualTask && !intrinsics_off(cli) { tilec_passes::search::mapping_candidates(f, op, &target).into_iter().map(|(w, c)| (w, Some(c))).collect() } else { Vec::new() };
+            if cli.with_plain && !candidates.is_empty() {
+                candidates.push(("plain (no intrinsic)".to_string(), None));
+            }
             let subs = (!candidates.is_empty()).then(|| SubTasks::new(candidates.len(), allocation));
             TaskRun { module: f.extract_op(op), key: workload_key(f, op).unwrap_or_default(), label, view, task, measurements: 0, failures_in_a_row: 0, candidates, subs, sub_rounds: Vec::new() }
         })
@@ -490,8 +508,8 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "checked": checked,
         "rounds": rounds,
         "sub_tasks": (cli.scheduler == SchedulerKind::DualTask).then(|| match allocation {
-            Allocation::Sampled { kappa, beta } => json!({ "allocation": "sampled", "kappa": kappa, "explore_beta": beta }),
-            Allocation::Equal => json!({ "allocation": "equal" }),
+            Allocation::Sampled { kappa, beta } => json!({ "allocation": "sampled", "kappa": kappa, "explore_beta": beta, "with_plain": cli.with_plain }),
+            Allocation::Equal => json!({ "allocation": "equal", "with_plain": cli.with_plain }),
         }),
         "tasks": tasks.iter().map(|t| json!({
             "label": t.label, "weight": t.task.weight(), "flops": t.task.flops, "measurements": t.measurements,
@@ -596,14 +614,18 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
     // the last round drew.
     let seed = cli.seed.wrapping_add(t.view.history.len() as u64);
     let mut extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
-    if let Some(k) = mapping {
-        extra.push_str(&format!(" mapping={k}"));
+    // A mapping candidate's search is of its space alone; the plain one's
+    // has no intrinsics.
+    let only = match mapping.map(|k| t.candidates[k].1.is_some()) {
+        Some(true) => format!(" mapping={}", mapping.expect("a candidate")),
+        Some(false) => " intrinsics=none".to_string(),
+        None if intrinsics_off(cli) => " intrinsics=none".to_string(),
+        None => String::new(),
+    };
+    if mapping.is_some() {
+        extra.push_str(&only);
     }
     let text = if so_far == 0 && cli.first_round == FirstRound::Markov {
-        let mut only = mapping.map(|k| format!(" mapping={k}")).unwrap_or_default();
-        if intrinsics_off(cli) {
-            only.push_str(" intrinsics=none");
-        }
         format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0{only}}})")
     } else {
         format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy)

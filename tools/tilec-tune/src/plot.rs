@@ -35,6 +35,7 @@ pub fn draw(runs: &[Json], path: &Path) -> Result<(), String> {
             (Some("equal"), _) => " (AMOS-style)".to_string(),
             _ => String::new(),
         };
+        let subs = if r["sub_tasks"]["with_plain"].as_bool() == Some(true) { format!("{subs} (with plain)") } else { subs };
         let options = r["search_options"].as_str().filter(|o| !o.is_empty()).map_or(String::new(), |o| format!(" {o}"));
         format!("{}{subs} scheduler, {} search{options}, seed {}{tuned}", r["scheduler"].as_str().unwrap_or("?"), r["strategy"].as_str().unwrap_or("?"), r["seed"])
     };

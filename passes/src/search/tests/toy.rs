@@ -108,6 +108,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "explore-beta",
             "sub-tasks",
             "round-trials",
+            "plain",
             "sub-strategy",
             "mapping",
             "unroll"
