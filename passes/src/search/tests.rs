@@ -981,3 +981,33 @@ fn markov_shares_the_op_budget_among_more_than_three_starts() {
     let (_, report) = searched(GEMM, &t, search("markov", &[("budget", "1000"), ("polish", "0"), ("op-budget", "3000")]));
     assert!(!report[0].contains("op-budget"), "{}", report[0]);
 }
+
+/// `mapping_candidates` numbers an op's candidates as `mapping=K` does
+/// (tilec-tune runs one search per candidate by that number): a search
+/// restricted to candidate K picks a schedule computing with exactly that
+/// candidate, and the pick computes what the op computes.
+#[test]
+fn mapping_candidates_are_numbered_as_the_mapping_option() {
+    const GEMM: &str = "func @gemm(%A: tensor<32x64xf32>, %B: tensor<64x48xf32>) -> tensor<32x48xf32> {
+  %C = compute \"gemm\" (i: 32, j: 48) reduce sum (k: 64) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<32x48xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+    let t = tilec::target::builtin("x86-avx512").unwrap();
+    let m = parse(GEMM);
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    let candidates = mapping_candidates(f, op, &t);
+    assert_eq!(candidates.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>(), ["vfmadd231ps.zmm a=%a b=%b m=[i] n=[] k=[]", "vfmadd231ps.zmm a=%b b=%a m=[j] n=[] k=[]"]);
+    for (k, (_, choice)) in candidates.iter().enumerate() {
+        for strategy in ["markov", "roller", "random"] {
+            let s = search(strategy, &[("mapping", &k.to_string())]);
+            let (out, _) = searched(GEMM, &t, s);
+            let schedule = out.funcs[0].ops[op].kind.as_compute().unwrap().schedule.clone().expect("scheduled");
+            assert_eq!(schedule.intrinsic.as_ref(), Some(choice), "{strategy}, mapping={k}");
+            search_and_check(GEMM, &t, search(strategy, &[("mapping", &k.to_string())]));
+        }
+    }
+}
