@@ -111,6 +111,18 @@ pub struct Latency {
     pub runs: usize,
 }
 
+impl Latency {
+    /// The record of a measurement's timing.
+    pub fn of(t: &crate::measure::Timing) -> Latency {
+        Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }
+    }
+
+    /// The timing a record keeps (a resumed measurement's).
+    pub fn timing(&self) -> crate::measure::Timing {
+        crate::measure::Timing { median_s: self.median_s, min_s: self.min_s, max_s: self.max_s, runs: self.runs }
+    }
+}
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {

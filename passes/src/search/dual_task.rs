@@ -287,20 +287,21 @@ impl Strategy for DualTask {
         let mut rounds = 0usize;
         while !cx.trials_spent() && !cx.past_deadline() {
             let before = cx.measurements();
-            let tuned = book.this_round();
-            for &k in &tuned {
+            // The candidates the round tuned before the budget ran out.
+            let mut tuned = Vec::new();
+            for k in book.this_round() {
                 if cx.trials_spent() || cx.past_deadline() {
                     break;
                 }
                 // The sub-task's share of what is left, as its own budget.
                 let share = book.share(self.round_trials).min(cx.trials_left());
                 cx.trials = cx.trials_used() + share as u64;
-                let (measured, _) = cx.measurements_of(&subs[k]);
-                let result = if measured == 0 { self.construct_and_measure(&subs[k], cx, share) } else { self.sub_strategy()?.run(&subs[k], cx).map(|_| ()) };
+                let result = if cx.measurements_of(&subs[k]) == 0 { self.construct_and_measure(&subs[k], cx, share) } else { self.sub_strategy()?.run(&subs[k], cx).map(|_| ()) };
                 cx.trials = trials;
                 if let Err(why) = result {
                     cx.note(format!("dual-task: sub-task {k} round {}: {why}", rounds + 1));
                 }
+                tuned.push(k);
             }
             rounds += 1;
             let best: Vec<f64> = subs.iter().map(|s| cx.best_seconds(s)).collect();

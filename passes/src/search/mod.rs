@@ -280,24 +280,30 @@ impl SearchCx<'_> {
         self.trials.saturating_sub(self.trials_used()) as usize
     }
 
-    /// Every point of `p`'s space measured so far, in measurement order
-    /// (a search of one mapping, [`Problem::only_intrinsic`], sees its own
+    /// The measurements of points of `p`'s space, in measurement order (a
+    /// search of one mapping, [`Problem::only_intrinsic`], sees its own
     /// points only).
+    fn measured_in<'s>(&'s self, p: &'s Problem) -> impl Iterator<Item = &'s (Config, Measurement, bool)> + 's {
+        self.measured.iter().filter(|(c, _, _)| p.in_space(c))
+    }
+
+    /// Every point of `p`'s space measured so far, in measurement order.
     pub fn measured_points(&self, p: &Problem) -> Vec<Config> {
-        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).map(|(c, _, _)| c.clone()).collect()
+        self.measured_in(p).map(|(c, _, _)| c.clone()).collect()
     }
 
     /// The best throughput measured so far in `p`'s space, GFLOP/s (0 if
     /// none succeeded).
     pub fn best_gflops(&self, p: &Problem) -> f64 {
-        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| p.flops / t.median_s / 1e9).fold(0.0, f64::max)
+        let s = self.best_seconds(p);
+        if s.is_finite() { p.flops / s / 1e9 } else { 0.0 }
     }
 
     /// The successfully measured points of `p`'s space, fastest first
     /// (ties in the points' order), then `rest` ranked by the model: what a
     /// strategy that measures returns.
     pub fn ranked_by_measurement(&self, p: &Problem, rest: Vec<Config>) -> Vec<Config> {
-        let mut ok: Vec<(f64, Config)> = self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
+        let mut ok: Vec<(f64, Config)> = self.measured_in(p).filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
         ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         let mut out: Vec<Config> = ok.into_iter().map(|(_, c)| c).collect();
         let have: std::collections::BTreeSet<Config> = out.iter().cloned().collect();
@@ -314,24 +320,20 @@ impl SearchCx<'_> {
         for r in &self.known {
             let (Some(c), Some(l)) = (p.config_of(&r.schedule.to_schedule(&p.target.name)), r.latency.as_ref()) else { continue };
             if p.valid(&c) && !self.measured.iter().any(|(m, _, _)| *m == c) {
-                let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
-                self.measured.push((c, Ok(t), true));
+                self.measured.push((c, Ok(l.timing()), true));
             }
         }
     }
 
-    /// Measurements of `p`'s space so far (resumed ones included), and how
-    /// many of them succeeded.
-    pub fn measurements_of(&self, p: &Problem) -> (usize, usize) {
-        let mine = self.measured.iter().filter(|(c, _, _)| p.in_space(c));
-        let (all, ok) = mine.fold((0, 0), |(a, o), (_, m, _)| (a + 1, o + usize::from(m.is_ok())));
-        (all, ok)
+    /// Measurements of `p`'s space so far (resumed ones included).
+    pub fn measurements_of(&self, p: &Problem) -> usize {
+        self.measured_in(p).count()
     }
 
     /// The fastest median measured in `p`'s space, seconds (infinite if
     /// none succeeded).
     pub fn best_seconds(&self, p: &Problem) -> f64 {
-        self.measured.iter().filter(|(c, _, _)| p.in_space(c)).filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| t.median_s).fold(f64::INFINITY, f64::min)
+        self.measured_in(p).filter_map(|(_, m, _)| m.as_ref().ok()).map(|t| t.median_s).fold(f64::INFINITY, f64::min)
     }
 
     /// [`SearchCx::measure`], and the model learns the result at once.
@@ -406,7 +408,7 @@ impl SearchCx<'_> {
         self.evaluator.as_ref()?;
         let data = RecordSchedule::of(&p.schedule(cfg));
         if let Some(l) = self.known.iter().find(|r| r.schedule == data).and_then(|r| r.latency.as_ref()) {
-            let t = tilec::measure::Timing { median_s: l.median_s, min_s: l.min_s, max_s: l.max_s, runs: l.runs };
+            let t = l.timing();
             self.measured.push((cfg.clone(), Ok(t.clone()), true));
             return Some(Ok(t));
         }
@@ -470,7 +472,7 @@ impl SearchCx<'_> {
             Err(e) => Err(tilec::measure::Failure::Compile(e)),
         };
         let (latency, gflops, error) = match &result {
-            Ok(t) => (Some(Latency { median_s: t.median_s, min_s: t.min_s, max_s: t.max_s, runs: t.runs }), Some(p.flops / t.median_s / 1e9), None),
+            Ok(t) => (Some(Latency::of(t)), Some(p.flops / t.median_s / 1e9), None),
             Err(e) => (None, None, Some(e.to_string())),
         };
         // A failure to store is kept by the recorder; the next call stops.

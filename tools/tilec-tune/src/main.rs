@@ -605,30 +605,31 @@ fn dual_task_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut So
 /// measured.
 #[allow(clippy::too_many_arguments)]
 fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceMap, target: &Arc<Target>, threads: usize, t: &mut TaskRun, records: &mut Vec<Record>, sink: Option<&RecordsFile>, want: usize, mapping: Option<usize>) -> Result<usize, Diagnostics> {
+    // The task's records (of the mapping, for a candidate's round).
     let mine: Vec<Record> = t.mapping_records(records, &target.name, mapping).into_iter().cloned().collect();
-    let so_far = if mapping.is_some() { mine.len() } else { t.measurements };
     // The search counts the timed records in its `trials` (failures are
     // not resumed), and makes the rest.
     let trials = mine.iter().filter(|r| r.latency.is_some()).count() + want;
     // Each round its own seed, so a resumed search does not redraw what
     // the last round drew.
     let seed = cli.seed.wrapping_add(t.view.history.len() as u64);
-    let mut extra = if cli.search_options.trim().is_empty() { String::new() } else { format!(" {}", cli.search_options.trim()) };
-    // A mapping candidate's search is of its space alone; the plain one's
-    // has no intrinsics.
-    let only = match mapping.map(|k| t.candidates[k].1.is_some()) {
-        Some(true) => format!(" mapping={}", mapping.expect("a candidate")),
-        Some(false) => " intrinsics=none".to_string(),
+    // The space: a mapping candidate's alone, the plain one without
+    // intrinsics, or the task's (which `--search-options` may say has
+    // none).
+    let space = match mapping {
+        Some(k) if t.candidates[k].1.is_some() => format!(" mapping={k}"),
+        Some(_) => " intrinsics=none".to_string(),
         None if intrinsics_off(cli) => " intrinsics=none".to_string(),
         None => String::new(),
     };
-    if mapping.is_some() {
-        extra.push_str(&only);
-    }
-    let text = if so_far == 0 && cli.first_round == FirstRound::Markov {
-        format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0{only}}})")
+    let text = if mine.is_empty() && cli.first_round == FirstRound::Markov {
+        format!("builtin.module(search{{strategy=markov measure-top-k={want} seed={seed} final-rounds=0{space}}})")
     } else {
-        format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{extra}}})", cli.strategy)
+        // `--search-options` already says intrinsics=none where it does.
+        let extra = if mapping.is_some() { space } else { String::new() };
+        let options = cli.search_options.trim();
+        let options = if options.is_empty() { String::new() } else { format!(" {options}") };
+        format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{options}{extra}}})", cli.strategy)
     };
     let file = sources.add("<round pipeline>", text.clone());
     let pipeline = parse_pipeline(&text, file, registry)?;
