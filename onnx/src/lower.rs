@@ -2057,7 +2057,6 @@ impl Lowerer {
         }
         let xname = self.tensor(cx, &x)?;
         let axes = axis_names("d", xs.len());
-        let spatial: Vec<(String, u64)> = axes.iter().cloned().zip(xs.iter().copied()).collect();
         let before = (size - 1) / 2;
         let mut window = axes.clone();
         window[1] = affine(&[(1, &axes[1]), (1, "k")], -before);
@@ -2066,11 +2065,11 @@ impl Lowerer {
         let out = cx.output(0)?;
         let sum_c = Compute {
             label: format!("{}.square_sum", cx.name),
-            spatial: spatial.clone(),
+            spatial: axes.iter().cloned().zip(xs.iter().copied()).collect(),
             reduce: Some((Combiner::Sum, vec![("k".into(), size as u64)])),
             reads: vec![Read::new("xv", &xname, window).pad("0.0")],
             out_shape: xs.clone(),
-            out_index: axes.clone(),
+            out_index: axes,
             body,
             result: square,
             epilogue: None,
@@ -2078,29 +2077,18 @@ impl Lowerer {
         let sum_name = format!("{out}.square_sum");
         self.push(sum_c, &sum_name);
         let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else { unreachable!() };
-        let mut body = Body::default();
-        let scale = body.konst(alpha / size as f32);
-        let shift = body.konst(bias);
-        let power = body.konst(beta);
-        let scaled = body.op("mul", &["sq", &scale]);
-        let base = body.op("add", &[&scaled, &shift]);
-        let log = body.op("log", &[&base]);
-        let times = body.op("mul", &[&log, &power]);
-        let denominator = body.op("exp", &[&times]);
-        let result = body.op("div", &["xv", &denominator]);
-        let c = Compute {
-            label: cx.name.clone(),
-            spatial,
-            reduce: None,
-            reads: vec![Read::new("xv", &xname, axes.clone()), Read::new("sq", &sum_t, axes.clone())],
-            out_shape: xs,
-            out_index: axes,
-            body,
-            result,
-            epilogue: None,
-        };
-        self.push(c, out);
-        Ok(())
+        let x_and_sum = vec![Operand::Tensor(xname, xs.clone()), Operand::Tensor(sum_t, xs)];
+        self.elementwise(cx, x_and_sum, out, |body, s| {
+            let scale = body.konst(alpha / size as f32);
+            let shift = body.konst(bias);
+            let power = body.konst(beta);
+            let scaled = body.op("mul", &[&s[1], &scale]);
+            let base = body.op("add", &[&scaled, &shift]);
+            let log = body.op("log", &[&base]);
+            let times = body.op("mul", &[&log, &power]);
+            let denominator = body.op("exp", &[&times]);
+            body.op("div", &[&s[0], &denominator])
+        })
     }
 
     /// Softmax and LogSoftmax over the dimensions from `axis` on (opset
