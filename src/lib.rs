@@ -11,6 +11,7 @@ pub mod golden;
 pub mod input;
 pub mod interp;
 pub mod ir;
+pub mod lm;
 pub mod measure;
 pub mod pass;
 pub mod records;

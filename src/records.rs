@@ -314,7 +314,9 @@ pub fn best_record<'a>(records: &'a [Record], workload: &str, target: &str) -> O
         .map(|(_, r)| r)
 }
 
-fn expr_text(c: &Compute, e: &AffineExpr<AxisId>) -> String {
+/// An index expression of `c` as text (`oh*2+kh`, `(i+1)/2`): the form
+/// workload keys and TLM's sentences write.
+pub fn expr_text(c: &Compute, e: &AffineExpr<AxisId>) -> String {
     let mut s = String::new();
     for (i, &(v, k)) in e.terms().iter().enumerate() {
         if i > 0 {

@@ -49,6 +49,11 @@ pub struct PassContext {
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
     recorder: Recorder,
     reports: Vec<String>,
+    /// Loads the language models `search{strategy=tlm model=PATH}` names
+    /// (installed by the driver; `None`: this build has none).
+    model_loader: Option<Box<dyn crate::lm::TokenModelLoader>>,
+    /// The models loaded so far, by path: a run's ops share one.
+    models: Vec<(String, Box<dyn crate::lm::TokenModel>)>,
 }
 
 /// The measurements of a run. Each is kept (for [`RunReport::records`])
@@ -118,6 +123,28 @@ impl PassContext {
     /// each measurement as it makes it.
     pub fn evaluator_and_recorder(&mut self) -> (Option<&mut (dyn crate::measure::Evaluator + 'static)>, &mut Recorder) {
         (self.evaluator.as_deref_mut(), &mut self.recorder)
+    }
+
+    /// Installs what loads `strategy=tlm`'s language models.
+    pub fn set_model_loader(&mut self, loader: Option<Box<dyn crate::lm::TokenModelLoader>>) {
+        self.model_loader = loader;
+    }
+
+    /// The language model saved at `path`, loaded once and kept: taken out
+    /// of the context while a search uses it, and handed back with
+    /// [`PassContext::return_language_model`]. `Err` says why there is none.
+    pub fn take_language_model(&mut self, path: &str) -> Result<Box<dyn crate::lm::TokenModel>, String> {
+        if let Some(i) = self.models.iter().position(|(p, _)| p == path) {
+            return Ok(self.models.swap_remove(i).1);
+        }
+        let loader = self.model_loader.as_ref().ok_or("this build of tilec has no language-model support (the driver installs it from the tilec-tlm crate)")?;
+        loader.load(path)
+    }
+
+    /// Keeps a model [`PassContext::take_language_model`] gave, for the
+    /// next op.
+    pub fn return_language_model(&mut self, path: &str, model: Box<dyn crate::lm::TokenModel>) {
+        self.models.push((path.to_string(), model));
     }
 
     /// Says why no evaluator is installed (e.g. the target does not run on

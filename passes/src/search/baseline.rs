@@ -41,7 +41,7 @@ impl Random {
             }
             if p.vthread_ok && p.axes[a].spatial {
                 let inner = cfg.tiles[a][p.levels - 1];
-                let d: Vec<u64> = super::space::divisors(inner).into_iter().filter(|&v| v <= 4).collect();
+                let d: Vec<u64> = super::knobs::VTHREAD_VALUES.into_iter().filter(|&v| inner.is_multiple_of(v)).collect();
                 cfg.vthreads[a] = d[rng.below(d.len())];
             }
         }

@@ -22,7 +22,8 @@
 //!   loops) has one value.
 //! - [`Knob::VThread`]: the virtual threads of a spatial axis, on targets
 //!   that have them ([`Problem::vthread_ok`]): 1, 2 or 4 that divide the
-//!   axis' innermost tile (what `exhaustive` enumerates).
+//!   axis' innermost tile (what `exhaustive` enumerates), in whole
+//!   intrinsic tiles per virtual thread where the point has an intrinsic.
 //! - [`Knob::Vector`]: the vector axis, one of [`Problem::vector_choices`]
 //!   (encoded as the axis index, -1 for none).
 //! - [`Knob::Pack`]: per packable read, [`Problem::pack_choices`].
@@ -167,7 +168,7 @@ impl<'a> KnobSpace<'a> {
 
     /// Sets `knob` of `cfg` to `value`, which must be one of its values
     /// (false, and `cfg` unchanged, for one that cannot be stored).
-    fn assign(&self, cfg: &mut Config, knob: Knob, value: i64) -> bool {
+    pub(super) fn assign(&self, cfg: &mut Config, knob: Knob, value: i64) -> bool {
         let p = self.problem;
         match knob {
             Knob::Intrinsic if value == -1 => cfg.intrinsic = None,
@@ -190,8 +191,12 @@ impl<'a> KnobSpace<'a> {
             Knob::Intrinsic => p.intrinsic_choices().into_iter().map(|i| i.map_or(-1, |i| i as i64)).collect(),
             Knob::Tile { axis, level } => p.choices(cfg, axis, level).into_iter().map(|s| s as i64).collect(),
             Knob::VThread { axis } => {
+                // Each virtual thread's share of the innermost tile is
+                // whole intrinsic tiles, where there is an intrinsic
+                // (`Problem::choices` asks the same of the tile).
                 let inner = cfg.tiles[axis][p.levels - 1];
-                VTHREAD_VALUES.iter().filter(|&&v| inner.is_multiple_of(v)).map(|&v| v as i64).collect()
+                let unit = p.intrinsic_of(cfg).map_or(1, |x| x.size_of(axis));
+                VTHREAD_VALUES.iter().filter(|&&v| inner.is_multiple_of(v * unit)).map(|&v| v as i64).collect()
             }
             Knob::Vector if p.intrinsic_of(cfg).is_some_and(|x| x.is_warp()) => vec![-1],
             Knob::Vector if p.intrinsic_of(cfg).is_some() => p.intrinsic_of(cfg).and_then(|x| x.m_axis()).map_or(vec![-1], |a| vec![a as i64]),
@@ -208,7 +213,7 @@ impl<'a> KnobSpace<'a> {
     /// Once [`Knob::Intrinsic`] is drawn, the knobs after it start from
     /// [`Problem::start`] of the choice (tiles of whole intrinsic tiles),
     /// so that every size drawn level by level has values.
-    fn restart_after(&self, cfg: &mut Config, k: Knob) {
+    pub(super) fn restart_after(&self, cfg: &mut Config, k: Knob) {
         if k == Knob::Intrinsic {
             *cfg = self.problem.start(cfg.intrinsic);
         }

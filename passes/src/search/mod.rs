@@ -33,6 +33,8 @@ pub mod registry;
 pub mod rng;
 mod roller;
 pub mod space;
+pub mod tensor_language;
+pub mod tlm;
 #[cfg(test)]
 mod tests;
 
@@ -234,9 +236,16 @@ pub struct SearchCx<'a> {
     strategy: &'static str,
     /// What [`SearchCx::rank`] ranks by.
     model: &'a mut dyn CostModel,
+    /// The language model `model=PATH` loaded (`strategy=tlm`).
+    language_model: Option<&'a mut (dyn tilec::lm::TokenModel + 'static)>,
 }
 
-impl SearchCx<'_> {
+impl<'a> SearchCx<'a> {
+    /// The language model the `model` option loaded, once (`tlm.rs`).
+    pub fn take_language_model(&mut self) -> Option<&'a mut (dyn tilec::lm::TokenModel + 'static)> {
+        self.language_model.take()
+    }
+
     /// Has the strategy used its budget of states, or its time
     /// (`max-seconds`)? Strategies call it before each state they visit.
     pub fn spent(&mut self) -> bool {
@@ -480,7 +489,9 @@ impl SearchCx<'_> {
             workload: self.workload.clone(),
             target: p.target.name.clone(),
             schedule: RecordSchedule::of(&schedule),
-            sentence: p.sentence(&schedule),
+            // Every point a strategy makes is one the walk writes (a test
+            // checks); an empty sentence would say one was not.
+            sentence: tensor_language::sentence_of(p, cfg).map(|w| w.join(" ")).unwrap_or_default(),
             strategy: self.strategy.to_string(),
             latency,
             gflops,
@@ -516,6 +527,7 @@ impl<'a> SearchCx<'a> {
             notes: Vec::new(),
             strategy,
             model,
+            language_model: None,
         }
     }
 }
@@ -622,6 +634,12 @@ impl Search {
         let known: Vec<Record> = if p.only_intrinsic.is_some() { known.into_iter().filter(|r| p.config_of(&r.schedule.to_schedule(&target.name)).is_some_and(|c| p.in_space(&c))).collect() } else { known };
         strategy.check_options().map_err(|m| at(Diagnostic::error(format!("search strategy `{}` cannot run: {m}", self.strategy))).with_help("see docs/search.md for the options"))?;
         let measures = self.strategies.get(&self.strategy).is_some_and(|d| d.measures);
+        // `strategy=tlm`'s model (the context keeps it loaded between ops).
+        let model_path = self.options.str("model").to_string();
+        let mut language_model = match model_path.as_str() {
+            "" => None,
+            path => Some(cx.take_language_model(path).map_err(|why| at(Diagnostic::error(format!("cannot load the language model `{path}`: {why}"))).with_help("`tilec-tlm pretrain` writes one (docs/search.md, \"tlm\")"))?),
+        };
         let (evaluator, recorder) = cx.evaluator_and_recorder();
         let evaluator = if self.measure_k > 0 || measures { evaluator } else { None };
         if measures && evaluator.is_none() {
@@ -664,6 +682,7 @@ impl Search {
             notes: Vec::new(),
             strategy: strategy.name(),
             model: &mut *self.model,
+            language_model: language_model.as_deref_mut(),
         };
         if measures {
             scx.resume_from_records(&p);
@@ -691,6 +710,9 @@ impl Search {
         }
         let had_evaluator = scx.evaluator.is_some();
         let SearchCx { visited, measured, final_measured, notes, timed_out, .. } = scx;
+        if let Some(lm) = language_model {
+            cx.return_language_model(&model_path, lm);
+        }
         // What was measured teaches the model (the analytic one ignores it).
         // (Resumed measurements taught it before the search.)
         let times: Vec<(Config, f64)> = measured.iter().filter(|(_, _, resumed)| !resumed).filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (c.clone(), t.median_s))).collect();

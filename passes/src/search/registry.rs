@@ -15,7 +15,7 @@
 //! The pass declaration is a `static`, so the lists and texts it takes are
 //! put together at compile time, by the `const fn`s below.
 
-use super::{Strategy, baseline, dual_task, evolutionary, gradient, markov, roller};
+use super::{Strategy, baseline, dual_task, evolutionary, gradient, markov, roller, tlm};
 use tilec::pass::{OptionDecl, OptionKind, PassOptions};
 
 /// One strategy: its name (the `strategy` option's value), a line saying
@@ -45,7 +45,7 @@ impl std::fmt::Debug for StrategyDecl {
 
 /// Every built-in strategy, the default (`markov`) first. Add a strategy
 /// here.
-pub const STRATEGIES: &[StrategyDecl] = &[markov::DECL, roller::DECL, baseline::RANDOM, baseline::EXHAUSTIVE, gradient::DECL, evolutionary::DECL, dual_task::DECL];
+pub const STRATEGIES: &[StrategyDecl] = &[markov::DECL, roller::DECL, baseline::RANDOM, baseline::EXHAUSTIVE, gradient::DECL, evolutionary::DECL, dual_task::DECL, tlm::DECL];
 
 /// The strategies a search may run, by name: the built-in ones, and any
 /// added at run time.

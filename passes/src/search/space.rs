@@ -175,6 +175,9 @@ pub struct Problem {
     /// ([`Problem::with_intrinsics`]; empty with the search option
     /// `intrinsics=none`).
     pub intrinsics: Vec<IntrinsicOption>,
+    /// The mnemonics of the ops of the body and of the epilogue (TLM's
+    /// sentences name them: `tensor_language.rs`).
+    pub region_ops: Vec<Vec<&'static str>>,
     /// The one option of [`Problem::intrinsics`] every point must compute
     /// with (the search option `mapping=K`: one sub-task of GTA's dual-task
     /// scheduling, `dual_task.rs`); `None`: any option, or none.
@@ -349,6 +352,7 @@ impl Problem {
             order_parts,
             axes,
             intrinsics: Vec::new(),
+            region_ops: regions.iter().map(|&r| f.region(r).ops.iter().map(|&o| f.op(o).kind.mnemonic()).collect()).collect(),
             only_intrinsic: None,
         })
     }
@@ -840,51 +844,6 @@ impl Problem {
             return u64::from(x.intrinsic.m);
         }
         cfg.vector.and_then(|v| self.lanes.get(v).copied()).unwrap_or(1)
-    }
-
-    /// The tensor sentence of a state: the op, the target, then one token
-    /// per decision in a fixed order (every axis' size at every tile level,
-    /// outermost first; virtual threads; cache directives; the loop order,
-    /// every axis outermost first; unroll; vector; the intrinsic, where
-    /// the schedule has one).
-    pub fn sentence(&self, s: &Schedule) -> String {
-        let mut w: Vec<String> = vec!["op".into(), self.compute.label.clone().unwrap_or_else(|| "compute".into())];
-        for a in &self.axes {
-            w.push(format!("{}{}={}", if a.spatial { "" } else { "r:" }, a.name, a.extent));
-        }
-        w.push("target".into());
-        w.push(self.target.name.clone());
-        w.push("tile".into());
-        for (name, sizes) in &s.tiles {
-            for (l, size) in sizes.iter().enumerate() {
-                w.push(format!("{name}.{}={size}", self.target.tile_levels[l].name));
-            }
-        }
-        w.push("vthread".into());
-        for a in &self.axes {
-            if a.spatial {
-                w.push(format!("{}={}", a.name, s.vthreads_of(&a.name)));
-            }
-        }
-        w.push("cache".into());
-        for (i, r) in self.info.reads.iter().enumerate() {
-            w.push(format!("{}={}", r.name.trim_start_matches('%'), s.cache_level_of(i).unwrap_or("none")));
-        }
-        w.push("order".into());
-        let rank = s.axis_ranks(self.axes.iter().map(|a| a.name.as_str()));
-        let mut by_rank: Vec<usize> = (0..self.axes.len()).collect();
-        by_rank.sort_by_key(|&a| rank[a]);
-        w.extend(by_rank.into_iter().map(|a| self.axes[a].name.clone()));
-        w.push(format!("unroll={}", s.unroll));
-        w.push(match &s.vector {
-            Some((a, n)) => format!("vector={a}:{n}"),
-            None => "vector=none".into(),
-        });
-        if let Some(x) = &s.intrinsic {
-            let axes = |v: &[String]| v.join(",");
-            w.push(format!("intrinsic={}:a={}:m={}:n={}:k={}", x.name, x.a_name, axes(&x.m), axes(&x.n), axes(&x.k)));
-        }
-        w.join(" ")
     }
 
     /// The number of states of the space [`Problem::enumerate`] walks

@@ -46,14 +46,14 @@ fn a_strategy_registered_at_run_time_picks_the_schedule() {
     let err = plain.run(&mut parse(GEMM), &mut PassContext::with_target(Some(t))).unwrap_err();
     let d = err.iter().next().unwrap();
     assert_eq!(d.message, "unknown search strategy `toy`");
-    assert!(d.notes.iter().any(|n| n == "help: the strategies are markov, roller, random, exhaustive, gradient, evolutionary, dual-task"), "{:?}", d.notes);
+    assert!(d.notes.iter().any(|n| n == "help: the strategies are markov, roller, random, exhaustive, gradient, evolutionary, dual-task, tlm"), "{:?}", d.notes);
 }
 
 #[test]
 fn the_pass_declaration_comes_from_the_strategy_list() {
     let strategy = DECL.options.iter().find(|o| o.name == "strategy").unwrap();
-    assert_eq!(strategy.kind, OptionKind::Enum(&["markov", "roller", "random", "exhaustive", "gradient", "evolutionary", "dual-task"]));
-    assert_eq!(DECL.summary, "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive, gradient, evolutionary, dual-task)");
+    assert_eq!(strategy.kind, OptionKind::Enum(&["markov", "roller", "random", "exhaustive", "gradient", "evolutionary", "dual-task", "tlm"]));
+    assert_eq!(DECL.summary, "Choose a schedule for each unscheduled compute op (markov, roller, random, exhaustive, gradient, evolutionary, dual-task, tlm)");
     for s in STRATEGIES {
         assert!(DECL.description.contains(&format!("- `{}`: {}", s.name, s.summary)), "{}", DECL.description);
         for o in s.options {
@@ -110,6 +110,10 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "round-trials",
             "plain",
             "sub-strategy",
+            "model",
+            "k",
+            "lm-temperature",
+            "rank-by",
             "mapping",
             "unroll"
         ]

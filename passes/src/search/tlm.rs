@@ -1,0 +1,164 @@
+//! `tlm`: schedules written by a tensor language model (seed 002, §5.2,
+//! Algorithm 2).
+//!
+//! The prompt is the op's subgraph and the target's hardware
+//! (`tensor_language::prompt`); then the walk of the space's decisions
+//! goes on as in `tensor_language.rs`, and at each decision with more
+//! than one option the model's next-token logits, masked to the options
+//! the space allows there (and the vocabulary has), are sampled with
+//! temperature `lm-temperature`. A sentence so written is a point of the
+//! space by construction; one that does not fit the target (the resource
+//! check) is written again, as the paper regenerates a program with an
+//! invalid decision. `k` distinct valid points are generated and ranked
+//! (`rank-by`: in the order written, or by the cost model); the pass
+//! measures the first `measure-top-k`.
+//!
+//! The model itself is behind `tilec::lm::TokenModel`: the pass context
+//! loads the file `model=PATH` names through the loader the driver
+//! installed (`tilec-tlm`, over candle), so this crate links no ML
+//! framework.
+
+use super::registry::StrategyDecl;
+use super::rng::Rng;
+use super::space::{Config, Problem};
+use super::tensor_language::{Step, UNK, Vocabulary, Walk};
+use super::{SearchCx, Strategy};
+use std::time::Instant;
+use tilec::lm::TokenModel;
+use tilec::pass::{OptionDecl, OptionKind, PassOptions};
+
+pub const DECL: StrategyDecl = StrategyDecl {
+    name: "tlm",
+    summary: "TLM: a tensor language model writes the schedules, its logits masked to the space's options",
+    options: &[
+        OptionDecl { name: "model", kind: OptionKind::Str, default: "", help: "tlm: the model file `tilec-tlm pretrain` or `sft` wrote (safetensors)" },
+        OptionDecl { name: "k", kind: OptionKind::UInt, default: "16", help: "tlm: distinct valid schedules generated per op (the paper's k_p)" },
+        OptionDecl { name: "lm-temperature", kind: OptionKind::Float, default: "1.0", help: "tlm: sampling temperature of the model's masked logits (0: the most likely option)" },
+        OptionDecl { name: "rank-by", kind: OptionKind::Enum(&["generation", "model"]), default: "generation", help: "tlm: the candidates' order: as generated, or by the cost model" },
+    ],
+    measures: false,
+    create: |o: &PassOptions| Box::new(Tlm { k: o.uint("k") as usize, temperature: o.float("lm-temperature"), rank_by_model: o.str("rank-by") == "model", has_model: !o.str("model").is_empty() }),
+};
+
+pub struct Tlm {
+    pub k: usize,
+    pub temperature: f64,
+    pub rank_by_model: bool,
+    has_model: bool,
+}
+
+/// One sentence the model wrote.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub config: Config,
+    /// The sentence's tokens.
+    pub tokens: Vec<String>,
+    /// Decisions the model was asked (those with more than one option).
+    pub decisions: usize,
+    /// Decisions none of whose options the vocabulary has: drawn uniformly
+    /// (the model never saw them; a vocabulary from a wider corpus fixes it).
+    pub unseen: usize,
+}
+
+/// Writes one sentence of `p` with `model` (Algorithm 2): the walk's words
+/// as they are; at each decision, the model's logits masked to the options
+/// in `vocabulary`, sampled at `temperature` (0: the most likely, the
+/// first on ties). The point may not fit the target; the caller checks.
+pub fn generate(p: &Problem, model: &mut dyn TokenModel, vocabulary: &Vocabulary, temperature: f64, rng: &mut Rng) -> Result<Generated, String> {
+    let unk = vocabulary.id(UNK).expect("a vocabulary has <unk>");
+    let mut walk = Walk::new(p);
+    let mut ids: Vec<u32> = Vec::new();
+    let mut tokens: Vec<String> = Vec::new();
+    let (mut decisions, mut unseen) = (0, 0);
+    loop {
+        match walk.step() {
+            Step::Words(w) => {
+                ids.extend(vocabulary.encode(&w));
+                tokens.extend(w);
+            }
+            Step::Decide { options, .. } => {
+                let allowed: Vec<(usize, u32)> = options.iter().enumerate().filter_map(|(i, o)| Some((i, vocabulary.id(o)?))).collect();
+                let pick = if options.len() == 1 {
+                    0
+                } else if allowed.is_empty() {
+                    decisions += 1;
+                    unseen += 1;
+                    rng.below(options.len())
+                } else {
+                    decisions += 1;
+                    if ids.len() >= model.context_len() {
+                        return Err(format!("the sentence is longer than the model's context of {} tokens", model.context_len()));
+                    }
+                    let logits = model.next_token_logits(&ids)?;
+                    let scores: Vec<f64> = allowed.iter().map(|&(_, id)| f64::from(logits.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY))).collect();
+                    allowed[sample_index(&scores, temperature, rng)].0
+                };
+                ids.push(vocabulary.id(&options[pick]).unwrap_or(unk));
+                tokens.push(options[pick].clone());
+                walk.choose(pick);
+            }
+            Step::End => return Ok(Generated { config: walk.config().clone(), tokens, decisions, unseen }),
+        }
+    }
+}
+
+/// An index drawn with probability softmax(scores / temperature); at
+/// temperature 0 (or below) the largest score, the first on ties.
+pub fn sample_index(scores: &[f64], temperature: f64, rng: &mut Rng) -> usize {
+    let best = (0..scores.len()).fold(0, |b, i| if scores[i] > scores[b] { i } else { b });
+    if temperature <= 0.0 || !scores[best].is_finite() {
+        return best;
+    }
+    let weights: Vec<f64> = scores.iter().map(|&s| ((s - scores[best]) / temperature).exp()).collect();
+    rng.roulette(&weights).unwrap_or(best)
+}
+
+impl Strategy for Tlm {
+    fn name(&self) -> &'static str {
+        "tlm"
+    }
+
+    fn check_options(&self) -> Result<(), String> {
+        if !self.has_model {
+            return Err("it needs a model: model=PATH, a file `tilec-tlm pretrain` or `tilec-tlm sft` wrote".into());
+        }
+        if self.k == 0 {
+            return Err("k=0 generates nothing".into());
+        }
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
+            return Err(format!("lm-temperature={} is not a temperature (0 or more)", self.temperature));
+        }
+        Ok(())
+    }
+
+    fn failure_help(&self) -> String {
+        "a model trained on this target's sentences writes valid schedules; `tilec-tlm pretrain` makes one (docs/search.md, \"tlm\")".into()
+    }
+
+    fn run(&mut self, p: &Problem, cx: &mut SearchCx) -> Result<Vec<Config>, String> {
+        let model = cx.take_language_model().ok_or("no language model was loaded")?;
+        let vocabulary = Vocabulary::from_tokens(model.vocabulary().to_vec())?;
+        let mut rng = Rng::new(cx.seed);
+        let start = Instant::now();
+        let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::new());
+        let (mut written, mut invalid, mut decisions, mut unseen) = (0u64, 0u64, 0usize, 0usize);
+        while out.len() < self.k && !cx.spent() {
+            cx.visited += 1;
+            written += 1;
+            let g = generate(p, model, &vocabulary, self.temperature, &mut rng)?;
+            decisions += g.decisions;
+            unseen += g.unseen;
+            if !p.valid(&g.config) {
+                invalid += 1;
+            } else if seen.insert(g.config.clone()) {
+                out.push(g.config);
+            }
+        }
+        let ms = start.elapsed().as_secs_f64() * 1e3 / written.max(1) as f64;
+        cx.note(format!("tlm: {} distinct valid schedules from {written} sentences ({invalid} did not fit the target, {} repeated); {ms:.1} ms per sentence", out.len(), written - invalid - out.len() as u64));
+        if unseen > 0 {
+            cx.note(format!("tlm: {unseen} of {decisions} decisions had no option in the model's vocabulary and were drawn uniformly"));
+        }
+        Ok(if self.rank_by_model { cx.rank(p, out) } else { out })
+    }
+}
