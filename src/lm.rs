@@ -24,3 +24,34 @@ pub trait TokenModelLoader {
     /// The model saved at `path`; `Err` says why it cannot be read.
     fn load(&self, path: &str) -> Result<Box<dyn TokenModel>, String>;
 }
+
+/// A loader and the models it loaded, by path: what the pass context and
+/// the pass manager hand each other, so that the runs of one manager (a
+/// tuner's many pipelines) load a model once.
+#[derive(Default)]
+pub struct LanguageModels {
+    loader: Option<Box<dyn TokenModelLoader>>,
+    loaded: Vec<(String, Box<dyn TokenModel>)>,
+}
+
+impl LanguageModels {
+    pub fn new(loader: Box<dyn TokenModelLoader>) -> LanguageModels {
+        LanguageModels { loader: Some(loader), loaded: Vec::new() }
+    }
+
+    /// The model saved at `path`, loaded once: taken out while a search
+    /// uses it and handed back with [`LanguageModels::give_back`]. `Err`
+    /// says why there is none.
+    pub fn take(&mut self, path: &str) -> Result<Box<dyn TokenModel>, String> {
+        if let Some(i) = self.loaded.iter().position(|(p, _)| p == path) {
+            return Ok(self.loaded.swap_remove(i).1);
+        }
+        let loader = self.loader.as_ref().ok_or("this build of tilec has no language-model support (the driver installs it from the tilec-tlm crate)")?;
+        loader.load(path)
+    }
+
+    /// Keeps a model [`LanguageModels::take`] gave, for the next op.
+    pub fn give_back(&mut self, path: &str, model: Box<dyn TokenModel>) {
+        self.loaded.push((path.to_string(), model));
+    }
+}

@@ -63,7 +63,7 @@ impl Pass for ApplyRecords {
                     Some(r) => {
                         let s = r.schedule.to_schedule(&target);
                         let median = r.latency.as_ref().map_or(0.0, |l| l.median_s);
-                        cx.report(format!("apply-records: @{} compute{label} on `{target}`: {} ({:.4} ms measured)\n", f.name, r.sentence, median * 1e3));
+                        cx.report(format!("apply-records: @{} compute{label} on `{target}`: {} ({:.4} ms measured)\n", f.name, crate::search::tensor_language::decisions_text(&r.sentence), median * 1e3));
                         f.ops[op].kind.as_compute_mut().expect("compute").schedule = Some(s);
                         cx.bump("applied", 1);
                     }

@@ -17,6 +17,7 @@ pub struct PassManager {
     no_evaluator_reason: Option<String>,
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
     record_sink: Option<Box<dyn crate::records::RecordSink>>,
+    language_models: crate::lm::LanguageModels,
 }
 
 /// What a run measured: wall time per pass (and for verification) and the
@@ -36,7 +37,7 @@ pub struct RunReport {
 
 impl PassManager {
     pub fn new(pipeline: Pipeline) -> Self {
-        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new(), record_sink: None }
+        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new(), record_sink: None, language_models: Default::default() }
     }
 
     /// The target passes compile for (`--target`).
@@ -66,6 +67,12 @@ impl PassManager {
         self.record_sink = Some(sink);
     }
 
+    /// What loads `search{strategy=tlm model=PATH}`'s models (the driver
+    /// installs `tilec-tlm`'s); they stay loaded across runs.
+    pub fn set_model_loader(&mut self, loader: Box<dyn crate::lm::TokenModelLoader>) {
+        self.language_models = crate::lm::LanguageModels::new(loader);
+    }
+
     pub fn add_instrumentation(&mut self, i: Box<dyn Instrumentation>) {
         self.instrumentations.push(i);
     }
@@ -88,6 +95,7 @@ impl PassManager {
         cx.set_evaluator(self.evaluator.take());
         cx.set_no_evaluator_reason(self.no_evaluator_reason.clone());
         cx.set_record_sink(self.record_sink.take());
+        cx.set_language_models(std::mem::take(&mut self.language_models));
         for (file, r) in &self.records {
             cx.add_records(file.clone(), r.clone());
         }
@@ -140,6 +148,7 @@ impl PassManager {
         }
         self.evaluator = cx.take_evaluator();
         self.record_sink = cx.take_record_sink();
+        self.language_models = cx.take_language_models();
         report.search_reports = cx.take_reports();
         report.records = cx.take_records();
         if self.verify_each && !self.pipeline.passes.is_empty() {

@@ -49,11 +49,9 @@ pub struct PassContext {
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
     recorder: Recorder,
     reports: Vec<String>,
-    /// Loads the language models `search{strategy=tlm model=PATH}` names
-    /// (installed by the driver; `None`: this build has none).
-    model_loader: Option<Box<dyn crate::lm::TokenModelLoader>>,
-    /// The models loaded so far, by path: a run's ops share one.
-    models: Vec<(String, Box<dyn crate::lm::TokenModel>)>,
+    /// The language models `search{strategy=tlm model=PATH}` names, and
+    /// their loader (installed by the driver; none: this build has none).
+    language_models: crate::lm::LanguageModels,
 }
 
 /// The measurements of a run. Each is kept (for [`RunReport::records`])
@@ -125,26 +123,26 @@ impl PassContext {
         (self.evaluator.as_deref_mut(), &mut self.recorder)
     }
 
-    /// Installs what loads `strategy=tlm`'s language models.
-    pub fn set_model_loader(&mut self, loader: Option<Box<dyn crate::lm::TokenModelLoader>>) {
-        self.model_loader = loader;
+    /// Installs `strategy=tlm`'s language models (their loader, and any
+    /// loaded before).
+    pub fn set_language_models(&mut self, models: crate::lm::LanguageModels) {
+        self.language_models = models;
     }
 
-    /// The language model saved at `path`, loaded once and kept: taken out
-    /// of the context while a search uses it, and handed back with
-    /// [`PassContext::return_language_model`]. `Err` says why there is none.
+    /// Takes the language models back (the pass manager keeps them across
+    /// runs).
+    pub fn take_language_models(&mut self) -> crate::lm::LanguageModels {
+        std::mem::take(&mut self.language_models)
+    }
+
+    /// The language model saved at `path` ([`crate::lm::LanguageModels::take`]).
     pub fn take_language_model(&mut self, path: &str) -> Result<Box<dyn crate::lm::TokenModel>, String> {
-        if let Some(i) = self.models.iter().position(|(p, _)| p == path) {
-            return Ok(self.models.swap_remove(i).1);
-        }
-        let loader = self.model_loader.as_ref().ok_or("this build of tilec has no language-model support (the driver installs it from the tilec-tlm crate)")?;
-        loader.load(path)
+        self.language_models.take(path)
     }
 
-    /// Keeps a model [`PassContext::take_language_model`] gave, for the
-    /// next op.
+    /// Keeps a model [`PassContext::take_language_model`] gave.
     pub fn return_language_model(&mut self, path: &str, model: Box<dyn crate::lm::TokenModel>) {
-        self.models.push((path.to_string(), model));
+        self.language_models.give_back(path, model);
     }
 
     /// Says why no evaluator is installed (e.g. the target does not run on

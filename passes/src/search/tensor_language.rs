@@ -248,6 +248,22 @@ pub fn prompt(p: &Problem) -> Vec<String> {
     w
 }
 
+/// The number of prompt tokens of a sentence: those before its first
+/// decision's words (`intrinsic=...`, or the first `split`).
+pub fn prompt_len<S: AsRef<str>>(words: &[S]) -> usize {
+    words.iter().position(|w| w.as_ref() == "split" || w.as_ref().starts_with("intrinsic=")).unwrap_or(words.len())
+}
+
+/// A sentence's decisions, without its prompt and `</s>` (for reports); a
+/// record's sentence of an older format as it is.
+pub fn decisions_text(sentence: &str) -> String {
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    if words.first() != Some(&BOS) {
+        return sentence.to_string();
+    }
+    words[prompt_len(&words)..].iter().copied().filter(|&w| w != EOS).collect::<Vec<_>>().join(" ")
+}
+
 /// The sentence of point `cfg` of `p`. `Err` when `cfg` is not a point the
 /// walk can write (a decision's value is not among its options: a point of
 /// another space, or one no strategy should have made).

@@ -640,6 +640,7 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
         Ok(e) => pm.set_evaluator(e),
         Err(why) => pm.set_no_evaluator_reason(why),
     }
+    pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
     pm.add_records(tilec::records::RESUME, Arc::new(mine));
     if let Some(file) = sink {
         pm.set_record_sink(Box::new(file.clone()));

@@ -496,6 +496,7 @@ impl Driver {
         if let Some(file) = &self.records_file {
             pm.set_record_sink(Box::new(file.clone()));
         }
+        pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
         match tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()) {
             Ok(Some(e)) => pm.set_evaluator(e),
             Ok(None) => {}

@@ -253,7 +253,7 @@ fn the_tlm_strategy_searches_through_the_pass_and_reports_its_errors() {
     let run = |extra: &[(&'static str, &str)]| {
         let mut m = parse(GEMM);
         let mut cx = PassContext::with_target(Some(t.clone()));
-        cx.set_model_loader(Some(Box::new(RuleLoader)));
+        cx.set_language_models(tilec::lm::LanguageModels::new(Box::new(RuleLoader)));
         let r = search("tlm", extra).run(&mut m, &mut cx);
         (r, m, cx.take_reports().join(""))
     };
