@@ -9,7 +9,8 @@
 //! temperature `lm-temperature`. A sentence so written is a point of the
 //! space by construction; one that does not fit the target (the resource
 //! check) is written again, as the paper regenerates a program with an
-//! invalid decision. `k` distinct valid points are generated and ranked
+//! invalid decision. `k` distinct valid points are generated (at most
+//! 16·k + 64 sentences are written, or `budget`) and ranked
 //! (`rank-by`: in the order written, or by the cost model); the pass
 //! measures the first `measure-top-k`.
 //!
@@ -39,6 +40,10 @@ pub const DECL: StrategyDecl = StrategyDecl {
     measures: false,
     create: |o: &PassOptions| Box::new(Tlm { k: o.uint("k") as usize, temperature: o.float("lm-temperature"), rank_by_model: o.str("rank-by") == "model", has_model: !o.str("model").is_empty() }),
 };
+
+/// Sentences written per candidate asked for (`k`), at most, before the
+/// strategy stops with fewer (plus a fixed 64 for small `k`).
+pub const MAX_SENTENCES_PER_CANDIDATE: u64 = 16;
 
 pub struct Tlm {
     pub k: usize,
@@ -142,7 +147,10 @@ impl Strategy for Tlm {
         let start = Instant::now();
         let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::new());
         let (mut written, mut invalid, mut decisions, mut unseen) = (0u64, 0u64, 0usize, 0usize);
-        while out.len() < self.k && !cx.spent() {
+        // A model that keeps writing the same few points would otherwise
+        // spend the whole `budget` (20,000 sentences by default).
+        let most = (self.k as u64).saturating_mul(MAX_SENTENCES_PER_CANDIDATE).saturating_add(64);
+        while out.len() < self.k && written < most && !cx.spent() {
             cx.visited += 1;
             written += 1;
             let g = generate(p, model, &vocabulary, self.temperature, &mut rng)?;

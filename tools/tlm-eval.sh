@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# TLM's search efficiency on this machine (docs/search.md, "tlm"):
+#   1. demonstration data by the iterative optimisation (§5.3) on the
+#      training workloads, starting from the shipped TLM-base;
+#   2. TLM-base fine-tuned on every training prompt's best sentence;
+#   3. the held-out workloads (not in the demonstration data) tuned with
+#      `tlm` (the fine-tuned model and TLM-base) at PER_OP measurements each
+#      (the paper's 10×g: g prompts, 10 each), and with `evolutionary` and
+#      `gradient` at BASELINE measurements each, all on one thread under the
+#      same measurer; each run's best latency and wall time side by side.
+#   tools/tlm-eval.sh OUT_DIR [PER_OP] [BASELINE] [K_P]
+# HELD_OUT (the held-out workload names) and TRAIN (a glob of the training
+# workloads) are environment variables; TARGET is the target the prompts
+# are written for (default x86-avx2, the shipped model's; it must run here);
+# BIN, a folder of already built binaries (default: a release build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: tools/tlm-eval.sh OUT_DIR [PER_OP] [BASELINE] [K_P]}
+per_op=${2:-10}
+baseline=${3:-1000}
+kp=${4:-8}
+target=${TARGET:-x86-avx2}
+held_out=${HELD_OUT:-gemm_gta_16x512x128_small conv2d_resnet18_c5_small bmm_bert_sv_small conv1d_ansor_small}
+mkdir -p "$out"
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --locked -p tilec-driver -p tilec-worker -p tilec-tlm-cli
+fi
+bin=${BIN:-target/release}
+base=tlm/models/tiny-cpu.safetensors
+# The training prompts: the `_small` workloads that are not held out.
+train=()
+for f in ${TRAIN:-benchmarks/workloads/*_small.tile}; do
+  name=$(basename "$f" .tile)
+  [[ " $held_out " == *" $name "* ]] || train+=("$f")
+done
+echo "== iterate on ${#train[@]} training workloads, k_p=$kp" >&2
+rm -f "$out/iterate.jsonl"
+$bin/tilec-tlm iterate --base "$base" "${train[@]}" --target "$target" --batches 4 --per-prompt "$kp" --rounds 1 \
+  --records "$out/iterate.jsonl" --out-dir "$out/iterate" --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 2> "$out/iterate.err"
+tail -1 "$out/iterate.err" >&2
+echo "== sft on every training prompt's best sentence" >&2
+$bin/tilec-tlm sft --base "$base" --records "$out/iterate.jsonl" "${train[@]}" --target "$target" \
+  --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 -o "$out/sft.safetensors" 2> "$out/sft.err"
+tail -1 "$out/sft.err" >&2
+run() { # NAME WORKLOAD SEARCH-OPTIONS
+  local name=$1 w=$2 opts=$3
+  local start end
+  start=$(date +%s.%N)
+  $bin/tilec "benchmarks/workloads/$w.tile" --target="$target" --records="$out/$name-$w.jsonl" --search-report \
+    --pass-pipeline="builtin.module(search{$opts final-rounds=0 seed=0})" > /dev/null 2> "$out/$name-$w.err"
+  end=$(date +%s.%N)
+  best=$(grep -o '"median_s":[0-9.e-]*' "$out/$name-$w.jsonl" | cut -d: -f2 | sort -g | head -1)
+  printf '%s\t%s\t%s\t%.1f\t%s\n' "$w" "$name" "$best" "$(echo "$end - $start" | bc)" "$(wc -l < "$out/$name-$w.jsonl")" | tee -a "$out/table.tsv" >&2
+}
+printf 'workload\tstrategy\tbest_s\twall_s\tmeasurements\n' > "$out/table.tsv"
+for w in $held_out; do
+  rm -f "$out"/*-"$w".jsonl
+  run tlm-sft "$w" "strategy=tlm model=$out/sft.safetensors k=$per_op measure-top-k=$per_op"
+  run tlm-base "$w" "strategy=tlm model=$base k=$per_op measure-top-k=$per_op"
+  run evolutionary "$w" "strategy=evolutionary trials=$baseline"
+  run gradient "$w" "strategy=gradient trials=$baseline"
+done
+echo "machine: $(lscpu | grep -m1 'Model name' | cut -d: -f2 | xargs); family $(lscpu | grep -m1 'CPU family' | cut -d: -f2 | xargs) model $(lscpu | grep -m1 '^Model:' | cut -d: -f2 | xargs)" | tee "$out/machine.txt" >&2
