@@ -12,7 +12,8 @@
 # HELD_OUT (the held-out workload names) and TRAIN (a glob of the training
 # workloads) are environment variables; TARGET is the target the prompts
 # are written for (default x86-avx2, the shipped model's; it must run here);
-# BIN, a folder of already built binaries (default: a release build).
+# BIN, a folder of already built binaries (default: a release build);
+# ROUNDS, iterate's passes over the training batches (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/tlm-eval.sh OUT_DIR [PER_OP] [BASELINE] [K_P]}
@@ -43,9 +44,9 @@ for f in ${TRAIN:-benchmarks/workloads/*_small.tile}; do
   fi
   train+=("$f")
 done
-echo "== iterate on ${#train[@]} training workloads, k_p=$kp" >&2
+echo "== iterate on ${#train[@]} training workloads, k_p=$kp, ${ROUNDS:-1} round(s)" >&2
 rm -f "$out/iterate.jsonl"
-$bin/tilec-tlm iterate --base "$base" "${train[@]}" --target "$target" --batches 4 --per-prompt "$kp" --rounds 1 \
+$bin/tilec-tlm iterate --base "$base" "${train[@]}" --target "$target" --batches 4 --per-prompt "$kp" --rounds "${ROUNDS:-1}" \
   --records "$out/iterate.jsonl" --out-dir "$out/iterate" --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 2> "$out/iterate.err"
 tail -1 "$out/iterate.err" >&2
 echo "== sft on every training prompt's best sentence" >&2
