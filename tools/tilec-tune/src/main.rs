@@ -128,8 +128,10 @@ struct Cli {
     #[arg(long, default_value_t = 3)]
     window: usize,
 
-    /// The search strategy of every task (one that measures: gradient or
-    /// evolutionary).
+    /// The search strategy of every task: one that measures (gradient,
+    /// evolutionary), or one whose first `--round-trials` candidates each
+    /// round measures (markov, roller, random; `tlm`, with
+    /// `--search-options "model=PATH k=N"`).
     #[arg(long, default_value = "gradient")]
     strategy: String,
 
@@ -629,7 +631,11 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
         let extra = if mapping.is_some() { space } else { String::new() };
         let options = cli.search_options.trim();
         let options = if options.is_empty() { String::new() } else { format!(" {options}") };
-        format!("builtin.module(search{{strategy={} trials={trials} seed={seed} final-rounds=0{options}{extra}}})", cli.strategy)
+        // A strategy that measures in its loop spends `trials`; one that
+        // constructs (or, `tlm`, generates) has its first `want` measured.
+        let constructs = tilec_passes::search::registry::StrategyRegistry::builtin().get(&cli.strategy).is_some_and(|d| !d.measures);
+        let spend = if constructs { format!("measure-top-k={want}") } else { format!("trials={trials}") };
+        format!("builtin.module(search{{strategy={} {spend} seed={seed} final-rounds=0{options}{extra}}})", cli.strategy)
     };
     let file = sources.add("<round pipeline>", text.clone());
     let pipeline = parse_pipeline(&text, file, registry)?;
