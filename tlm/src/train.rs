@@ -102,6 +102,10 @@ pub struct TrainOptions {
     pub pad_id: u32,
     /// Shows a progress bar on stderr with the running loss and tokens/s.
     pub progress: bool,
+    /// Without the bar (a log, not a terminal): this many lines on stderr
+    /// over the run, each with the step, the running loss and tokens/s
+    /// (0: none).
+    pub log_lines: usize,
 }
 
 impl Default for TrainOptions {
@@ -117,6 +121,7 @@ impl Default for TrainOptions {
             seed: 0,
             pad_id: 0,
             progress: false,
+            log_lines: 0,
         }
     }
 }
@@ -228,6 +233,15 @@ pub fn train(model: &mut Gpt, examples: &[Example], options: &TrainOptions) -> R
             let rate = tokens as f64 / started.elapsed().as_secs_f64().max(1e-9);
             bar.set_message(format!("loss {running:.4}  {rate:.0} tok/s"));
             bar.inc(1);
+        }
+        if progress.is_none() && options.log_lines > 0 {
+            let running = running_loss.map_or(loss_value, |previous: f32| 0.9 * previous + 0.1 * loss_value);
+            running_loss = Some(running);
+            let every = total_steps.div_ceil(options.log_lines).max(1);
+            if (step + 1) % every == 0 || step + 1 == total_steps {
+                let rate = tokens as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                eprintln!("step {}/{total_steps}: loss {running:.4}, {rate:.0} tokens/s", step + 1);
+            }
         }
     }
     if let Some(bar) = &progress {

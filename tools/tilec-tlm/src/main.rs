@@ -75,6 +75,8 @@ impl TrainArgs {
             seed: self.seed,
             pad_id,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            // In a log: a line every twentieth of the run.
+            log_lines: 20,
             ..TrainOptions::default()
         }
     }
