@@ -171,57 +171,21 @@ fn parameter_specs(config: &GptConfig) -> Vec<ParameterSpec> {
         spec("wte.weight".into(), &[config.vocab_size, width], normal),
         spec("wpe.weight".into(), &[config.context, width], normal),
     ];
+    // A linear layer's weight (out, in) and bias; a LayerNorm's gain and bias.
+    let linear = |name: String, out: usize, input: usize, initial| {
+        [spec(format!("{name}.weight"), &[out, input], initial), spec(format!("{name}.bias"), &[out], Initial::Zeros)]
+    };
+    let norm = |name: String| [spec(format!("{name}.weight"), &[width], Initial::Ones), spec(format!("{name}.bias"), &[width], Initial::Zeros)];
     for layer in 0..config.layers {
         let prefix = format!("h.{layer}");
-        specs.extend([
-            spec(format!("{prefix}.ln_1.weight"), &[width], Initial::Ones),
-            spec(format!("{prefix}.ln_1.bias"), &[width], Initial::Zeros),
-            spec(
-                format!("{prefix}.attn.c_attn.weight"),
-                &[3 * width, width],
-                normal,
-            ),
-            spec(
-                format!("{prefix}.attn.c_attn.bias"),
-                &[3 * width],
-                Initial::Zeros,
-            ),
-            spec(
-                format!("{prefix}.attn.c_proj.weight"),
-                &[width, width],
-                residual,
-            ),
-            spec(
-                format!("{prefix}.attn.c_proj.bias"),
-                &[width],
-                Initial::Zeros,
-            ),
-            spec(format!("{prefix}.ln_2.weight"), &[width], Initial::Ones),
-            spec(format!("{prefix}.ln_2.bias"), &[width], Initial::Zeros),
-            spec(
-                format!("{prefix}.mlp.c_fc.weight"),
-                &[4 * width, width],
-                normal,
-            ),
-            spec(
-                format!("{prefix}.mlp.c_fc.bias"),
-                &[4 * width],
-                Initial::Zeros,
-            ),
-            spec(
-                format!("{prefix}.mlp.c_proj.weight"),
-                &[width, 4 * width],
-                residual,
-            ),
-            spec(
-                format!("{prefix}.mlp.c_proj.bias"),
-                &[width],
-                Initial::Zeros,
-            ),
-        ]);
+        specs.extend(norm(format!("{prefix}.ln_1")));
+        specs.extend(linear(format!("{prefix}.attn.c_attn"), 3 * width, width, normal));
+        specs.extend(linear(format!("{prefix}.attn.c_proj"), width, width, residual));
+        specs.extend(norm(format!("{prefix}.ln_2")));
+        specs.extend(linear(format!("{prefix}.mlp.c_fc"), 4 * width, width, normal));
+        specs.extend(linear(format!("{prefix}.mlp.c_proj"), width, 4 * width, residual));
     }
-    specs.push(spec("ln_f.weight".into(), &[width], Initial::Ones));
-    specs.push(spec("ln_f.bias".into(), &[width], Initial::Zeros));
+    specs.extend(norm("ln_f".into()));
     specs
 }
 

@@ -8,8 +8,8 @@
 //! ```text
 //! <s> op=gemm reduce=sum body=mul axis=i:1024 axis=j:1024 axis=r:k:1024
 //!     in0=f32[i,k] in1=f32[k,j] out=f32[i,j]                      subgraph
-//!     target=x86-avx2 cores=2 vector-bits=256 vector-registers=16
-//!     mem=l2:524288 ... has=vfmadd.ymm ...                        hardware
+//!     target=x86-avx2 cores=64 vector-bits=256 vector-registers=16
+//!     mem=dram:274877906944 ... has=vfmadd231ps.ymm               hardware
 //!     split i=1024 i.core=64 i.l2=16 i.l1=4                       decisions
 //!     split j=1024 ... split r:k=1024 k.core=1024 k.l2=64 k.l1=8
 //!     pack in0.pack=none in1.pack=l2
@@ -29,9 +29,9 @@
 //!
 //! A [`Walk`] is that order as a state machine: it yields the words, and at
 //! each decision the options the space allows given the decisions before
-//! it ([`Problem::choices`] and friends). Encoding a point
+//! it (the knob space's values, `knobs.rs`). Encoding a point
 //! ([`sentence_of`]), decoding a sentence ([`config_of_sentence`]), uniform
-//! sampling ([`sample_uniform`], the pre-training corpus) and the language
+//! sampling ([`sample_sentence`], the pre-training corpus) and the language
 //! model's constrained generation (`tlm.rs`: the logits masked to the
 //! options) all drive the same walk, so a sentence any of them writes
 //! decodes to the point it was written from, and generation can only write
@@ -100,7 +100,7 @@ impl<'p> Walk<'p> {
             items.push(Item::Decide(Slot::Knob(Knob::Intrinsic)));
         }
         for (a, axis) in p.axes.iter().enumerate() {
-            items.push(Item::Words(vec!["split".into(), axis_word(p, a, axis.extent)]));
+            items.push(Item::Words(vec!["split".into(), axis_word(p, a)]));
             items.extend((0..p.levels).map(|level| Item::Decide(Slot::Knob(Knob::Tile { axis: a, level }))));
             if p.vthread_ok && axis.spatial {
                 items.push(Item::Decide(Slot::Knob(Knob::VThread { axis: a })));
@@ -201,8 +201,9 @@ impl<'p> Walk<'p> {
     }
 }
 
-fn axis_word(p: &Problem, a: usize, extent: u64) -> String {
-    format!("{}{}={extent}", if p.axes[a].spatial { "" } else { "r:" }, p.axes[a].name)
+fn axis_word(p: &Problem, a: usize) -> String {
+    let axis = &p.axes[a];
+    format!("{}{}={}", if axis.spatial { "" } else { "r:" }, axis.name, axis.extent)
 }
 
 fn intrinsic_word(p: &Problem, choice: Option<usize>) -> String {
@@ -222,8 +223,8 @@ pub fn prompt(p: &Problem) -> Vec<String> {
         let ops: Vec<&str> = ops.iter().copied().filter(|&o| o != "yield").collect();
         w.push(format!("{}={}", names.get(i).copied().unwrap_or("region"), if ops.is_empty() { "none".to_string() } else { ops.join(",") }));
     }
-    for (a, axis) in p.axes.iter().enumerate() {
-        w.push(format!("axis={}", axis_word(p, a, axis.extent).replace('=', ":")));
+    for a in 0..p.axes.len() {
+        w.push(format!("axis={}", axis_word(p, a).replace('=', ":")));
     }
     for (i, (_, r)) in c.all_reads().enumerate() {
         let elem = p.info.reads.get(i).map_or("?".to_string(), |ri| ri.tensor.elem.to_string());
@@ -321,18 +322,29 @@ pub fn config_of_sentence<S: AsRef<str>>(p: &Problem, tokens: &[S]) -> Result<Co
     }
 }
 
-/// A point drawn by walking the decisions with a uniform choice at each:
-/// Algorithm 1's `RandomSample`, per decision space (the distribution of
-/// the `random` strategy's draws). It may not fit the target.
-pub fn sample_uniform(p: &Problem, rng: &mut Rng) -> Config {
+/// A point drawn by walking the decisions with a uniform choice at each,
+/// and its sentence: Algorithm 1's `RandomSample`, per decision space (the
+/// distribution of the `random` strategy's draws). It may not fit the
+/// target.
+pub fn sample_sentence(p: &Problem, rng: &mut Rng) -> (Config, Vec<String>) {
     let mut walk = Walk::new(p);
+    let mut words = Vec::new();
     loop {
         match walk.step() {
-            Step::Words(_) => {}
-            Step::Decide { options, .. } => walk.choose(rng.below(options.len())),
-            Step::End => return walk.config().clone(),
+            Step::Words(w) => words.extend(w),
+            Step::Decide { mut options, .. } => {
+                let i = rng.below(options.len());
+                words.push(options.swap_remove(i));
+                walk.choose(i);
+            }
+            Step::End => return (walk.config().clone(), words),
         }
     }
+}
+
+/// The point of [`sample_sentence`].
+pub fn sample_uniform(p: &Problem, rng: &mut Rng) -> Config {
+    sample_sentence(p, rng).0
 }
 
 /// A valid point by [`sample_uniform`], redrawing invalid ones: `None`

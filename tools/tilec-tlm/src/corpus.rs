@@ -4,7 +4,6 @@
 //! records (the best sentence per prompt, §5.1).
 
 use rayon::prelude::*;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
@@ -13,7 +12,8 @@ use tilec::records::Record;
 use tilec::target::Target;
 use tilec_passes::search::rng::Rng;
 use tilec_passes::search::space::Problem;
-use tilec_passes::search::tensor_language;
+use tilec_passes::search::tensor_language::{self, Vocabulary};
+use tilec_tlm::Example;
 
 /// One op of one workload on one target: what a prompt asks for.
 pub struct Prompt {
@@ -87,9 +87,9 @@ pub fn sample(problems: &[&Problem], per_prompt: usize, seed: u64) -> Vec<(Vec<V
             let mut sentences = Vec::with_capacity(per_prompt);
             let mut misses = 0;
             while sentences.len() < per_prompt && misses < 64 * per_prompt.max(1) as u64 {
-                let c = tensor_language::sample_uniform(p, &mut rng);
+                let (c, words) = tensor_language::sample_sentence(p, &mut rng);
                 if p.valid(&c) {
-                    sentences.push(tensor_language::sentence_of(p, &c).expect("a walk's point has a sentence"));
+                    sentences.push(words);
                 } else {
                     misses += 1;
                 }
@@ -105,29 +105,49 @@ pub fn read_corpus(path: &Path) -> Result<Vec<Vec<String>>, String> {
     Ok(text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.split_whitespace().map(str::to_string).collect()).collect())
 }
 
+/// The records of a records file (lines that are not records are skipped,
+/// as `apply-records` skips them).
+pub fn read_records(path: &Path) -> Result<Vec<Record>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read records `{}`: {}", path.display(), tilec::input::io_reason(&e)))?;
+    Ok(tilec::records::parse_records(&bytes).0.into_iter().map(|(_, r)| r).collect())
+}
+
+/// One demonstration: a prompt's best measured sentence.
+pub struct Demonstration {
+    /// The prompt's name ([`Prompt::name`]).
+    pub prompt: String,
+    pub words: Vec<String>,
+    /// Its median latency, seconds.
+    pub seconds: f64,
+}
+
 /// The demonstration data of `records` for `prompts`: per prompt, the
 /// sentence of its fastest successful record (same computation and
-/// target), written anew from the record's schedule so that records made
-/// before the sentence format changed still serve.
-pub fn demonstrations<'p>(prompts: impl IntoIterator<Item = &'p Prompt>, records: &[Record]) -> Vec<(String, Vec<String>, f64)> {
-    // The best record per workload key and target.
-    let mut best: BTreeMap<(&str, &str), (&Record, f64)> = BTreeMap::new();
-    for r in records {
-        let Some(l) = &r.latency else { continue };
-        let e = best.entry((r.workload.as_str(), r.target.as_str())).or_insert((r, l.median_s));
-        if l.median_s < e.1 {
-            *e = (r, l.median_s);
-        }
-    }
+/// target: [`tilec::records::best_record`]), written anew from the
+/// record's schedule so that records made before the sentence format
+/// changed still serve.
+pub fn demonstrations<'p>(prompts: impl IntoIterator<Item = &'p Prompt>, records: &[Record]) -> Vec<Demonstration> {
     let mut out = Vec::new();
     for pr in prompts {
         let p = &pr.problem;
-        let hit = best.iter().filter(|((w, t), _)| *t == p.target.name && tilec::records::same_computation(w, &p.workload)).map(|(_, v)| *v).min_by(|a, b| a.1.total_cmp(&b.1));
-        let Some((r, seconds)) = hit else { continue };
-        let Some(c) = p.config_of(&r.schedule.to_schedule(&p.target.name)) else { continue };
+        let Some(r) = tilec::records::best_record(records, &p.workload, &p.target.name) else { continue };
+        let (Some(c), Some(l)) = (p.config_of(&r.schedule.to_schedule(&p.target.name)), &r.latency) else { continue };
         if let Ok(words) = tensor_language::sentence_of(p, &c) {
-            out.push((pr.name.clone(), words, seconds));
+            out.push(Demonstration { prompt: pr.name.clone(), words, seconds: l.median_s });
         }
     }
     out
+}
+
+/// The supervised examples of demonstrations: the prompt (the sentence up
+/// to its first decision) left out of the loss.
+pub fn supervised_examples(vocabulary: &Vocabulary, demonstrations: &[Demonstration]) -> Vec<Example> {
+    demonstrations
+        .iter()
+        .map(|d| {
+            let ids = vocabulary.encode(&d.words);
+            let prompt = tensor_language::prompt_len(&d.words);
+            Example::supervised(&ids[..prompt], &ids[prompt..])
+        })
+        .collect()
 }

@@ -14,15 +14,16 @@
 //! (`--no-overlap` runs them one after the other, for clean timings).
 
 use crate::corpus::{self, Prompt};
-use crate::{TrainArgs, fail, prompt_length, resolve_target, supervised_examples};
+use crate::{TrainArgs, fail, resolve_target};
 use serde_json::json;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 use std::time::Instant;
 use tilec::diag::{Diagnostics, SourceMap};
 use tilec::ir::Module;
 use tilec::pass::{PassManager, parse_pipeline};
-use tilec::records::{Record, RecordsFile, parse_records};
+use tilec::records::RecordsFile;
 use tilec_passes::search::tensor_language::Vocabulary;
 
 #[derive(clap::Args, Debug)]
@@ -79,18 +80,21 @@ fn subgraph_type(p: &Prompt) -> String {
     format!("{} {:?} {:?} {axes}", pr.compute.label.as_deref().unwrap_or("compute"), pr.compute.combiner, pr.region_ops)
 }
 
-fn read_records(path: &PathBuf) -> Result<Vec<Record>, Diagnostics> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(parse_records(&bytes).0.into_iter().map(|(_, r)| r).collect()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(fail(format!("cannot read records `{}`: {}", path.display(), tilec::input::io_reason(&e)))),
-    }
-}
-
-/// A fine-tuning on its thread: the model file it writes.
+/// A fine-tuning on its thread: the step whose model it makes, and the
+/// model file it writes.
 struct Finetune {
+    step: usize,
     out: PathBuf,
     handle: JoinHandle<Result<(usize, f64, f32), String>>,
+}
+
+impl Finetune {
+    /// Waits for the model; says what the fine-tuning did.
+    fn finish(self) -> Result<PathBuf, Diagnostics> {
+        let (n, secs, loss) = self.handle.join().map_err(|_| fail("the fine-tuning thread panicked"))?.map_err(fail)?;
+        eprintln!("tilec-tlm iterate: TLM_{} fine-tuned on {n} demonstrations in {secs:.1} s (final loss {loss:.3})", self.step);
+        Ok(self.out)
+    }
 }
 
 pub fn run(sources: &mut SourceMap, args: &IterateArgs) -> Result<(), Diagnostics> {
@@ -108,30 +112,32 @@ pub fn run(sources: &mut SourceMap, args: &IterateArgs) -> Result<(), Diagnostic
     let (_, base_tokens) = tilec_tlm::load_model(&args.base).map_err(|e| fail(e.to_string()))?;
     let vocabulary = Vocabulary::from_tokens(base_tokens).map_err(fail)?;
     let sink = RecordsFile::open(&args.records).map_err(|e| fail(format!("cannot open the records file `{}`: {}", args.records.display(), tilec::input::io_reason(&e))))?;
-    let mut records = read_records(&args.records)?;
-    let mut seeded = Vec::new();
+    // What the demonstrations come from: the records file's, the seed
+    // records, then each step's measurements.
+    let mut records = corpus::read_records(&args.records).map_err(fail)?;
     for p in &args.seed_records {
-        seeded.extend(read_records(p)?);
+        records.extend(corpus::read_records(p).map_err(fail)?);
     }
     let registry = tilec_codegen::registry();
     let steps = args.rounds * args.batches;
-    // models[s]: the model step s generates with.
-    let mut models: Vec<PathBuf> = vec![args.base.clone(), args.base.clone()];
-    let mut pending: Vec<(usize, Finetune)> = Vec::new();
+    // The fine-tuned models by the step they are for (TLM_{s+2}); a step
+    // without one generates with TLM-base.
+    let mut tuned: BTreeMap<usize, PathBuf> = BTreeMap::new();
+    // Fine-tunings on their threads, in step order (those for s+1 and s+2
+    // can run at once).
+    let mut running: VecDeque<Finetune> = VecDeque::new();
     let mut log = Vec::new();
     let started = Instant::now();
     let (mut measure_seconds, mut wait_seconds) = (0.0, 0.0);
     for s in 0..steps {
         // TLM_s: wait for its fine-tuning if it is still running.
-        let wait = Instant::now();
-        if let Some(i) = pending.iter().position(|(target_step, _)| *target_step == s) {
-            let (_, ft) = pending.remove(i);
-            let (n, secs, loss) = ft.handle.join().map_err(|_| fail("the fine-tuning thread panicked"))?.map_err(fail)?;
-            eprintln!("tilec-tlm iterate: TLM_{s} fine-tuned on {n} demonstrations in {secs:.1} s (final loss {loss:.3})");
-            models.push(ft.out);
+        if running.front().is_some_and(|ft| ft.step == s) {
+            let wait = Instant::now();
+            let ft = running.pop_front().expect("a fine-tuning for this step");
+            tuned.insert(s, ft.finish()?);
+            wait_seconds += wait.elapsed().as_secs_f64();
         }
-        wait_seconds += wait.elapsed().as_secs_f64();
-        let model = models[s].clone();
+        let model = tuned.remove(&s).unwrap_or_else(|| args.base.clone());
         let batch = &batches[s % args.batches];
         let t0 = Instant::now();
         let seed = args.train.seed.wrapping_add(s as u64);
@@ -162,18 +168,15 @@ pub fn run(sources: &mut SourceMap, args: &IterateArgs) -> Result<(), Diagnostic
         let secs = t0.elapsed().as_secs_f64();
         measure_seconds += secs;
         // The demonstrations so far: every prompt's best sentence.
-        let mut known = seeded.clone();
-        known.extend(records.iter().cloned());
-        let demos = corpus::demonstrations(loaded.iter().flat_map(|(_, p)| p), &known);
-        let total: f64 = demos.iter().map(|d| d.2).sum();
+        let demos = corpus::demonstrations(loaded.iter().flat_map(|(_, p)| p), &records);
+        let total: f64 = demos.iter().map(|d| d.seconds).sum();
         eprintln!("tilec-tlm iterate: step {s}: batch {} ({} prompts) with `{}`: {made} measurements in {secs:.1} s; {} prompts have a demonstration, their best latencies sum to {:.4} ms", s % args.batches, batch.len(), model.display(), demos.len(), total * 1e3);
         log.push(json!({"step": s, "batch": s % args.batches, "model": model.display().to_string(), "measurements": made, "seconds": secs, "elapsed_s": started.elapsed().as_secs_f64(),
-            "demonstrations": demos.len(), "best_sum_s": total, "best": demos.iter().map(|(name, _, t)| json!({"prompt": name, "latency_s": t})).collect::<Vec<_>>()}));
+            "demonstrations": demos.len(), "best_sum_s": total, "best": demos.iter().map(|d| json!({"prompt": d.prompt, "latency_s": d.seconds})).collect::<Vec<_>>()}));
         // TLM_{s+2} from TLM-base and the demonstrations.
         if s + 2 < steps && !demos.is_empty() {
             let out = args.out_dir.join(format!("tlm-{}.safetensors", s + 2));
-            let data: Vec<(usize, Vec<String>)> = demos.iter().map(|(_, words, _)| (prompt_length(words), words.clone())).collect();
-            let examples = supervised_examples(&vocabulary, &data);
+            let examples = corpus::supervised_examples(&vocabulary, &demos);
             let options = args.train.options(vocabulary.pad_id());
             let (base, dest) = (args.base.clone(), out.clone());
             let handle = std::thread::spawn(move || -> Result<(usize, f64, f32), String> {
@@ -182,22 +185,15 @@ pub fn run(sources: &mut SourceMap, args: &IterateArgs) -> Result<(), Diagnostic
                 tilec_tlm::save_model(&model, &tokens, &dest).map_err(|e| e.to_string())?;
                 Ok((examples.len(), report.seconds, report.final_loss))
             });
-            let ft = Finetune { out, handle };
+            let ft = Finetune { step: s + 2, out, handle };
             if args.no_overlap {
                 let wait = Instant::now();
-                let (n, secs, loss) = ft.handle.join().map_err(|_| fail("the fine-tuning thread panicked"))?.map_err(fail)?;
+                tuned.insert(s + 2, ft.finish()?);
                 wait_seconds += wait.elapsed().as_secs_f64();
-                eprintln!("tilec-tlm iterate: TLM_{} fine-tuned on {n} demonstrations in {secs:.1} s (final loss {loss:.3})", s + 2);
-                models.push(ft.out);
             } else {
-                pending.push((s + 2, ft));
+                running.push_back(ft);
             }
-        } else if s + 2 < steps {
-            models.push(args.base.clone());
         }
-    }
-    for (_, ft) in pending {
-        let _ = ft.handle.join();
     }
     let report = json!({
         "machine": tilec::target::host::machine_description(),

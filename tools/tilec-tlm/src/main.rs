@@ -270,26 +270,13 @@ fn pretrain(corpus_path: &Path, size: Size, max_sentences: usize, train: &TrainA
     Ok(())
 }
 
-/// The supervised examples of demonstration sentences: the prompt (the
-/// sentence up to its first decision) left out of the loss.
-pub(crate) fn supervised_examples(vocabulary: &Vocabulary, demonstrations: &[(usize, Vec<String>)]) -> Vec<Example> {
-    demonstrations
-        .iter()
-        .map(|(prompt_len, words)| {
-            let ids = vocabulary.encode(words);
-            Example::supervised(&ids[..*prompt_len], &ids[*prompt_len..])
-        })
-        .collect()
-}
-
 fn sft(sources: &mut SourceMap, base: &Path, records: &[PathBuf], workloads: &[PathBuf], target: &str, train: &TrainArgs, out: &Path) -> Result<(), Diagnostics> {
     let t = resolve_target(sources, target)?;
     let files = corpus::workload_files(workloads, false).map_err(fail)?;
     let loaded = corpus::load_prompts(&files, &t, sources)?;
     let mut all = Vec::new();
     for path in records {
-        let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read records `{}`: {}", path.display(), tilec::input::io_reason(&e))))?;
-        all.extend(tilec::records::parse_records(text.as_bytes()).0.into_iter().map(|(_, r)| r));
+        all.extend(corpus::read_records(path).map_err(fail)?);
     }
     let demos = corpus::demonstrations(loaded.iter().flat_map(|(_, p)| p), &all);
     if demos.is_empty() {
@@ -297,15 +284,12 @@ fn sft(sources: &mut SourceMap, base: &Path, records: &[PathBuf], workloads: &[P
     }
     let (mut model, tokens) = tilec_tlm::load_model(base).map_err(|e| fail(e.to_string()))?;
     let vocabulary = Vocabulary::from_tokens(tokens).map_err(fail)?;
-    let data: Vec<(usize, Vec<String>)> = demos.iter().map(|(_, words, _)| (prompt_length(words), words.clone())).collect();
-    let examples = supervised_examples(&vocabulary, &data);
+    let examples = corpus::supervised_examples(&vocabulary, &demos);
     let report = tilec_tlm::train(&mut model, &examples, &train.options(vocabulary.pad_id())).map_err(|e| fail(e.to_string()))?;
     tilec_tlm::save_model(&model, vocabulary.tokens(), out).map_err(|e| fail(e.to_string()))?;
     eprintln!("tilec-tlm sft: {} demonstrations, {} steps in {:.1} s; loss {:.3} -> {:.3}; wrote `{}`", examples.len(), report.steps, report.seconds, report.first_loss, report.final_loss, out.display());
     Ok(())
 }
-
-pub(crate) use tensor_language::prompt_len as prompt_length;
 
 fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target: &str, count: usize, temperature: f64, seed: u64) -> Result<(), Diagnostics> {
     let t = resolve_target(sources, target)?;
@@ -324,7 +308,7 @@ fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target:
             unseen += g.unseen;
             decisions += g.decisions;
             debug_assert_eq!(tensor_language::config_of_sentence(p, &g.tokens).as_ref(), Ok(&g.config));
-            println!("{} {}", if ok { "valid  " } else { "invalid" }, g.tokens[prompt_length(&g.tokens)..].join(" "));
+            println!("{} {}", if ok { "valid  " } else { "invalid" }, g.tokens[tensor_language::prompt_len(&g.tokens)..].join(" "));
         }
         eprintln!(
             "tilec-tlm generate: {}: {valid} of {count} fit `{}`; {:.1} ms per sentence; {unseen} of {decisions} decisions outside the vocabulary",
