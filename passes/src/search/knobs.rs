@@ -267,19 +267,30 @@ impl<'a> KnobSpace<'a> {
     /// of sizes can come out), redrawn while the point does not fit the
     /// target, at most [`MAX_TRIES`] times; `None` if none fit.
     pub fn sample_uniform(&self, rng: &mut Rng) -> Option<Config> {
-        (0..MAX_TRIES).find_map(|_| {
-            let mut cfg = self.problem.initial();
-            for &k in &self.knobs {
-                let values = self.values(&cfg, k);
-                if values.is_empty() {
-                    return None;
-                }
-                let v = values[rng.below(values.len())];
-                self.assign(&mut cfg, k, v);
-                self.restart_after(&mut cfg, k);
+        (0..MAX_TRIES).find_map(|_| self.draw(rng).map(|(cfg, _)| cfg).filter(|cfg| self.valid(cfg)))
+    }
+
+    /// One point drawn knob by knob, each uniformly from its values given
+    /// the knobs before it, whether it fits the target or not, with the
+    /// natural log of Knuth's estimator of the draw: the product of the
+    /// numbers of values each knob had. Its mean over draws is the number
+    /// of points the walk can reach, and weighting each draw by it turns
+    /// shares among draws into shares among points (`rules.rs`). `None`
+    /// where a knob has no values.
+    pub fn draw(&self, rng: &mut Rng) -> Option<(Config, f64)> {
+        let mut cfg = self.problem.initial();
+        let mut log_weight = 0.0;
+        for &k in &self.knobs {
+            let values = self.values(&cfg, k);
+            if values.is_empty() {
+                return None;
             }
-            self.valid(&cfg).then_some(cfg)
-        })
+            log_weight += (values.len() as f64).ln();
+            let v = values[rng.below(values.len())];
+            self.assign(&mut cfg, k, v);
+            self.restart_after(&mut cfg, k);
+        }
+        Some((cfg, log_weight))
     }
 
     /// Up to `n` distinct valid points drawn with

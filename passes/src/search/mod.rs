@@ -32,6 +32,7 @@ pub mod quality;
 pub mod registry;
 pub mod rng;
 mod roller;
+pub mod rules;
 pub mod space;
 pub mod tensor_language;
 pub mod tlm;
@@ -540,6 +541,15 @@ pub fn mapping_candidates(f: &Function, op: Op, target: &Arc<Target>) -> Vec<(St
     let Some(p) = Problem::new(f, op, target.clone(), 16) else { return Vec::new() };
     let p = p.with_intrinsics(f);
     (0..p.intrinsics.len()).filter_map(|k| Some((p.describe_intrinsic(k), p.schedule(&p.start(Some(k))).intrinsic?))).collect()
+}
+
+/// `tilec --print-space-rules`: for each compute op of `f`, the
+/// resource-constrained rules of its space on `target` (GTA's R1–R5,
+/// `rules.rs`), whether each applies, and the shares of the space each
+/// removes, estimated from `draws` seeded draws.
+pub fn space_rules_report(f: &Function, target: &Arc<Target>, draws: usize, seed: u64) -> String {
+    let ops = f.regions[f.body].ops.iter().copied().filter(|&op| f.ops[op].kind.as_compute().is_some());
+    ops.filter_map(|op| Problem::new(f, op, target.clone(), 16)).map(|p| rules::report(&p.with_intrinsics(f), draws, seed)).collect()
 }
 
 /// Does a `search` with `options` measure (an evaluator must be

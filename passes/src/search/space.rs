@@ -20,7 +20,7 @@ use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::*;
 use tilec::target::mapping::{self, IntrinsicAxis, Mapping};
-use tilec::target::{Binding, ComputeInfo, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
+use tilec::target::{Binding, ComputeInfo, FootprintPart, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
 
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -556,7 +556,17 @@ impl Problem {
     pub fn footprint(&self, cfg: &Config, level: usize) -> u64 {
         let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return 0 };
         let staged = self.shared_level.as_deref() == Some(m.name.as_str());
-        self.resources().footprint(level, m, &|r| staged && self.stageable.contains(&r), &|id| self.range_of(cfg, id.index(), level))
+        let res = self.resources();
+        let range = |id: AxisId| self.range_of(cfg, id.index(), level);
+        let lanes = self.lanes_per_tile(cfg);
+        let mut total = 0u64;
+        res.footprint_parts(level, m, &|r| staged && self.stageable.contains(&r), &mut |part| {
+            let bytes = res.part_bytes(part, &range);
+            // A warp's lanes each hold a fragment of the accumulators, as
+            // the resource check counts them.
+            total = total.saturating_add(if matches!(part, FootprintPart::Accumulator) { bytes.div_ceil(lanes) } else { bytes });
+        });
+        total
     }
 
     /// The capacity a tile of `level` gets (a per-device cache is shared by
@@ -705,7 +715,7 @@ impl Problem {
 
     /// [`Problem::plan`] without the unroll limit the register tile sets:
     /// all the resource check reads, without the register-tile model.
-    fn resource_plan(&self, cfg: &Config) -> SchedulePlan {
+    pub(super) fn resource_plan(&self, cfg: &Config) -> SchedulePlan {
         let shared = self.shared_level.as_deref().and_then(|m| self.target.memory_index(m));
         let staged = (0..self.nreads())
             .map(|r| {
@@ -793,14 +803,20 @@ impl Problem {
         })
     }
 
-    /// Does the plan of `cfg` pass the target's resource check? (The
-    /// structural rules hold by construction: sizes divide, one per tile
-    /// level, virtual threads on spatial axes where the target has `V`
-    /// loops, vector widths within the lanes.)
-    /// With an intrinsic, also [`Problem::fits_intrinsic`].
+    /// Is `cfg` a point of this (possibly restricted) space that every
+    /// resource-constrained rule keeps (`rules.rs`, GTA's R1–R5) and whose
+    /// plan passes the target's resource check? (The structural rules
+    /// hold by construction: sizes divide, one per tile level, virtual
+    /// threads on spatial axes where the target has `V` loops, vector
+    /// widths within the lanes.) With an intrinsic, also
+    /// [`Problem::fits_intrinsic`] (rule R3, checked here too where the op
+    /// has no intrinsic options to make R3 apply).
     pub fn valid(&self, cfg: &Config) -> bool {
         self.in_space(cfg)
-            && self.fits_intrinsic(cfg) && (0..self.levels).all(|l| self.fits(cfg, l)) && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
+            && self.fits_intrinsic(cfg)
+            && super::rules::keeps_all(self, cfg)
+            && (0..self.levels).all(|l| self.fits(cfg, l))
+            && !check_resources(&self.compute, &self.info, &self.resource_plan(cfg), &self.target, tilec::diag::Span::DUMMY).has_errors()
     }
 
     /// Can `cfg`'s intrinsic (if any) compute its innermost tiles, as

@@ -122,6 +122,14 @@ struct Cli {
     #[arg(long = "print-mappings")]
     print_mappings: bool,
 
+    /// Print, for each compute op, the resource-constrained rules of its
+    /// search space on the target (GTA's R1–R5: docs/search.md), whether
+    /// each applies, and the share of the space each removes, estimated
+    /// from DRAWS draws (default 10000, seeded with 0) instead of the IR.
+    /// Needs --target.
+    #[arg(long = "print-space-rules", value_name = "DRAWS", num_args = 0..=1, default_missing_value = "10000", require_equals = true, value_parser = clap::value_parser!(u64).range(1..))]
+    print_space_rules: Option<u64>,
+
     /// Print what each `search` did (per op: strategy, states visited,
     /// candidates measured, time, predicted and measured figures) to stderr.
     #[arg(long = "search-report")]
@@ -555,6 +563,15 @@ impl Driver {
             let offered: Vec<&tilec::target::Intrinsic> = t.offered_intrinsics().collect();
             let text: String = module.funcs.iter().map(|f| tilec::target::mapping::report(f, &offered, &t.name)).collect();
             timings.push(("mapping candidates".into(), start.elapsed()));
+            return (Ok(Output { bytes: text.into_bytes(), metadata: None }), all);
+        }
+        if let Some(draws) = cli.print_space_rules {
+            let Some(t) = &target else {
+                all.push(Diagnostic::error("--print-space-rules needs a target: the rules count the target's memories").with_help("name one with --target, e.g. --target=x86-avx2 or --target=sm80"));
+                return (Err(()), all);
+            };
+            let text: String = module.funcs.iter().map(|f| tilec_passes::search::space_rules_report(f, t, draws as usize, 0)).collect();
+            timings.push(("space rules".into(), start.elapsed()));
             return (Ok(Output { bytes: text.into_bytes(), metadata: None }), all);
         }
         let output = match (stage, &target) {
