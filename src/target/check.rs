@@ -29,8 +29,14 @@
 //! `Π_spatial t(a)` times the accumulator's element size.
 //!
 //! The footprint of tile level `L`, whose memory level is `M`:
-//! - `M` a hardware cache (`managed = false`): every read's footprint plus
-//!   the output tile;
+//! - `M` a hardware cache (`managed = false`): the footprint of every read
+//!   but the streamed ones, plus the output tile. A read is **streamed**
+//!   when the op touches each of its elements once: as many distinct
+//!   elements as the op has iteration points (for an epilogue read, as it
+//!   has output points), as a GEMV's matrix or a GEMM's `B` at `M = 1`.
+//!   Nothing in it is reused, so keeping it in a cache gains nothing: it
+//!   passes through (GTA's rules apply per read only where
+//!   `HasDataReuse`);
 //! - `M` software-managed: the footprints of the reads the schedule caches
 //!   at `M`, plus, at the innermost tile level (GPU `thread`: registers),
 //!   the accumulator tile.
@@ -419,7 +425,7 @@ impl<'a> Checker<'a> {
         let what = if m.managed {
             format!("the reads staged in `{}`{}", m.name, if with_acc { " and the accumulators" } else { "" })
         } else {
-            "every read and the output tile".into()
+            "every read and the output tile (but reads the op streams, touching each element once)".into()
         };
         d = d.with_note(format!("the footprint counts {what}: distinct elements a `{tl}` tile touches times their size (docs/targets.md)"));
         let staged = m.managed && parts.iter().any(|p| p.read);

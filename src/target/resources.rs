@@ -144,9 +144,23 @@ impl<'a> OpResources<'a> {
         }
     }
 
+    /// Is read `r` streamed: does the op touch each of its elements once
+    /// (as many distinct elements as iteration points; for an epilogue
+    /// read, output points)? A hardware cache does not hold it
+    /// ([`OpResources::footprint_parts`]).
+    pub fn streamed(&self, r: usize) -> bool {
+        let extent = |a: AxisId| self.compute.axis(a).extent.max(1);
+        let body = r < self.compute.reads.len();
+        let points = if body { self.compute.axis_ids().fold(1u64, |p, a| p.saturating_mul(extent(a))) } else { self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(extent(a))) };
+        let Some(bytes) = Some(self.read_bytes(r, &extent)).filter(|&b| b > 0) else { return false };
+        let elem = self.info.reads.get(r).map_or(1, |i| i.tensor.elem.size_bytes().max(1));
+        bytes / elem >= points
+    }
+
     /// The parts of the footprint in memory `m` of a tile of `level`, in
     /// order, where `cached(r)` says whether the schedule stages read `r`
-    /// in `m`: in a hardware cache every read and the output tile; in a
+    /// in `m`: in a hardware cache every read but the streamed ones
+    /// ([`OpResources::streamed`]) and the output tile; in a
     /// managed memory the staged reads, plus the accumulators when `m` is
     /// the innermost tile level's own memory. (`m` need not be `level`'s
     /// memory: the reads staged in a managed memory no tile level uses
@@ -160,7 +174,7 @@ impl<'a> OpResources<'a> {
                 each(FootprintPart::Accumulator);
             }
         } else {
-            (0..reads).for_each(|r| each(FootprintPart::Read(r)));
+            (0..reads).filter(|&r| !self.streamed(r)).for_each(|r| each(FootprintPart::Read(r)));
             each(FootprintPart::Output);
         }
     }

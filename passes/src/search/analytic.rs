@@ -590,6 +590,16 @@ impl Problem {
                     }
                 }
             }
+            // A streamed read (nothing in it reused: a GEMV's matrix) is
+            // read once from wherever the op's data lives, in runs: each
+            // run starts with a miss the prefetchers have not foreseen,
+            // a line's latency, `misses_in_flight` at a time per core. A
+            // GEMM at M = 1 that walks B 128 bytes a row, rows 16 KB
+            // apart, ran 3.4x slower than one sweeping whole rows, 4 at a
+            // time (docs/performance.md).
+            if !self.gpu() && level == 0 {
+                stall += self.stream_stall(cfg, if !m.managed && unique <= total { m } else { from }, units * par_eff);
+            }
             if !self.gpu() && from.per == Per::Device {
                 exposed = exposed.max(time);
             }
@@ -602,6 +612,73 @@ impl Problem {
         // the roofline ties (a memory-bound op), the one that also computes
         // and moves data faster wins.
         (compute + exposed + copies).max(mem) + stall + 0.01 * (compute + mem_sum)
+    }
+
+    /// The seconds the cores at work (`cores`) wait on the first miss of
+    /// each run of the streamed reads (`OpResources::streamed`), which
+    /// come from memory `served`: a miss's latency per run, the target's
+    /// `misses_in_flight` at a time per core.
+    pub fn stream_stall(&self, cfg: &Config, served: &MemoryLevel, cores: f64) -> f64 {
+        let res = self.resources();
+        (0..self.compute.reads.len())
+            .filter(|&r| res.streamed(r))
+            .map(|r| {
+                let tensor = &self.info.reads[r].tensor;
+                let bytes = (tensor.shape.iter().product::<u64>() * tensor.elem.size_bytes()) as f64;
+                let run = self.stream_run_bytes(cfg, r).max(served.line_bytes.max(1) as f64);
+                bytes / run * served.latency_ns * 1e-9 / (self.target.compute.misses_in_flight * cores)
+            })
+            .sum()
+    }
+
+    /// The bytes a core reads of read `r` in one contiguous run: walking
+    /// the loop nest from the innermost loop out, a loop along the read's
+    /// last (contiguous) dimension lengthens the runs, a loop along its
+    /// other dimensions multiplies the rows read side by side, each a
+    /// stream of its own; once there are more streams than the core keeps
+    /// misses in flight (`misses_in_flight`), the runs are what they were.
+    pub fn stream_run_bytes(&self, cfg: &Config, r: usize) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        let Some((last, rows)) = read.indices.split_last() else { return 0.0 };
+        let elem = self.info.reads[r].tensor.elem.size_bytes() as f64;
+        let dim = self.info.reads[r].tensor.shape.last().copied().unwrap_or(1) as f64;
+        let max_streams = self.target.compute.misses_in_flight.max(1.0);
+        let inner = self.levels - 1;
+        let trip = |a: usize, l: usize| {
+            let outer = if l == 0 { self.axes[a].extent } else { self.range_of(cfg, a, l - 1) };
+            outer.div_ceil(self.range_of(cfg, a, l).max(1))
+        };
+        // Every loop, outermost first: its axis and trips.
+        let mut loops: Vec<(usize, u64)> = Vec::new();
+        for e in &self.order {
+            let (spatial, level) = match *e {
+                OrderEntry::Spatial(l) => (true, Some(l)),
+                OrderEntry::Reduction(l) => (false, Some(l)),
+                OrderEntry::SpatialPoint => (true, None),
+                OrderEntry::ReductionPoint => (false, None),
+                OrderEntry::VThread => continue,
+            };
+            for &a in cfg.order.iter().filter(|&&a| self.axes[a].spatial == spatial) {
+                match level {
+                    Some(l) if !self.fixed(a, l) => loops.push((a, trip(a, l))),
+                    Some(_) => {}
+                    None => loops.push((a, self.range_of(cfg, a, inner))),
+                }
+            }
+        }
+        let (mut run, mut streams) = (1.0f64, 1.0f64);
+        for (a, trips) in loops.into_iter().rev().filter(|&(_, t)| t > 1) {
+            let id = AxisId::new(a);
+            if rows.iter().any(|e| e.uses(id)) {
+                streams *= trips as f64;
+                if streams > max_streams {
+                    break;
+                }
+            } else if last.uses(id) {
+                run *= trips as f64;
+            }
+        }
+        run.min(dim) * elem
     }
 
     /// The loop order the packed copies of `cfg` move the fewest bytes

@@ -33,7 +33,7 @@ use super::rng::Rng;
 use super::space::{Config, Problem};
 use std::fmt::Write as _;
 use tilec::ir::{AxisId, EntityRef};
-use tilec::target::{FootprintPart, MemoryId, MemoryLevel, TargetKind, distinct_values};
+use tilec::target::{FootprintPart, MemoryId, MemoryLevel, TargetKind};
 
 /// One resource-constrained rule.
 pub struct SpaceRule {
@@ -133,15 +133,8 @@ pub fn first_removing(p: &Problem, cfg: &Config) -> Option<usize> {
 /// (a GEMM's operands, a convolution's input and kernel, a scan's sliding
 /// window; not a row mean's input, read once per element).
 pub fn has_data_reuse(p: &Problem) -> bool {
-    let extent = |a: AxisId| p.axes[a.index()].extent;
-    let points = p.compute.iteration_points().unwrap_or(u64::MAX);
-    p.compute.reads.iter().enumerate().any(|(r, read)| {
-        let Some(tensor) = p.info.reads.get(r).map(|i| &i.tensor) else {
-            return false;
-        };
-        let elems = read.indices.iter().zip(&tensor.shape).fold(1u64, |n, (e, &dim)| n.saturating_mul(distinct_values(e, &extent, dim)));
-        elems < points
-    })
+    let res = p.resources();
+    (0..p.compute.reads.len()).any(|r| !res.streamed(r))
 }
 
 /// HasDSM: a tile level other than the innermost keeps its tile in a

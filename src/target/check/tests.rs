@@ -348,6 +348,47 @@ fn cpu_caches_over_capacity() {
     assert!(!text.contains("accumulators"), "accumulators are not counted against `registers`:\n{text}");
 }
 
+/// A GEMM at M = 1 (a GEMV written as a GEMM) with a residual add.
+const GEMM_M1: &str = "
+func @g(%A: tensor<1x4096xf32>, %B: tensor<4096x4096xf32>, %R: tensor<1x4096xf32>) -> tensor<1x4096xf32> {
+  %C = compute (i: 1, j: 4096) reduce sum (k: 4096) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<1x4096xf32>[i, j] {
+    %0 = mul %a, %b : f32
+    yield %0 : f32
+  } epilogue(%acc) reads(%r = %R[i, j]) {
+    %1 = add %acc, %r : f32
+    yield %1 : f32
+  }
+  return %C
+}
+";
+
+#[test]
+fn streamed_reads_are_not_held_to_a_cache() {
+    // B and the residual are each read once; A is read for every j; a
+    // full GEMM's operands and a bias are reused.
+    let m1 = Case::new(GEMM_M1);
+    let t = target_named("x86-avx2");
+    let (info, c) = (m1.info(), m1.compute());
+    let res = OpResources::new(c, &info, &t);
+    assert_eq!((0..3).map(|r| res.streamed(r)).collect::<Vec<_>>(), [false, true, true]);
+    let g = Case::new(GEMM_I8_BIAS);
+    let (gi, gc) = (g.info(), g.compute());
+    let res = OpResources::new(gc, &gi, &t);
+    assert_eq!((0..3).map(|r| res.streamed(r)).collect::<Vec<_>>(), [false, false, false]);
+    // Whole rows of B in a core's tile: 64 MiB of B would be over a
+    // core's 4 MiB of L3, but it streams; A's 16 KiB and the output's fit.
+    let rows = sched("x86-avx2", &[("i", &[1, 1, 1]), ("j", &[4096, 4096, 64]), ("k", &[4096, 4, 4])]);
+    m1.ok(&rows, "x86-avx2");
+    // A's whole row and a 4096-wide output at l1 are the 32 KiB of L1
+    // exactly.
+    let wide = sched("x86-avx2", &[("i", &[1, 1, 1]), ("j", &[4096, 4096, 4096]), ("k", &[4096, 4096, 4096])]);
+    m1.ok(&wide, "x86-avx2");
+    // At M = 2 each element of B is read twice: it counts again.
+    let two_rows = Case::new(&GEMM_M1.replace("(i: 1,", "(i: 2,").replace("1x4096xf32", "2x4096xf32"));
+    let (d, text) = two_rows.check(&sched("x86-avx2", &[("i", &[2, 2, 2]), ("j", &[4096, 4096, 64]), ("k", &[4096, 4, 4])]), "x86-avx2");
+    assert!(d.has_errors() && text.contains("`l3` footprint of tile level `core` is 67174400 bytes (%a: 32768, %b: 67108864, output: 32768)"), "{text}");
+}
+
 #[test]
 fn epilogue_reads_and_accumulator_types() {
     let g = Case::new(GEMM_I8_BIAS);

@@ -126,14 +126,23 @@ fn r1_removes_an_l1_tile_over_the_l1_cache() {
 
 #[test]
 fn r4_removes_what_the_fused_epilogue_pushes_over_a_cache() {
+    // The residual add streams (each element read once): no cache holds
+    // it, and R4 has nothing to remove.
     let p = problem(GEMM_RESIDUAL, "x86-avx2");
+    assert!(p.resources().streamed(2) && !p.resources().streamed(0));
+    let tile: &[&[u64]] = &[&[32, 32, 32], &[64, 64, 64], &[256, 64, 64]];
+    assert!(p.valid(&point(&p, tile)));
+    // An epilogue read with reuse (each element for two rows) counts.
     // 32x64 outputs, k 64 at l1: A 8 KB, B 16 KB, output 8 KB = the 32 KB
-    // L1 exactly; the residual's 8 KB tile puts it over.
-    let tipped = point(&p, &[&[32, 32, 32], &[64, 64, 64], &[256, 64, 64]]);
+    // L1 exactly; the epilogue read's 4 KB tile puts it over.
+    let shared = GEMM_RESIDUAL.replace("%R: tensor<256x256xf32>", "%R: tensor<128x256xf32>").replace("%R[i, j]", "%R[i div 2, j] pad(0.0)");
+    let p = problem(&shared, "x86-avx2");
+    assert!(!p.resources().streamed(2));
+    let tipped = point(&p, tile);
     assert_eq!(removed_by(&p, &tipped), Some("R4"));
     assert!(!resource_check_passes(&p, &tipped));
     // The same tile without the epilogue's read fits.
-    let plain = problem(&GEMM_RESIDUAL.replace(" reads(%r = %R[i, j])", "").replace("%1 = add %acc, %r", "%1 = add %acc, %acc"), "x86-avx2");
+    let plain = problem(&shared.replace(" reads(%r = %R[i div 2, j] pad(0.0))", "").replace("%1 = add %acc, %r", "%1 = add %acc, %acc"), "x86-avx2");
     assert!(plain.valid(&point(&plain, &[&[32, 32, 32], &[64, 64, 64], &[256, 64, 64]])));
     // A tile over without the epilogue is R1's, not R4's.
     let over = point(&p, &[&[64, 64, 64], &[64, 64, 64], &[256, 64, 64]]);
