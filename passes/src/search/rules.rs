@@ -15,14 +15,16 @@
 //!
 //! | rule | GTA | memories and parts |
 //! |---|---|---|
-//! | R1 `multi-level-tiling` | Multi-Level Tiling | each tile level's hardware cache: body reads and output; a GPU block's threads |
+//! | R1 `multi-level-tiling` | Multi-Level Tiling | each tile level's hardware cache: body reads (but the streamed ones, which no cache holds) and output; a GPU block's threads |
 //! | R2 `multi-scope` | Set Multi-Scope | the innermost scope (registers): accumulators and the reads staged there, a GPU thread's registers; a CPU read's packed copy in its level |
 //! | R3 `fuse-main-op` | Fuse Main Op | the intrinsic's stage computed at the innermost tile: whole intrinsic tiles |
 //! | R4 `fuse-output-op` | Fuse Output Op | the fused epilogue's reads, in every memory |
 //! | R5 `memory-limit` | AddMemLimit | a dedicated scratchpad (GPU shared memory): the body reads a block stages |
 //!
-//! When every rule applies, a point the rules keep is one the resource
-//! check accepts (a unit test checks it on drawn points). A rule whose
+//! When every rule applies, the rules other than R3 keep exactly the
+//! points the resource check accepts (a unit test checks it on drawn
+//! points), and docs/search.md's table names each rule as declared here
+//! (a test reads it). A rule whose
 //! condition fails keeps every point, as GTA does not generate its stage:
 //! the verifier still removes what does not fit (the report counts those
 //! apart). docs/search.md, "Resource-constrained rules", gives each

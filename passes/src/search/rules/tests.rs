@@ -94,6 +94,16 @@ fn the_rules_are_named_once_in_gta_order() {
     assert!(rule("R6").is_none());
 }
 
+/// docs/search.md's table names each rule as `RULES` declares it.
+#[test]
+fn the_docs_name_every_rule_as_declared() {
+    let docs = std::fs::read_to_string(format!("{}/../docs/search.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    for r in &RULES {
+        let row = format!("| {} `{}` | {}; `{}` |", r.id, r.name, r.gta_name, r.condition);
+        assert!(docs.contains(&row), "docs/search.md has no row starting `{row}`");
+    }
+}
+
 #[test]
 fn conditions_follow_table_4() {
     // HasDataReuse: a GEMM's operands and a scan's window are reused; a
