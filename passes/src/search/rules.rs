@@ -82,7 +82,7 @@ pub static RULES: [SpaceRule; 5] = [
         name: "multi-scope",
         gta_name: "Set Multi-Scope",
         condition: "HasDataReuse(R, i) & HasMultiScopeCache(R, i)",
-        summary: "what a point places in the innermost scope (accumulators, reads staged in registers) fits it, within a GPU thread's registers; a CPU read's packed copy fits the memory of the level it is packed at",
+        summary: "what a point places in the innermost scope (accumulators, reads staged in registers) fits it, within a GPU thread's registers; a CPU read's packed copy (but a streamed read's) fits the memory of the level it is packed at",
         applies: |p| has_data_reuse(p) && p.target.memory.iter().filter(|m| m.scope.is_some()).count() >= 2,
         fits: multi_scope,
     },
@@ -232,8 +232,10 @@ fn multi_scope(p: &Problem, cfg: &Config) -> bool {
     if p.target.kind == TargetKind::Cuda && !gpu_registers_fit(p, cfg) {
         return false;
     }
-    // A packed copy is a buffer of the level's scope.
-    (0..p.compute.reads.len()).all(|r| {
+    // A packed copy is a buffer of the level's scope (a streamed read's
+    // is not held to it, as the read itself is not: it passes through).
+    let res = p.resources();
+    (0..p.compute.reads.len()).filter(|&r| !res.streamed(r)).all(|r| {
         let Some(level) = cfg.pack_level(r) else {
             return true;
         };
