@@ -199,8 +199,8 @@ fn r5_removes_a_block_whose_staged_reads_exceed_its_shared_memory() {
     assert!(!resource_check_passes(&p, &big));
 }
 
-/// Where every rule applies, the rules keep exactly the points the space
-/// calls valid, and those with the resource check's constraints (all but
+/// Where every rule applies (or has nothing to hold), the rules keep
+/// exactly the points the space calls valid, and those with the resource check's constraints (all but
 /// R3, which is `Problem::fits_intrinsic`) exactly the points the check
 /// accepts: the rules are the check, split.
 #[test]
