@@ -358,12 +358,12 @@ impl<'a> Checker<'a> {
         let t = |a: AxisId| self.range_of(a, level);
         let mut parts = Vec::new();
         self.res.footprint_parts(level, m, &|r| cached.contains(&r), &mut |p| {
-            let bytes = self.res.part_bytes(p, &t);
+            // A warp's lanes each hold a fragment of the accumulator.
+            let bytes = self.res.part_bytes(p, &t, self.plan.lanes);
             parts.push(match p {
                 FootprintPart::Read(r) => Part { what: self.read_name(r), bytes, span: self.read_span(r), read: true },
                 FootprintPart::Output => Part { what: "output".into(), bytes, span: Span::DUMMY, read: false },
-                // A warp's lanes each hold a fragment of the accumulator.
-                FootprintPart::Accumulator if self.plan.lanes > 1 => Part { what: format!("accumulator fragment (1/{})", self.plan.lanes), bytes: bytes.div_ceil(self.plan.lanes), span: Span::DUMMY, read: false },
+                FootprintPart::Accumulator if self.plan.lanes > 1 => Part { what: format!("accumulator fragment (1/{})", self.plan.lanes), bytes, span: Span::DUMMY, read: false },
                 FootprintPart::Accumulator => Part { what: "accumulator".into(), bytes, span: Span::DUMMY, read: false },
             })
         });
@@ -477,11 +477,7 @@ impl<'a> Checker<'a> {
             return;
         }
         let cached = self.cached_at(&m.name);
-        let mut parts = self.res.register_parts(&cached, &|a| self.range_of(a, innermost));
-        if self.plan.lanes > 1 {
-            // A lane holds its fragment of the accumulator (the first part).
-            parts[0] = (format!("accumulator fragment (1/{})", self.plan.lanes), parts[0].1.div_ceil(self.plan.lanes));
-        }
+        let parts = self.res.register_parts(&cached, &|a| self.range_of(a, innermost), self.plan.lanes);
         let total = parts.iter().fold(0u64, |s, (_, n)| s.saturating_add(*n));
         let limit = t.compute.max_registers_per_thread as u64;
         if total > limit {

@@ -135,12 +135,14 @@ impl<'a> OpResources<'a> {
         self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(t(a))).saturating_mul(self.info.acc.size_bytes())
     }
 
-    /// Bytes of one footprint part over a tile with ranges `t`.
-    pub fn part_bytes(&self, part: FootprintPart, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    /// Bytes of one footprint part over a tile with ranges `t` computed
+    /// by `lanes` hardware threads: a warp intrinsic's lanes each hold a
+    /// fragment of the accumulators (1: one thread holds them all).
+    pub fn part_bytes(&self, part: FootprintPart, t: &dyn Fn(AxisId) -> u64, lanes: u64) -> u64 {
         match part {
             FootprintPart::Read(r) => self.read_bytes(r, t),
             FootprintPart::Output => self.output_bytes(t),
-            FootprintPart::Accumulator => self.accumulator_bytes(t),
+            FootprintPart::Accumulator => self.accumulator_bytes(t).div_ceil(lanes.max(1)),
         }
     }
 
@@ -152,9 +154,9 @@ impl<'a> OpResources<'a> {
         let extent = |a: AxisId| self.compute.axis(a).extent.max(1);
         let body = r < self.compute.reads.len();
         let points = if body { self.compute.axis_ids().fold(1u64, |p, a| p.saturating_mul(extent(a))) } else { self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(extent(a))) };
-        let Some(bytes) = Some(self.read_bytes(r, &extent)).filter(|&b| b > 0) else { return false };
         let elem = self.info.reads.get(r).map_or(1, |i| i.tensor.elem.size_bytes().max(1));
-        bytes / elem >= points
+        let bytes = self.read_bytes(r, &extent);
+        bytes > 0 && bytes / elem >= points
     }
 
     /// The parts of the footprint in memory `m` of a tile of `level`, in
@@ -179,10 +181,11 @@ impl<'a> OpResources<'a> {
         }
     }
 
-    /// The footprint's total bytes (see [`OpResources::footprint_parts`]).
-    pub fn footprint(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    /// The footprint's total bytes (see [`OpResources::footprint_parts`]
+    /// and, for `lanes`, [`OpResources::part_bytes`]).
+    pub fn footprint(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, t: &dyn Fn(AxisId) -> u64, lanes: u64) -> u64 {
         let mut total = 0u64;
-        self.footprint_parts(level, m, cached, &mut |p| total = total.saturating_add(self.part_bytes(p, t)));
+        self.footprint_parts(level, m, cached, &mut |p| total = total.saturating_add(self.part_bytes(p, t, lanes)));
         total
     }
 
@@ -223,12 +226,14 @@ impl<'a> OpResources<'a> {
     }
 
     /// The per-thread register estimate of a GPU tile with ranges `t` at
-    /// the innermost level, part by part (32-bit registers): accumulators,
-    /// the reads `cached` in registers, one per other read, and
-    /// [`INDEX_REGISTERS`] for indexing.
-    pub fn register_parts(&self, cached: &[usize], t: &dyn Fn(AxisId) -> u64) -> Vec<(String, u64)> {
+    /// the innermost level computed by `lanes` hardware threads each, part
+    /// by part (32-bit registers): accumulators (a warp intrinsic's lane
+    /// holds its fragment), the reads `cached` in registers, one per other
+    /// read, and [`INDEX_REGISTERS`] for indexing.
+    pub fn register_parts(&self, cached: &[usize], t: &dyn Fn(AxisId) -> u64, lanes: u64) -> Vec<(String, u64)> {
         let words = |bytes: u64| bytes.div_ceil(4);
-        let mut parts: Vec<(String, u64)> = vec![("accumulator".into(), words(self.accumulator_bytes(t)))];
+        let accumulator = if lanes > 1 { format!("accumulator fragment (1/{lanes})") } else { "accumulator".into() };
+        let mut parts: Vec<(String, u64)> = vec![(accumulator, words(self.part_bytes(FootprintPart::Accumulator, t, lanes)))];
         for &r in cached {
             parts.push((self.read_name(r), words(self.read_bytes(r, t))));
         }

@@ -473,9 +473,8 @@ impl Problem {
             if axis.spatial != spatial || self.fixed(a, l) {
                 continue;
             }
-            let outer = if l == 0 { axis.extent } else { self.range_of(cfg, a, l - 1) };
             let parallel = axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
-            let trip = outer.div_ceil(self.range_of(cfg, a, l).max(1));
+            let trip = self.trips(cfg, a, l);
             e.full = e.full.saturating_mul(trip);
             if parallel || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))) {
                 e.kept = true;
@@ -483,6 +482,13 @@ impl Problem {
             }
         }
         e
+    }
+
+    /// The trips of axis `a`'s loop at tile level `l`: the level above's
+    /// range (the extent at the outermost) over this level's.
+    fn trips(&self, cfg: &Config, a: usize, l: usize) -> u64 {
+        let outer = if l == 0 { self.axes[a].extent } else { self.range_of(cfg, a, l - 1) };
+        outer.div_ceil(self.range_of(cfg, a, l).max(1))
     }
 
     /// The copies of a read over the loop order's entries (outermost
@@ -644,10 +650,6 @@ impl Problem {
         let dim = self.info.reads[r].tensor.shape.last().copied().unwrap_or(1) as f64;
         let max_streams = self.target.compute.misses_in_flight.max(1.0);
         let inner = self.levels - 1;
-        let trip = |a: usize, l: usize| {
-            let outer = if l == 0 { self.axes[a].extent } else { self.range_of(cfg, a, l - 1) };
-            outer.div_ceil(self.range_of(cfg, a, l).max(1))
-        };
         // Every loop, outermost first: its axis and trips.
         let mut loops: Vec<(usize, u64)> = Vec::new();
         for e in &self.order {
@@ -660,7 +662,7 @@ impl Problem {
             };
             for &a in cfg.order.iter().filter(|&&a| self.axes[a].spatial == spatial) {
                 match level {
-                    Some(l) if !self.fixed(a, l) => loops.push((a, trip(a, l))),
+                    Some(l) if !self.fixed(a, l) => loops.push((a, self.trips(cfg, a, l))),
                     Some(_) => {}
                     None => loops.push((a, self.range_of(cfg, a, inner))),
                 }

@@ -190,7 +190,7 @@ impl Blocks {
         let inner = p.levels - 1;
         // The space stages no read in registers on GPUs (`Problem::plan`
         // stages in shared memory only), so none is counted in full.
-        let registers = p.resources().register_parts(&[], &|a| p.range_of(cfg, a.index(), inner)).iter().map(|(_, n)| *n as f64).sum::<f64>();
+        let registers = p.resources().register_parts(&[], &|a| p.range_of(cfg, a.index(), inner), 1).iter().map(|(_, n)| *n as f64).sum::<f64>();
         let grid = grid_level(p);
         let shared_bytes = if p.shared_level.is_some() { p.footprint(cfg, grid) as f64 } else { 0.0 };
         let shared_per_unit = p.target.memory_level(&p.target.tile_levels[grid].memory).map_or(0, |m| m.unit_capacity_bytes.unwrap_or(m.capacity_bytes)) as f64;

@@ -179,20 +179,17 @@ fn footprints<'p>(p: &'p Problem, cfg: &Config) -> Vec<Footprint<'p>> {
     let plan = p.resource_plan(cfg);
     let body_reads = p.compute.reads.len();
     let innermost = p.levels - 1;
-    let lanes = plan.lanes.max(1);
     let count = |level: usize, m: &'p MemoryLevel| {
         let id = t.memory_index(&m.name).map(MemoryId);
         let staged = |r: usize| id.is_some() && plan.staged.get(r).copied().flatten() == id;
         let range = |a: AxisId| p.range_of(cfg, a.index(), level);
         let mut f = Footprint { level, memory: m, body: 0, epilogue: 0, result: 0, capacity: res.capacity(level, m).bytes };
         res.footprint_parts(level, m, &staged, &mut |part| {
-            let bytes = res.part_bytes(part, &range);
+            let bytes = res.part_bytes(part, &range, plan.lanes);
             match part {
                 FootprintPart::Read(r) if r < body_reads => f.body = f.body.saturating_add(bytes),
                 FootprintPart::Read(_) => f.epilogue = f.epilogue.saturating_add(bytes),
-                // A warp's lanes each hold a fragment of the accumulators.
-                FootprintPart::Accumulator => f.result = f.result.saturating_add(bytes.div_ceil(lanes)),
-                FootprintPart::Output => f.result = f.result.saturating_add(bytes),
+                FootprintPart::Accumulator | FootprintPart::Output => f.result = f.result.saturating_add(bytes),
             }
         });
         f
@@ -242,7 +239,7 @@ fn multi_scope(p: &Problem, cfg: &Config) -> bool {
         let Some(m) = p.target.memory_level(&p.target.tile_levels[level].memory) else {
             return true;
         };
-        p.read_bytes(r, &|a| p.range_of(cfg, a.index(), level)) <= p.resources().capacity(level, m).bytes
+        res.read_bytes(r, &|a| p.range_of(cfg, a.index(), level)) <= res.capacity(level, m).bytes
     })
 }
 
@@ -257,11 +254,7 @@ fn gpu_registers_fit(p: &Problem, cfg: &Config) -> bool {
     let plan = p.resource_plan(cfg);
     let id = t.memory_index(&m.name).map(MemoryId);
     let cached: Vec<usize> = (0..p.nreads()).filter(|&r| id.is_some() && plan.staged.get(r).copied().flatten() == id).collect();
-    let mut parts = p.resources().register_parts(&cached, &|a| p.range_of(cfg, a.index(), innermost));
-    let lanes = plan.lanes.max(1);
-    if lanes > 1 {
-        parts[0].1 = parts[0].1.div_ceil(lanes);
-    }
+    let parts = p.resources().register_parts(&cached, &|a| p.range_of(cfg, a.index(), innermost), plan.lanes);
     parts.iter().fold(0u64, |s, (_, n)| s.saturating_add(*n)) <= t.compute.max_registers_per_thread as u64
 }
 

@@ -20,7 +20,7 @@ use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
 use tilec::ir::*;
 use tilec::target::mapping::{self, IntrinsicAxis, Mapping};
-use tilec::target::{Binding, ComputeInfo, FootprintPart, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
+use tilec::target::{Binding, ComputeInfo, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
 
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -556,17 +556,7 @@ impl Problem {
     pub fn footprint(&self, cfg: &Config, level: usize) -> u64 {
         let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return 0 };
         let staged = self.shared_level.as_deref() == Some(m.name.as_str());
-        let res = self.resources();
-        let range = |id: AxisId| self.range_of(cfg, id.index(), level);
-        let lanes = self.lanes_per_tile(cfg);
-        let mut total = 0u64;
-        res.footprint_parts(level, m, &|r| staged && self.stageable.contains(&r), &mut |part| {
-            let bytes = res.part_bytes(part, &range);
-            // A warp's lanes each hold a fragment of the accumulators, as
-            // the resource check counts them.
-            total = total.saturating_add(if matches!(part, FootprintPart::Accumulator) { bytes.div_ceil(lanes) } else { bytes });
-        });
-        total
+        self.resources().footprint(level, m, &|r| staged && self.stageable.contains(&r), &|id| self.range_of(cfg, id.index(), level), self.lanes_per_tile(cfg))
     }
 
     /// The capacity a tile of `level` gets (a per-device cache is shared by

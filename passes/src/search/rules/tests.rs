@@ -200,15 +200,19 @@ fn r5_removes_a_block_whose_staged_reads_exceed_its_shared_memory() {
 }
 
 /// Where every rule applies (or has nothing to hold), the rules keep
-/// exactly the points the space calls valid, and those with the resource check's constraints (all but
-/// R3, which is `Problem::fits_intrinsic`) exactly the points the check
-/// accepts: the rules are the check, split.
+/// exactly the points the space calls valid, and those with the resource
+/// check's constraints (all but R3, which is `Problem::fits_intrinsic`)
+/// exactly the points the check accepts: the rules are the check, split.
 #[test]
 fn the_rules_split_the_resource_check_exactly() {
     let f16 = GEMM_RESIDUAL.replace("f32", "f16");
     // M = 1 with a residual add: B and the residual stream (no cache holds
     // them, packed or not).
-    let m1 = GEMM_RESIDUAL.replace("%A: tensor<256x256xf32>", "%A: tensor<1x256xf32>").replace("%R: tensor<256x256xf32>", "%R: tensor<1x256xf32>").replace("-> tensor<256x256xf32>", "-> tensor<1x256xf32>").replace("(i: 256,", "(i: 1,");
+    let m1 = GEMM_RESIDUAL
+        .replace("%A: tensor<256x256xf32>", "%A: tensor<1x256xf32>")
+        .replace("%R: tensor<256x256xf32>", "%R: tensor<1x256xf32>")
+        .replace("-> tensor<256x256xf32>", "-> tensor<1x256xf32>")
+        .replace("(i: 256,", "(i: 1,");
     let cases = [
         (m1.as_str(), "x86-avx2", false),
         (m1.as_str(), "x86-avx512", false),
