@@ -95,6 +95,10 @@ pub struct ReadInfo {
     pub name: String,
     pub span: Span,
     pub tensor: TensorType,
+    /// Does the op touch each element of this read once
+    /// ([`OpResources::streamed`](super::resources::OpResources::streamed))?
+    /// Worked out once here: the search asks for every footprint.
+    pub streamed: bool,
 }
 
 impl ComputeInfo {
@@ -128,7 +132,8 @@ impl ComputeInfo {
                 Some(&v) => (f.values[v].name.as_ref().map_or_else(|| format!("read {i}"), |n| format!("%{n}")), f.value_spans[v]),
                 None => (format!("read {i}"), Span::DUMMY),
             };
-            reads.push(ReadInfo { name, span, tensor });
+            let streamed = super::resources::touches_each_once(c, i, &tensor);
+            reads.push(ReadInfo { name, span, tensor, streamed });
         }
         Some(ComputeInfo { reads, output, acc })
     }

@@ -27,14 +27,29 @@ pub const INDEX_REGISTERS: u64 = 16;
 /// dimension), at least 1: the lesser of the points of the axes it uses and
 /// the width of its range over the divisor. A read's footprint is the
 /// product of this over its indices.
+///
+/// The search asks this millions of times, so it asks `t` once per axis
+/// and divides only by a divisor other than 1.
 #[inline]
 pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
-    let points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
-    let by_range = match e.numerator_range(|v| (0, t(v).min(i64::MAX as u64) as i64 - 1)) {
+    let mut points = 1u64;
+    // The numerator's range, as `AffineExpr::numerator_range` computes it
+    // (`None` on overflow: then the range does not bound the values).
+    let mut range = Some((e.constant_term(), e.constant_term()));
+    for &(v, c) in e.terms() {
+        let n = t(v);
+        points = points.saturating_mul(n);
+        range = range.and_then(|(lo, hi)| {
+            let (x, y) = (0i64, c.checked_mul(n.min(i64::MAX as u64) as i64 - 1)?);
+            Some((lo.checked_add(x.min(y))?, hi.checked_add(x.max(y))?))
+        });
+    }
+    let by_range = match range {
         Some((lo, hi)) => {
             let width = (hi as i128 - lo as i128 + 1) as u128;
             let d = e.divisor().max(1) as u128;
-            width.div_ceil(d).min(u64::MAX as u128) as u64
+            let values = if d == 1 { width } else { width.div_ceil(d) };
+            values.min(u64::MAX as u128) as u64
         }
         None => u64::MAX,
     };
@@ -46,6 +61,19 @@ pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u
 fn access_bytes(indices: &[AffineExpr<AxisId>], ty: &TensorType, t: &dyn Fn(AxisId) -> u64) -> u64 {
     let elems = indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
     elems.saturating_mul(ty.elem.size_bytes())
+}
+
+/// Does `compute` touch each element its read `r` (body reads, then
+/// epilogue reads) of `tensor` reads once: as many distinct elements as
+/// iteration points (for an epilogue read, output points)? The definition
+/// of [`OpResources::streamed`], kept in [`ReadInfo`](super::check::ReadInfo).
+pub fn touches_each_once(compute: &Compute, r: usize, tensor: &TensorType) -> bool {
+    let Some((_, read)) = compute.all_reads().nth(r) else { return false };
+    let extent = |a: AxisId| compute.axis(a).extent.max(1);
+    let body = r < compute.reads.len();
+    let points = if body { compute.axis_ids().fold(1u64, |p, a| p.saturating_mul(extent(a))) } else { compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(extent(a))) };
+    let bytes = access_bytes(&read.indices, tensor, &extent);
+    bytes > 0 && bytes / tensor.elem.size_bytes().max(1) >= points
 }
 
 /// One item a footprint counts.
@@ -151,12 +179,7 @@ impl<'a> OpResources<'a> {
     /// read, output points)? A hardware cache does not hold it
     /// ([`OpResources::footprint_parts`]).
     pub fn streamed(&self, r: usize) -> bool {
-        let extent = |a: AxisId| self.compute.axis(a).extent.max(1);
-        let body = r < self.compute.reads.len();
-        let points = if body { self.compute.axis_ids().fold(1u64, |p, a| p.saturating_mul(extent(a))) } else { self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(extent(a))) };
-        let elem = self.info.reads.get(r).map_or(1, |i| i.tensor.elem.size_bytes().max(1));
-        let bytes = self.read_bytes(r, &extent);
-        bytes > 0 && bytes / elem >= points
+        self.info.reads.get(r).is_some_and(|i| i.streamed)
     }
 
     /// The parts of the footprint in memory `m` of a tile of `level`, in

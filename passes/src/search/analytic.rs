@@ -39,18 +39,96 @@ impl PackedStrides<'_> {
 /// One entry of the target's loop order as a packed copy sees it
 /// ([`Problem::entry_copies`]): the product of its loops' trips up to the
 /// last loop the copy stays in (`kept`: there is one), and of all of them.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 struct EntryCopies {
     kept: bool,
     prefix: u64,
     full: u64,
 }
 
-/// Per (read, pack level) of one state's tiles: the bytes of a packed
-/// copy, and the copies under each of [`Problem::orders`].
+impl EntryCopies {
+    /// Over the entry's loops in order: each one's trips, and whether the
+    /// copy stays inside it ([`Problem::copy_loop`]).
+    fn over(loops: impl Iterator<Item = (u64, bool)>) -> Self {
+        let mut e = EntryCopies { kept: false, prefix: 1, full: 1 };
+        for (trip, kept) in loops {
+            e.full = e.full.saturating_mul(trip);
+            if kept {
+                e.kept = true;
+                e.prefix = e.full;
+            }
+        }
+        e
+    }
+}
+
+/// Per (read, pack level) of one state's tiles, its [`ReadCopies`].
 #[derive(Default)]
 struct OrderCopies {
-    copies: std::collections::HashMap<(usize, usize), (f64, Vec<f64>)>,
+    copies: rustc_hash::FxHashMap<(usize, usize), ReadCopies>,
+}
+
+/// The packed copies of one read at one level under every loop order of
+/// [`Problem::orders`], by class. Two spatial parts of orders are in one
+/// class when the copy sees the same loops in them (equal
+/// [`EntryCopies`] in every entry), and so for reduction parts: the
+/// copies depend on the pair of classes only. Most of the up to 14,400
+/// orders fall into a few classes (the axes a read does not use, or that
+/// run once, can go in any order), so the copies are worked out per pair
+/// of classes instead of per order.
+struct ReadCopies {
+    /// A packed copy's bytes.
+    bytes: f64,
+    /// The class of each spatial part (of [`OrderParts::spatial`]) and of
+    /// each reduction part.
+    spatial_class: Vec<u32>,
+    reduction_class: Vec<u32>,
+    /// The first part of each class.
+    spatial_first: Vec<usize>,
+    reduction_first: Vec<usize>,
+    /// The copies of a pair of classes, at `spatial class × reduction
+    /// classes + reduction class`.
+    copies: Vec<f64>,
+}
+
+impl ReadCopies {
+    fn copies(&self, spatial_part: usize, reduction_part: usize) -> f64 {
+        self.copies[self.spatial_class[spatial_part] as usize * self.reduction_first.len() + self.reduction_class[reduction_part] as usize]
+    }
+}
+
+/// The classes of parts that are in the same class for every one of
+/// `reads` (by [`ReadCopies`]'s `class` of each), as [`classes`] numbers
+/// them: refined one read at a time.
+fn joint_classes(reads: &[&ReadCopies], class: impl Fn(&ReadCopies) -> &Vec<u32>, first: impl Fn(&ReadCopies) -> &Vec<usize>) -> Vec<usize> {
+    match reads {
+        [] => vec![0],
+        [only] => first(only).clone(),
+        [head, rest @ ..] => {
+            let mut joint = class(head).clone();
+            let mut firsts = Vec::new();
+            for c in rest {
+                (joint, firsts) = classes(joint.iter().zip(class(c)).map(|(&a, &b)| (u64::from(a) << 32) | u64::from(b)));
+            }
+            firsts
+        }
+    }
+}
+
+/// Numbers equal keys in first-seen order: each item's class, and the
+/// first item of each class.
+fn classes<K: Eq + std::hash::Hash>(keys: impl Iterator<Item = K>) -> (Vec<u32>, Vec<usize>) {
+    let mut ids = rustc_hash::FxHashMap::default();
+    let (mut class, mut first) = (Vec::new(), Vec::new());
+    for (i, k) in keys.enumerate() {
+        let next = first.len() as u32;
+        let id = *ids.entry(k).or_insert(next);
+        if id == next {
+            first.push(i);
+        }
+        class.push(id);
+    }
+    (class, first)
 }
 
 /// The tile level whose reduction sizes bound the accumulator's run: the
@@ -230,7 +308,7 @@ impl Problem {
     /// The target's peak GFLOP/s for the accumulator's type (else f32's).
     fn peak_gflops(&self) -> f64 {
         let t = &self.target;
-        t.peak_gflops.get(&self.info.acc.to_string()).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0)
+        t.peak_gflops.get(self.info.acc.name()).or_else(|| t.peak_gflops.get("f32")).copied().unwrap_or(1.0)
     }
 
     /// The reduction steps a CPU register tile accumulates before its
@@ -467,21 +545,22 @@ impl Problem {
     /// (each core packs its own). Products are exact integers (they count
     /// iterations of the op).
     fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, spatial: bool, axes: impl IntoIterator<Item = usize>) -> EntryCopies {
-        let mut e = EntryCopies { kept: false, prefix: 1, full: 1 };
-        for a in axes {
-            let axis = &self.axes[a];
-            if axis.spatial != spatial || self.fixed(a, l) {
-                continue;
-            }
-            let parallel = axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
-            let trip = self.trips(cfg, a, l);
-            e.full = e.full.saturating_mul(trip);
-            if parallel || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))) {
-                e.kept = true;
-                e.prefix = e.full;
-            }
+        EntryCopies::over(axes.into_iter().map(|a| self.copy_loop(cfg, indices, a, l, spatial)))
+    }
+
+    /// Axis `a`'s loop at level `l` in an entry of kind `spatial`, as a
+    /// copy reading `indices` sees it: its trips, and whether the copy
+    /// stays inside it ([`Problem::entry_copies`]). A loop the entry does
+    /// not make (another kind's axis, or a size fixed at the level) is one
+    /// trip the copy leaves.
+    fn copy_loop(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], a: usize, l: usize, spatial: bool) -> (u64, bool) {
+        let axis = &self.axes[a];
+        if axis.spatial != spatial || self.fixed(a, l) {
+            return (1, false);
         }
-        e
+        let parallel = axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
+        let trip = self.trips(cfg, a, l);
+        (trip, parallel || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))))
     }
 
     /// The trips of axis `a`'s loop at tile level `l`: the level above's
@@ -703,30 +782,40 @@ impl Problem {
         for &(r, l) in &packed {
             if !memo.copies.contains_key(&(r, l)) {
                 let copies = self.copies_per_order(cfg, r, l);
-                memo.copies.insert((r, l), (self.pack_box_bytes(cfg, r, l), copies));
+                memo.copies.insert((r, l), copies);
             }
         }
-        let per_read: Vec<&(f64, Vec<f64>)> = packed.iter().map(|k| &memo.copies[k]).collect();
+        let per_read: Vec<&ReadCopies> = packed.iter().map(|k| &memo.copies[k]).collect();
+        // The orders whose parts are in the same classes for every packed
+        // read move the same bytes; of each pair of joint classes, the
+        // first order (the first part of each) stands for all. Ties go to
+        // the earliest order, as when every order was weighed in turn.
+        let parts = &self.order_parts;
+        let spatial_first = joint_classes(&per_read, |c| &c.spatial_class, |c| &c.spatial_first);
+        let reduction_first = joint_classes(&per_read, |c| &c.reduction_class, |c| &c.reduction_first);
         let mut best: Option<(f64, usize)> = None;
-        for o in 0..self.orders.len() {
-            let mut bytes = 0.0;
-            for (b, copies) in &per_read {
-                bytes += copies[o] * b;
-            }
-            if best.is_none_or(|(b, _)| bytes < b) {
-                best = Some((bytes, o));
+        for &si in &spatial_first {
+            for &ri in &reduction_first {
+                let mut bytes = 0.0;
+                for c in &per_read {
+                    bytes += c.copies(si, ri) * c.bytes;
+                }
+                let o = parts.order_of(si, ri);
+                if best.is_none_or(|(b, first)| bytes < b || (bytes == b && o < first)) {
+                    best = Some((bytes, o));
+                }
             }
         }
         best.map_or_else(|| self.orders[0].clone(), |(_, o)| self.orders[o].clone())
     }
 
     /// The packed copies of read `r` at level `l` ([`Problem::pack_copies`])
-    /// under each of [`Problem::orders`]. A copy's loops in an entry of the
-    /// target's loop order depend only on the order of the axes of the
-    /// entry's kind, and the orders are every spatial permutation times
-    /// every reduction one (up to 14,400 of them): each permutation's
-    /// entries are computed once.
-    fn copies_per_order(&self, cfg: &Config, r: usize, level: usize) -> Vec<f64> {
+    /// under each of [`Problem::orders`], by class ([`ReadCopies`]). A
+    /// copy's loops in an entry of the target's loop order depend only on
+    /// the order of the axes of the entry's kind, and the orders are every
+    /// spatial permutation times every reduction one: each permutation's
+    /// entries are computed once, and the copies once per pair of classes.
+    fn copies_per_order(&self, cfg: &Config, r: usize, level: usize) -> ReadCopies {
         let indices: &[AffineExpr<AxisId>] = self.compute.all_reads().nth(r).map_or(&[][..], |(_, read)| &read.indices[..]);
         // The entries in the target's order: (spatial, position among the
         // entries of that kind).
@@ -738,15 +827,30 @@ impl Problem {
                 (sp, seen[usize::from(sp)] - 1)
             })
             .collect();
-        let stats = |sp: bool, axes: &[usize]| -> Vec<EntryCopies> { self.copy_entries(level).filter(|&(_, k)| k == sp).map(|(l, _)| self.entry_copies(cfg, indices, l, sp, axes.iter().copied())).collect() };
         let parts = &self.order_parts;
-        let spatial: Vec<Vec<EntryCopies>> = parts.spatial.iter().map(|axes| stats(true, axes)).collect();
-        let reduction: Vec<Vec<EntryCopies>> = parts.reduction.iter().map(|axes| stats(false, axes)).collect();
-        parts
-            .of_order
-            .iter()
-            .map(|&(si, ri)| Self::copies_over(layout.iter().map(|&(sp, k)| if sp { spatial[si][k] } else { reduction[ri][k] })))
-            .collect()
+        // Per kind: each part's entries of that kind, one after another,
+        // from each loop's trips and stay worked out once.
+        let entries = |sp: bool, parts: &[Vec<usize>]| -> (Vec<EntryCopies>, usize) {
+            let levels: Vec<usize> = self.copy_entries(level).filter(|&(_, k)| k == sp).map(|(l, _)| l).collect();
+            let loops: Vec<Vec<(u64, bool)>> = levels.iter().map(|&l| (0..self.axes.len()).map(|a| self.copy_loop(cfg, indices, a, l, sp)).collect()).collect();
+            let mut out = Vec::with_capacity(parts.len() * levels.len());
+            for axes in parts {
+                out.extend(loops.iter().map(|per_axis| EntryCopies::over(axes.iter().map(|&a| per_axis[a]))));
+            }
+            (out, levels.len())
+        };
+        let classes_of = |(flat, n): &(Vec<EntryCopies>, usize), parts: usize| if *n == 0 { (vec![0; parts], vec![0]) } else { classes(flat.chunks_exact(*n)) };
+        let (spatial, reduction) = (entries(true, &parts.spatial), entries(false, &parts.reduction));
+        let (spatial_class, spatial_first) = classes_of(&spatial, parts.spatial.len());
+        let (reduction_class, reduction_first) = classes_of(&reduction, parts.reduction.len());
+        let entry = |(flat, n): &(Vec<EntryCopies>, usize), part: usize, k: usize| flat[part * n + k];
+        let mut copies = Vec::with_capacity(spatial_first.len() * reduction_first.len());
+        for &si in &spatial_first {
+            for &ri in &reduction_first {
+                copies.push(Self::copies_over(layout.iter().map(|&(sp, k)| if sp { entry(&spatial, si, k) } else { entry(&reduction, ri, k) })));
+            }
+        }
+        ReadCopies { bytes: self.pack_box_bytes(cfg, r, level), spatial_class, reduction_class, spatial_first, reduction_first, copies }
     }
 
     /// `cfg` with each packable read, in turn, given the pack choice the

@@ -215,11 +215,13 @@ struct Here<'a> {
     level: usize,
     traffic_footprint: std::cell::OnceCell<(f64, f64)>,
     kernel: std::cell::OnceCell<[f64; 4]>,
+    /// Scratch for the completed states the step weighs.
+    completed: std::cell::RefCell<Config>,
 }
 
 impl<'a> Here<'a> {
     fn new(p: &'a Problem, cfg: &'a Config, level: usize) -> Self {
-        Here { p, cfg, level, traffic_footprint: std::cell::OnceCell::new(), kernel: std::cell::OnceCell::new() }
+        Here { p, cfg, level, traffic_footprint: std::cell::OnceCell::new(), kernel: std::cell::OnceCell::new(), completed: std::cell::RefCell::new(cfg.clone()) }
     }
 
     fn traffic_footprint(&self) -> (f64, f64) {
@@ -227,7 +229,15 @@ impl<'a> Here<'a> {
     }
 
     fn kernel_terms(&self) -> [f64; 4] {
-        *self.kernel.get_or_init(|| self.p.kernel_terms(&self.p.complete(self.cfg, self.level)))
+        *self.kernel.get_or_init(|| self.kernel_terms_of(self.cfg))
+    }
+
+    /// The micro-kernel's terms of `cfg` completed below this level, made
+    /// in the scratch state (a step weighs a dozen moves).
+    fn kernel_terms_of(&self, cfg: &Config) -> [f64; 4] {
+        let mut completed = self.completed.borrow_mut();
+        self.p.complete_into(cfg, self.level, &mut completed);
+        self.p.kernel_terms(&completed)
     }
 }
 
@@ -253,7 +263,7 @@ impl Markov {
         if p.gpu() {
             return 1.0;
         }
-        let (a, b) = (here.kernel_terms(), p.kernel_terms(&p.complete(next, level)));
+        let (a, b) = (here.kernel_terms(), here.kernel_terms_of(next));
         let mut r = 1.0;
         if level + 1 == p.levels {
             r *= b[0] * b[1] * b[2] / (a[0] * a[1] * a[2]).max(1e-12);

@@ -38,7 +38,7 @@ pub struct Axis {
 /// [`Problem::vector_axes`]), and the tensor intrinsic that computes the
 /// innermost tile (an index into [`Problem::intrinsics`]; `None`: the
 /// vectorised loops do).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Config {
     pub tiles: Vec<Vec<u64>>,
     pub vthreads: Vec<u64>,
@@ -46,6 +46,23 @@ pub struct Config {
     pub order: Vec<usize>,
     pub vector: Option<usize>,
     pub intrinsic: Option<usize>,
+}
+
+impl Clone for Config {
+    fn clone(&self) -> Self {
+        Config { tiles: self.tiles.clone(), vthreads: self.vthreads.clone(), pack: self.pack.clone(), order: self.order.clone(), vector: self.vector, intrinsic: self.intrinsic }
+    }
+
+    /// Field by field, keeping `self`'s buffers: the search completes a
+    /// scratch copy for every move it weighs ([`Problem::complete_into`]).
+    fn clone_from(&mut self, source: &Self) {
+        self.tiles.clone_from(&source.tiles);
+        self.vthreads.clone_from(&source.vthreads);
+        self.pack.clone_from(&source.pack);
+        self.order.clone_from(&source.order);
+        self.vector = source.vector;
+        self.intrinsic = source.intrinsic;
+    }
 }
 
 impl Config {
@@ -213,8 +230,14 @@ pub struct OrderParts {
     /// The distinct orders of the spatial axes, and of the reduction axes.
     pub spatial: Vec<Vec<usize>>,
     pub reduction: Vec<Vec<usize>>,
-    /// Per order, its spatial part and its reduction part (indices).
-    pub of_order: Vec<(usize, usize)>,
+}
+
+impl OrderParts {
+    /// The order with spatial part `s` and reduction part `r`: the orders
+    /// are every spatial part with every reduction part, spatial-major.
+    pub fn order_of(&self, s: usize, r: usize) -> usize {
+        s * self.reduction.len() + r
+    }
 }
 
 /// The loop orders of axes `axes` (see [`Problem::orders`]), and how each
@@ -223,7 +246,7 @@ fn loop_orders(axes: &[Axis], gpu: bool) -> (Vec<Vec<usize>>, OrderParts) {
     let identity: Vec<usize> = (0..axes.len()).collect();
     let kind = |o: &[usize], spatial: bool| -> Vec<usize> { o.iter().copied().filter(|&a| axes[a].spatial == spatial).collect() };
     if gpu {
-        let parts = OrderParts { spatial: vec![kind(&identity, true)], reduction: vec![kind(&identity, false)], of_order: vec![(0, 0)] };
+        let parts = OrderParts { spatial: vec![kind(&identity, true)], reduction: vec![kind(&identity, false)] };
         return (vec![identity], parts);
     }
     // Per kind: the axes that make loops (permuted) and the rest.
@@ -253,8 +276,8 @@ fn loop_orders(axes: &[Axis], gpu: bool) -> (Vec<Vec<usize>>, OrderParts) {
             // The order's parts are the kinds' axes in its order (spatial
             // and reduction axes never interleave here).
             debug_assert_eq!((kind(&o, true), kind(&o, false)), (parts.spatial[si].clone(), parts.reduction[ri].clone()));
+            debug_assert_eq!(parts.order_of(si, ri), out.len());
             out.push(o);
-            parts.of_order.push((si, ri));
         }
     }
     (out, parts)
@@ -556,7 +579,9 @@ impl Problem {
     pub fn footprint(&self, cfg: &Config, level: usize) -> u64 {
         let Some(m) = self.target.memory_level(&self.target.tile_levels[level].memory) else { return 0 };
         let staged = self.shared_level.as_deref() == Some(m.name.as_str());
-        self.resources().footprint(level, m, &|r| staged && self.stageable.contains(&r), &|id| self.range_of(cfg, id.index(), level), self.lanes_per_tile(cfg))
+        // Each axis' range once: the footprint asks for them per index.
+        let ranges: Vec<u64> = (0..self.axes.len()).map(|a| self.range_of(cfg, a, level)).collect();
+        self.resources().footprint(level, m, &|r| staged && self.stageable.contains(&r), &|id| ranges[id.index()], self.lanes_per_tile(cfg))
     }
 
     /// The capacity a tile of `level` gets (a per-device cache is shared by
@@ -628,12 +653,23 @@ impl Problem {
     /// the block within its thread limit ([`Problem::fix_threads`]).
     pub fn complete(&self, cfg: &Config, level: usize) -> Config {
         let mut c = cfg.clone();
+        self.complete_in_place(&mut c, level);
+        c
+    }
+
+    /// [`Problem::complete`] into `out`, reusing its buffers.
+    pub fn complete_into(&self, cfg: &Config, level: usize, out: &mut Config) {
+        out.clone_from(cfg);
+        self.complete_in_place(out, level);
+    }
+
+    fn complete_in_place(&self, c: &mut Config, level: usize) {
         for l in level + 1..self.levels {
             if self.thread_level.is_some_and(|tl| l >= tl) {
                 for a in 0..self.axes.len() {
                     if !self.fixed(a, l) {
                         // The smallest tile: one intrinsic tile where one is chosen.
-                        c.tiles[a][l] = self.intrinsic_of(&c).map_or(1, |x| x.size_of(a));
+                        c.tiles[a][l] = self.intrinsic_of(c).map_or(1, |x| x.size_of(a));
                     }
                 }
             } else {
@@ -643,10 +679,10 @@ impl Problem {
             }
         }
         if level + 1 < self.levels {
-            c.vthreads = vec![1; self.axes.len()];
+            c.vthreads.clear();
+            c.vthreads.resize(self.axes.len(), 1);
         }
-        self.fix_threads(&mut c);
-        c
+        self.fix_threads(c);
     }
 
     /// On GPUs, grows the thread tile of `cfg` (from its current sizes) until

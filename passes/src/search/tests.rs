@@ -440,6 +440,42 @@ fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space:
     space::Problem::new(f, op, target, 16).unwrap()
 }
 
+/// `best_order` weighs the orders by classes of their parts
+/// (`ReadCopies`), not one by one: on drawn points of a batched
+/// convolution (144 orders) and a 3-D one (576), each packed at random,
+/// it picks what weighing every order's packed traffic in turn picks, the
+/// earliest of the cheapest.
+#[test]
+fn best_order_is_the_cheapest_order_weighed_one_by_one() {
+    for name in ["conv2d_resnet18_c1_b16", "conv3d_ansor"] {
+        let p = workload_problem(name, "x86-avx2");
+        assert!(p.orders.len() >= 144, "{name}: {} orders", p.orders.len());
+        let space = knobs::KnobSpace::new(&p);
+        let mut rng = rng::Rng::new(7);
+        let mut packed_points = 0;
+        for _ in 0..60 {
+            let Some((mut cfg, _)) = space.draw(&mut rng) else { continue };
+            for r in 0..cfg.pack.len() {
+                let choices = p.pack_choices(r);
+                cfg.pack[r] = choices[rng.below(choices.len())];
+            }
+            let packed: Vec<(usize, usize)> = (0..cfg.pack.len()).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
+            packed_points += usize::from(!packed.is_empty());
+            let mut best: Option<(f64, &Vec<usize>)> = None;
+            for o in &p.orders {
+                let c = Config { order: o.clone(), ..cfg.clone() };
+                let bytes = packed.iter().fold(0.0, |b, &(r, l)| b + p.pack_traffic(&c, r, l));
+                if best.is_none_or(|(b, _)| bytes < b) {
+                    best = Some((bytes, o));
+                }
+            }
+            let want = if packed.is_empty() { &p.orders[0] } else { best.unwrap().1 };
+            assert_eq!(&p.best_order(&cfg), want, "{name}: {cfg:?}");
+        }
+        assert!(packed_points > 30, "{name}: {packed_points} points with packed reads");
+    }
+}
+
 /// A GEMM at M = 1 streams B: the model charges each run's first miss.
 /// On a Zen 1 EPYC, a schedule that walks B 128 bytes a row, rows 16 KiB
 /// apart, ran in 13-15 ms; one that sweeps 8 KiB of 8 rows side by side
