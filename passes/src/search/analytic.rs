@@ -36,6 +36,11 @@ impl PackedStrides<'_> {
     }
 }
 
+/// The span a hardware prefetcher watches: x86 cores' L1 and L2
+/// prefetchers do not follow an access stream into another 4 KiB page
+/// (Intel's and AMD's optimisation manuals), whatever the page size.
+pub const PREFETCH_WINDOW_BYTES: u64 = 4096;
+
 /// One entry of the target's loop order as a packed copy sees it
 /// ([`Problem::entry_copies`]): the product of its loops' trips up to the
 /// last loop the copy stays in (`kept`: there is one), and of all of them.
@@ -685,6 +690,12 @@ impl Problem {
             if !self.gpu() && level == 0 {
                 stall += self.stream_stall(cfg, if !m.managed && unique <= total { m } else { from }, units * par_eff);
             }
+            // A read whose micro-kernel steps land a prefetch window apart
+            // misses in this (the innermost) level on every load: no
+            // prefetcher follows it, and its rows share cache sets.
+            if !self.gpu() && level + 1 == self.levels {
+                stall += self.page_step_stall(cfg, from, units * par_eff);
+            }
             if !self.gpu() && from.per == Per::Device {
                 exposed = exposed.max(time);
             }
@@ -697,6 +708,94 @@ impl Problem {
         // the roofline ties (a memory-bound op), the one that also computes
         // and moves data faster wins.
         (compute + exposed + copies).max(mem) + stall + 0.01 * (compute + mem_sum)
+    }
+
+    /// The seconds the cores at work (`cores`) wait on the loads of the
+    /// body reads that step across pages ([`Problem::steps_across_pages`]):
+    /// every register-tile load of such a read is a miss served from
+    /// `served` (the level above the innermost tile's), a line's latency
+    /// each, the target's `misses_in_flight` at a time per core. (GEMM
+    /// 1024 with B unpacked, rows 4 KiB apart, ran at 21-23 GFLOP/s on a
+    /// Zen 1 core; with B packed per L2 tile, rows 1 KiB apart, 30-31.)
+    pub fn page_step_stall(&self, cfg: &Config, served: &MemoryLevel, cores: f64) -> f64 {
+        (0..self.compute.reads.len())
+            .filter(|&r| self.steps_across_pages(cfg, r))
+            .map(|r| {
+                let lines = self.read_traffic_at(cfg, r, self.levels) / served.line_bytes.max(1) as f64;
+                lines * served.latency_ns * 1e-9 / (self.target.compute.misses_in_flight * cores)
+            })
+            .sum()
+    }
+
+    /// Does read `r` miss the innermost tile's cache on every load of the
+    /// micro-kernel? Its consecutive reduction steps are at least
+    /// [`PREFETCH_WINDOW_BYTES`] apart ([`Problem::reduction_step_bytes`]),
+    /// so no prefetcher fetches the next one, and the rows one reduction
+    /// run walks (the axis' range at [`Problem::run_level`]) evict each
+    /// other there before the next register tile comes back to them: more
+    /// rows than the cache's ways hold at their stride, as in
+    /// [`Problem::conflicts`]. (A 4-row B, however far apart its rows,
+    /// stays.)
+    pub fn steps_across_pages(&self, cfg: &Config, r: usize) -> bool {
+        let Some((k, step)) = self.reduction_step(cfg, r) else { return false };
+        let t = &self.target;
+        let Some(m) = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory)) else { return false };
+        if step < PREFETCH_WINDOW_BYTES || m.managed || m.ways == 0 {
+            return false;
+        }
+        let rows = self.run_level().map_or(self.axes[k].extent, |l| self.range_of(cfg, k, l));
+        let span = m.capacity_bytes / m.ways as u64;
+        span > 0 && rows > m.ways as u64 * (span / gcd(step, span))
+    }
+
+    /// The bytes between read `r`'s elements at consecutive steps of the
+    /// micro-kernel's innermost reduction loop (the last reduction axis of
+    /// `cfg.order` whose innermost tile is more than one point, else the
+    /// last with more than one), in its packed copy's layout where it is
+    /// packed, else in its tensor's; 0 where the read does not use that
+    /// axis.
+    pub fn reduction_step_bytes(&self, cfg: &Config, r: usize) -> u64 {
+        self.reduction_step(cfg, r).map_or(0, |(_, step)| step)
+    }
+
+    /// The micro-kernel's innermost reduction axis, and
+    /// [`Problem::reduction_step_bytes`].
+    fn reduction_step(&self, cfg: &Config, r: usize) -> Option<(usize, u64)> {
+        let inner = self.levels - 1;
+        let reductions = || cfg.order.iter().rev().copied().filter(|&a| !self.axes[a].spatial && self.axes[a].extent > 1);
+        let k = reductions().find(|&a| self.range_of(cfg, a, inner) > 1).or_else(|| reductions().next())?;
+        let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return None };
+        let id = AxisId::new(k);
+        let n = read.indices.len();
+        // Each dimension's size, and the order the layout keeps them in.
+        let (sizes, layout): (Vec<u64>, Vec<usize>) = match cfg.pack_level(r) {
+            None => (info.tensor.shape.clone(), (0..n).collect()),
+            Some(p) => {
+                let range = |a: AxisId| self.range_of(cfg, a.index(), p);
+                let sizes = read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, info.tensor.shape.get(d).copied().unwrap_or(1))).collect();
+                let mut layout: Vec<usize> = (0..n).collect();
+                if let Some(d) = self.packed_innermost(cfg, &read.indices) {
+                    layout.retain(|&x| x != d);
+                    layout.push(d);
+                }
+                (sizes, layout)
+            }
+        };
+        let packed = cfg.pack_level(r).map(|_| self.packed_strides());
+        let mut stride = info.tensor.elem.size_bytes();
+        let mut step = 0u64;
+        for &d in layout.iter().rev() {
+            let e = &read.indices[d];
+            // Elements per step along this dimension: a packed copy keeps
+            // a strided read's elements side by side.
+            let per = match &packed {
+                Some(ps) => e.coeff(id).unsigned_abs() / ps.of(e).unsigned_abs().max(1),
+                None => e.coeff(id).unsigned_abs() / e.divisor().unsigned_abs().max(1),
+            };
+            step = step.saturating_add(per.saturating_mul(stride));
+            stride = stride.saturating_mul(sizes.get(d).copied().unwrap_or(1).max(1));
+        }
+        Some((k, step))
     }
 
     /// The seconds the cores at work (`cores`) wait on the first miss of
