@@ -450,7 +450,8 @@ fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space:
 #[test]
 fn the_model_charges_reduction_steps_across_pages() {
     let p = workload_problem("gemm_1024", "x86-avx2");
-    let cfg = |pack: [u8; 2]| Config { tiles: vec![vec![256, 128, 4], vec![512, 256, 16], vec![1024, 128, 8]], vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
+    let tiles = vec![vec![256, 128, 4], vec![512, 256, 16], vec![1024, 128, 8]];
+    let cfg = |pack: [u8; 2]| Config { tiles: tiles.clone(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
     let (unpacked, at_l2, at_l1) = (cfg([0, 0]), cfg([0, 2]), cfg([0, 3]));
     assert_eq!([p.reduction_step_bytes(&unpacked, 0), p.reduction_step_bytes(&unpacked, 1)], [4, 4096], "A walks along k, B down its rows");
     assert_eq!(p.reduction_step_bytes(&at_l2, 1), 1024);
