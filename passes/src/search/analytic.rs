@@ -735,8 +735,14 @@ impl Problem {
     /// other there before the next register tile comes back to them: more
     /// rows than the cache's ways hold at their stride, as in
     /// [`Problem::conflicts`]. (A 4-row B, however far apart its rows,
-    /// stays.)
+    /// stays.) Not a streamed read, whose runs [`Problem::stream_stall`]
+    /// charges.
     pub fn steps_across_pages(&self, cfg: &Config, r: usize) -> bool {
+        // A streamed read misses on every line anyway: `stream_stall`
+        // charges its runs.
+        if self.resources().streamed(r) {
+            return false;
+        }
         let Some((k, step)) = self.reduction_step(cfg, r) else { return false };
         let t = &self.target;
         let Some(m) = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory)) else { return false };

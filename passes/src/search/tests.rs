@@ -445,8 +445,9 @@ fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space:
 /// (`page_step_stall`). On GEMM 1024 B's rows are 4 KiB apart unpacked,
 /// 1 KiB apart packed per 256-column L2 tile, and 64 bytes in a 16-column
 /// L1 panel; a 4-row B (Gensor's M2, K = 4) stays in L1 however far apart
-/// its rows are. On a Zen 1 core the unpacked schedule below ran at 21-23
-/// GFLOP/s and the one packed at L2 at 30-31.
+/// its rows are, and a streamed B (M = 1) is `stream_stall`'s. On a Zen 1
+/// core the unpacked schedule below ran at 21-23 GFLOP/s and the one
+/// packed at L2 at 30-31.
 #[test]
 fn the_model_charges_reduction_steps_across_pages() {
     let p = workload_problem("gemm_1024", "x86-avx2");
@@ -466,6 +467,12 @@ fn the_model_charges_reduction_steps_across_pages() {
     let c = Config { tiles: vec![vec![256, 64, 4], vec![1024, 256, 16], vec![4, 4, 4]], vthreads: vec![1; 3], pack: vec![0, 0], order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
     assert_eq!(m2.reduction_step_bytes(&c, 1), 4096);
     assert!(!m2.steps_across_pages(&c, 1), "4 rows stay in L1");
+
+    // At M = 1, B is streamed: `stream_stall` charges its runs, not this.
+    let m1 = workload_problem("gemm_m1_4096", "x86-avx2");
+    let c = Config { tiles: vec![vec![1, 1, 1], vec![256, 128, 16], vec![4096, 128, 8]], vthreads: vec![1; 3], pack: vec![0, 0], order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
+    assert_eq!(m1.reduction_step_bytes(&c, 1), 16384);
+    assert!(!m1.steps_across_pages(&c, 1));
 }
 
 /// `best_order` weighs the orders by classes of their parts
