@@ -32,17 +32,17 @@ pub const INDEX_REGISTERS: u64 = 16;
 /// and divides only by a divisor other than 1.
 #[inline]
 pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
+    // The range's callback sees every axis once, so it multiplies the
+    // points too; only where the range overflows (and stops early) are
+    // they counted again.
     let mut points = 1u64;
-    // The numerator's range, as `AffineExpr::numerator_range` computes it
-    // (`None` on overflow: then the range does not bound the values).
-    let mut range = Some((e.constant_term(), e.constant_term()));
-    for &(v, c) in e.terms() {
+    let range = e.numerator_range(|v| {
         let n = t(v);
         points = points.saturating_mul(n);
-        range = range.and_then(|(lo, hi)| {
-            let (x, y) = (0i64, c.checked_mul(n.min(i64::MAX as u64) as i64 - 1)?);
-            Some((lo.checked_add(x.min(y))?, hi.checked_add(x.max(y))?))
-        });
+        (0, n.min(i64::MAX as u64) as i64 - 1)
+    });
+    if range.is_none() {
+        points = e.vars().fold(1u64, |p, v| p.saturating_mul(t(v)));
     }
     let by_range = match range {
         Some((lo, hi)) => {

@@ -41,6 +41,15 @@ impl PackedStrides<'_> {
 /// (Intel's and AMD's optimisation manuals), whatever the page size.
 pub const PREFETCH_WINDOW_BYTES: u64 = 4096;
 
+/// Do `rows` runs, `stride` bytes apart, evict each other from cache `m`
+/// (hardware-managed, with its `ways` known)? Rows whose starts share
+/// cache sets compete for the set's ways, so only `ways × (set span /
+/// gcd(stride, set span))` of them stay.
+fn evict_each_other(m: &MemoryLevel, rows: u64, stride: u64) -> bool {
+    let span = if m.ways == 0 { 0 } else { m.capacity_bytes / m.ways as u64 };
+    span > 0 && rows > m.ways as u64 * (span / gcd(stride, span))
+}
+
 /// One entry of the target's loop order as a packed copy sees it
 /// ([`Problem::entry_copies`]): the product of its loops' trips up to the
 /// last loop the copy stays in (`kept`: there is one), and of all of them.
@@ -463,17 +472,11 @@ impl Problem {
         if n < 2 {
             return false;
         }
-        let box_at = |l: usize| -> Vec<u64> {
-            let range = |id: AxisId| self.range_of(cfg, id.index(), l);
-            read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, ty.shape.get(d).copied().unwrap_or(1))).collect()
-        };
-        let mut dims = box_at(level);
-        let mut shape = packed.map_or_else(|| ty.shape.clone(), box_at);
-        if let Some(d) = packed.and_then(|_| self.packed_innermost(cfg, &read.indices)) {
-            let (a, b) = (dims.remove(d), shape.remove(d));
-            dims.push(a);
-            shape.push(b);
-        }
+        // The tile's box and the storage's sizes, in the storage's order.
+        let (sizes, layout) = self.storage(cfg, r);
+        let tile = self.box_at(cfg, r, level);
+        let dims: Vec<u64> = layout.iter().map(|&d| tile[d]).collect();
+        let shape: Vec<u64> = layout.iter().map(|&d| sizes[d]).collect();
         // The contiguous run: the trailing dimensions the tile covers whole,
         // and the first one it covers in part.
         let mut d = n;
@@ -485,12 +488,30 @@ impl Problem {
             return false;
         }
         let stride = shape[d - 1..].iter().product::<u64>() * ty.elem.size_bytes();
-        let span = m.capacity_bytes / m.ways as u64;
-        if span == 0 {
-            return false;
+        evict_each_other(m, rows, stride)
+    }
+
+    /// The distinct elements read `r` touches along each of its dimensions
+    /// over a tile of `level`.
+    fn box_at(&self, cfg: &Config, r: usize, level: usize) -> Vec<u64> {
+        let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return Vec::new() };
+        let range = |id: AxisId| self.range_of(cfg, id.index(), level);
+        read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, info.tensor.shape.get(d).copied().unwrap_or(1))).collect()
+    }
+
+    /// Where read `r`'s elements are stored: the sizes of its dimensions
+    /// (its packed copy's box where it is packed, else its tensor's
+    /// shape), and the order memory keeps the dimensions in, outermost
+    /// first (a packed copy puts the dimension the vector walks innermost).
+    fn storage(&self, cfg: &Config, r: usize) -> (Vec<u64>, Vec<usize>) {
+        let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return (Vec::new(), Vec::new()) };
+        let mut layout: Vec<usize> = (0..read.indices.len()).collect();
+        let Some(p) = cfg.pack_level(r) else { return (info.tensor.shape.clone(), layout) };
+        if let Some(d) = self.packed_innermost(cfg, &read.indices) {
+            layout.retain(|&x| x != d);
+            layout.push(d);
         }
-        let offsets = span / gcd(stride, span);
-        rows > m.ways as u64 * offsets
+        (self.box_at(cfg, r, p), layout)
     }
 
     /// Bytes read `r` moves when every tile of the given sizes (per axis)
@@ -750,8 +771,7 @@ impl Problem {
             return false;
         }
         let rows = self.run_level().map_or(self.axes[k].extent, |l| self.range_of(cfg, k, l));
-        let span = m.capacity_bytes / m.ways as u64;
-        span > 0 && rows > m.ways as u64 * (span / gcd(step, span))
+        evict_each_other(m, rows, step)
     }
 
     /// The bytes between read `r`'s elements at consecutive steps of the
@@ -772,21 +792,7 @@ impl Problem {
         let k = reductions().find(|&a| self.range_of(cfg, a, inner) > 1).or_else(|| reductions().next())?;
         let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return None };
         let id = AxisId::new(k);
-        let n = read.indices.len();
-        // Each dimension's size, and the order the layout keeps them in.
-        let (sizes, layout): (Vec<u64>, Vec<usize>) = match cfg.pack_level(r) {
-            None => (info.tensor.shape.clone(), (0..n).collect()),
-            Some(p) => {
-                let range = |a: AxisId| self.range_of(cfg, a.index(), p);
-                let sizes = read.indices.iter().enumerate().map(|(d, e)| distinct_values(e, &range, info.tensor.shape.get(d).copied().unwrap_or(1))).collect();
-                let mut layout: Vec<usize> = (0..n).collect();
-                if let Some(d) = self.packed_innermost(cfg, &read.indices) {
-                    layout.retain(|&x| x != d);
-                    layout.push(d);
-                }
-                (sizes, layout)
-            }
-        };
+        let (sizes, layout) = self.storage(cfg, r);
         let packed = cfg.pack_level(r).map(|_| self.packed_strides());
         let mut stride = info.tensor.elem.size_bytes();
         let mut step = 0u64;
