@@ -17,6 +17,7 @@
 
 use super::space::{Axis, Config, Problem, gcd};
 use crate::nest::OrderEntry;
+use std::sync::{Arc, Mutex};
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
 use tilec::target::{Binding, MemoryLevel, Per, Target, distinct_values};
@@ -50,6 +51,104 @@ fn evict_each_other(m: &MemoryLevel, rows: u64, stride: u64) -> bool {
     span > 0 && rows > m.ways as u64 * (span / gcd(stride, span))
 }
 
+/// The seconds filling a tile level with `q` bytes takes
+/// ([`Problem::fill_rate`]): at least `floor` (the op's bytes crossing
+/// once), else `q` at `bandwidth`.
+#[derive(Copy, Clone, Debug)]
+struct FillRate {
+    floor: f64,
+    bandwidth: f64,
+}
+
+impl FillRate {
+    fn seconds(&self, q: f64) -> f64 {
+        self.floor.max(q / self.bandwidth)
+    }
+}
+
+/// The seconds packed copies moving a number of bytes take
+/// ([`Problem::copy_rate`]).
+#[derive(Copy, Clone, Debug)]
+struct CopyRate {
+    from_bandwidth: f64,
+    to_bandwidth: f64,
+    elem_bytes: f64,
+    cycles_per_element: f64,
+    cycles_per_second: f64,
+}
+
+impl CopyRate {
+    /// A level without a memory: no copies.
+    const FREE: CopyRate = CopyRate { from_bandwidth: f64::INFINITY, to_bandwidth: f64::INFINITY, elem_bytes: 1.0, cycles_per_element: 0.0, cycles_per_second: 1.0 };
+
+    fn seconds(&self, bytes: f64) -> f64 {
+        let mut seconds = bytes / self.from_bandwidth + bytes / self.to_bandwidth;
+        if self.cycles_per_element > 0.0 {
+            seconds += bytes / self.elem_bytes * self.cycles_per_element / self.cycles_per_second;
+        }
+        seconds
+    }
+}
+
+/// The misses of one read's fresh tiles, per tile level
+/// ([`Problem::fresh_misses`]).
+struct FreshMisses {
+    /// Per tile level (outermost first; `None`: the level has no memory):
+    /// its misses' cap and the latency of the memory serving them.
+    levels: Vec<Option<MissLevel>>,
+    /// Misses waited on at a time: per core times the cores at work.
+    in_flight: f64,
+}
+
+struct MissLevel {
+    /// The level misses at most this many bytes (the read's, where it holds
+    /// them all; else no cap).
+    at_most: f64,
+    line_bytes: f64,
+    latency_ns: f64,
+}
+
+impl FreshMisses {
+    /// The seconds waited, given the fresh bytes of each level.
+    fn seconds(&self, fresh: impl Fn(usize) -> f64) -> f64 {
+        let (mut outer, mut seconds) = (0.0f64, 0.0);
+        for (level, m) in self.levels.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let misses = fresh(level).min(m.at_most).max(outer);
+            seconds += (misses - outer) / m.line_bytes * m.latency_ns * 1e-9;
+            outer = misses;
+        }
+        seconds / self.in_flight
+    }
+}
+
+/// What holds a read's tile between the tiles of its level that use it:
+/// its packed copy, which the `cache` pass never hoists out of a parallel
+/// loop (each core packs its own), or the hardware cache, which keeps it
+/// across consecutive iterations of one too (each thread runs its range of
+/// the parallel iterations in order, docs/codegen.md).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Holder {
+    Copy,
+    Cache,
+}
+
+/// How the register-tile loads of a read whose reduction steps are a
+/// prefetch window apart or more miss ([`Problem::page_steps`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PageSteps {
+    /// Its steps are closer, or it is streamed, or packed and kept.
+    Never,
+    /// On every load: the rows one reduction run walks evict each other
+    /// from the innermost tile's cache before the next register tile comes
+    /// back to them (more rows than the cache's ways hold at their stride,
+    /// as in [`Problem::conflicts`]).
+    EveryLoad,
+    /// Unpacked, with its rows kept: where the loop order brings a tile in
+    /// afresh, each of its lines misses.
+    FreshTiles,
+}
+
 /// One entry of the target's loop order as a packed copy sees it
 /// ([`Problem::entry_copies`]): the product of its loops' trips up to the
 /// last loop the copy stays in (`kept`: there is one), and of all of them.
@@ -76,10 +175,46 @@ impl EntryCopies {
     }
 }
 
-/// Per (read, pack level) of one state's tiles, its [`ReadCopies`].
+/// What [`Problem::best_order`] works out for one state's tiles, kept
+/// across the pack choices [`Problem::best_packing_with`] weighs: per
+/// (read, level, holder) its [`ReadCopies`]; the classes of parts under
+/// which every read's tiles are loaded as often into the caches (and, for
+/// reduction parts, the micro-kernel's reduction axis is the same), which
+/// the tiles alone decide; and per (read, that axis, pack choice) its
+/// [`PageSteps`].
 #[derive(Default)]
 struct OrderCopies {
-    copies: rustc_hash::FxHashMap<(usize, usize), ReadCopies>,
+    copies: rustc_hash::FxHashMap<(usize, usize, Holder), Arc<ReadCopies>>,
+    cached: Option<CachedClasses>,
+    page_steps: rustc_hash::FxHashMap<(usize, Option<usize>, u8), PageSteps>,
+}
+
+/// [`ReadCopies`] worked out for earlier states, by what they depend on:
+/// the read, the level, the holder and the tiles of that level and those
+/// outside it. A walk of `markov` moves one level's tiles at a time, so
+/// most states share their outer levels' copies with one before. (Cleared
+/// when it grows past `COPIES_CACHE_ENTRIES`; a clone of the problem
+/// starts empty.)
+#[derive(Default)]
+pub(super) struct CopiesCache(Mutex<rustc_hash::FxHashMap<(usize, usize, Holder, Vec<u64>), Arc<ReadCopies>>>);
+
+const COPIES_CACHE_ENTRIES: usize = 1 << 14;
+
+impl Clone for CopiesCache {
+    fn clone(&self) -> Self {
+        CopiesCache::default()
+    }
+}
+
+/// The joint classes of the parts of the loop orders that the tiles alone
+/// decide ([`OrderCopies`]): each part's class and each class' first part.
+struct CachedClasses {
+    spatial: (Vec<u32>, Vec<usize>),
+    reduction: (Vec<u32>, Vec<usize>),
+    /// Per reduction part, the class of its micro-kernel reduction axis;
+    /// per such class, the axis.
+    k_class: Vec<u32>,
+    k_axes: Vec<Option<usize>>,
 }
 
 /// The packed copies of one read at one level under every loop order of
@@ -111,22 +246,11 @@ impl ReadCopies {
     }
 }
 
-/// The classes of parts that are in the same class for every one of
-/// `reads` (by [`ReadCopies`]'s `class` of each), as [`classes`] numbers
-/// them: refined one read at a time.
-fn joint_classes(reads: &[&ReadCopies], class: impl Fn(&ReadCopies) -> &Vec<u32>, first: impl Fn(&ReadCopies) -> &Vec<usize>) -> Vec<usize> {
-    match reads {
-        [] => vec![0],
-        [only] => first(only).clone(),
-        [head, rest @ ..] => {
-            let mut joint = class(head).clone();
-            let mut firsts = Vec::new();
-            for c in rest {
-                (joint, firsts) = classes(joint.iter().zip(class(c)).map(|(&a, &b)| (u64::from(a) << 32) | u64::from(b)));
-            }
-            firsts
-        }
-    }
+/// The classes of parts that are in the same class in `joint` and in
+/// `class` (each a class per part), numbered as [`classes`] numbers them,
+/// with the first part of each.
+fn refine(joint: &[u32], class: &[u32]) -> (Vec<u32>, Vec<usize>) {
+    classes(joint.iter().zip(class).map(|(&a, &b)| (u64::from(a) << 32) | u64::from(b)))
 }
 
 /// Numbers equal keys in first-seen order: each item's class, and the
@@ -550,8 +674,23 @@ impl Problem {
     /// product of the trips of the loops around the copy down to the last
     /// one it cannot be hoisted out of ([`Problem::pack_traffic`]).
     fn pack_copies(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        self.tile_loads(cfg, r, level, Holder::Copy)
+    }
+
+    /// The bytes of read `r`'s tiles at `level` the loop order brings into
+    /// that level's cache afresh: its tile is loaded again only where a
+    /// loop its box depends on moves (as its packed copies would be, but
+    /// kept across parallel iterations too, [`Holder::Cache`]).
+    pub fn fresh_traffic(&self, cfg: &Config, r: usize, level: usize) -> f64 {
+        self.tile_loads(cfg, r, level, Holder::Cache) * self.pack_box_bytes(cfg, r, level)
+    }
+
+    /// How many times read `r`'s tile at `level` is loaded into what holds
+    /// it (`holder`): the product of the trips of the loops around it down
+    /// to the last one whose iterations need another tile.
+    fn tile_loads(&self, cfg: &Config, r: usize, level: usize, holder: Holder) -> f64 {
         let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
-        Self::copies_over(self.copy_entries(level).map(|(l, sp)| self.entry_copies(cfg, &read.indices, l, sp, cfg.order.iter().copied())))
+        Self::copies_over(self.copy_entries(level).map(|(l, sp)| self.entry_copies(cfg, &read.indices, l, sp, holder, cfg.order.iter().copied())))
     }
 
     /// The entries of the target's loop order at or above `level`, with
@@ -567,26 +706,26 @@ impl Problem {
     /// One entry of the loop order for a copy reading `indices`: its loops
     /// are those of `axes` (in loop order) of the entry's kind (`spatial`)
     /// at level `l`, each running `trip` times; a copy moves out of the
-    /// serial loops its box does not depend on, never out of a parallel one
-    /// (each core packs its own). Products are exact integers (they count
-    /// iterations of the op).
-    fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, spatial: bool, axes: impl IntoIterator<Item = usize>) -> EntryCopies {
-        EntryCopies::over(axes.into_iter().map(|a| self.copy_loop(cfg, indices, a, l, spatial)))
+    /// serial loops its box does not depend on, and a tile the cache holds
+    /// out of the parallel ones too ([`Holder`]). Products are exact
+    /// integers (they count iterations of the op).
+    fn entry_copies(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], l: usize, spatial: bool, holder: Holder, axes: impl IntoIterator<Item = usize>) -> EntryCopies {
+        EntryCopies::over(axes.into_iter().map(|a| self.copy_loop(cfg, indices, a, l, spatial, holder)))
     }
 
     /// Axis `a`'s loop at level `l` in an entry of kind `spatial`, as a
-    /// copy reading `indices` sees it: its trips, and whether the copy
-    /// stays inside it ([`Problem::entry_copies`]). A loop the entry does
-    /// not make (another kind's axis, or a size fixed at the level) is one
-    /// trip the copy leaves.
-    fn copy_loop(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], a: usize, l: usize, spatial: bool) -> (u64, bool) {
+    /// copy reading `indices` (held by `holder`) sees it: its trips, and
+    /// whether the copy stays inside it ([`Problem::entry_copies`]). A loop
+    /// the entry does not make (another kind's axis, or a size fixed at the
+    /// level) is one trip the copy leaves.
+    fn copy_loop(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], a: usize, l: usize, spatial: bool, holder: Holder) -> (u64, bool) {
         let axis = &self.axes[a];
         if axis.spatial != spatial || self.fixed(a, l) {
             return (1, false);
         }
-        let parallel = axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
+        let per_core = holder == Holder::Copy && axis.spatial && matches!(self.target.tile_levels[l].binding, Binding::Parallel);
         let trip = self.trips(cfg, a, l);
-        (trip, parallel || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))))
+        (trip, per_core || (trip > 1 && indices.iter().any(|x| x.uses(AxisId::new(a)))))
     }
 
     /// The trips of axis `a`'s loop at tile level `l`: the level above's
@@ -614,9 +753,7 @@ impl Problem {
         let t = &self.target;
         let peak = self.kernel_peak_gflops(cfg).max(1e-3) * 1e9;
         let units = t.compute.units.max(1) as f64;
-        let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
-        let waves = (par / units).ceil().max(1.0);
-        let par_eff = par / (waves * units);
+        let par_eff = self.parallel_efficiency(cfg);
         let mut eff = par_eff;
         if self.gpu() {
             let th = self.threads(cfg) as f64;
@@ -639,8 +776,7 @@ impl Problem {
         // Every byte the op touches once: what crosses into a hardware
         // cache that holds all of it (the re-reads of neighbouring tiles hit
         // that cache, at its own bandwidth).
-        let unique: f64 = self.info.reads.iter().map(|r| (r.tensor.shape.iter().product::<u64>() * r.tensor.elem.size_bytes()) as f64).sum::<f64>()
-            + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64;
+        let unique = self.unique_bytes();
         let mut mem: f64 = 0.0;
         let mut mem_sum: f64 = 0.0;
         let mut stall: f64 = 0.0;
@@ -655,19 +791,18 @@ impl Problem {
         // L1 tile, copied again for each of 16 column tiles, 75 GFLOP/s;
         // packed per L2 tile, 82).
         let mut copies: f64 = 0.0;
+        let reused = if self.gpu() { Vec::new() } else { self.reused_traffic_per_level(cfg) };
         for level in 0..self.levels {
             let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
             let m = &t.memory[mi];
             // Filled from the next slower memory level.
             let from = &t.memory[mi.saturating_sub(1)];
-            // What the cores at work draw: a per-core level's bandwidth is
-            // theirs alone; a shared level's is the device's, up to what
-            // that many cores can draw.
-            let scale = |m: &MemoryLevel| if m.per != Per::Device { m.bandwidth_gbs * 1e9 * par_eff } else { Target::bandwidth_for_units(m, units * par_eff) * 1e9 };
-            let q = self.traffic(cfg, level);
             let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
-            let (from_bw, m_bw) = (scale(from), scale(m));
-            let mut time = if !m.managed && unique <= total { (unique / from_bw).max(q / m_bw) } else { q / from_bw };
+            let from_bw = self.drawn_bandwidth(from, par_eff);
+            // On a CPU the loop order decides what stays in the caches
+            // between tiles (`reused_traffic`); a GPU's tiles are Roller's.
+            let q = if self.gpu() { self.traffic(cfg, level) } else { reused[level] };
+            let mut time = self.fill_rate(level, par_eff).seconds(q);
             let mut copy = 0.0;
             if !self.gpu() {
                 for r in 0..self.nreads() {
@@ -691,13 +826,7 @@ impl Problem {
                     // padded copy checks every element's bounds, and a
                     // permuted one loads element by element.
                     if cfg.pack_level(r) == Some(level) {
-                        let bytes = self.pack_traffic(cfg, r, level);
-                        copy += bytes / from_bw + bytes / m_bw;
-                        let cycles = self.pack_cycles_per_element(cfg, r);
-                        if cycles > 0.0 {
-                            let elems = bytes / self.info.reads[r].tensor.elem.size_bytes().max(1) as f64;
-                            copy += elems * cycles / (t.compute.clock_ghz.max(1e-3) * 1e9 * units * par_eff);
-                        }
+                        copy += self.copy_rate(cfg, r, level, par_eff).seconds(self.pack_traffic(cfg, r, level));
                     }
                 }
             }
@@ -712,10 +841,10 @@ impl Problem {
                 stall += self.stream_stall(cfg, if !m.managed && unique <= total { m } else { from }, units * par_eff);
             }
             // A read whose micro-kernel steps land a prefetch window apart
-            // misses in this (the innermost) level on every load: no
-            // prefetcher follows it, and its rows share cache sets.
+            // misses wherever no cache holds its tile: no prefetcher
+            // follows it.
             if !self.gpu() && level + 1 == self.levels {
-                stall += self.page_step_stall(cfg, from, units * par_eff);
+                stall += self.page_step_stall(cfg, units * par_eff);
             }
             if !self.gpu() && from.per == Per::Device {
                 exposed = exposed.max(time);
@@ -731,47 +860,224 @@ impl Problem {
         (compute + exposed + copies).max(mem) + stall + 0.01 * (compute + mem_sum)
     }
 
+    /// The share of the cores the outermost (core) tiles keep busy: tiles
+    /// over the waves of them the cores run times the cores.
+    fn parallel_efficiency(&self, cfg: &Config) -> f64 {
+        let units = self.target.compute.units.max(1) as f64;
+        let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
+        let waves = (par / units).ceil().max(1.0);
+        par / (waves * units)
+    }
+
+    /// The bytes per second the cores at work (the share `par_eff` of
+    /// them) draw from memory `m`: a per-core level's bandwidth is theirs
+    /// alone; a shared level's is the device's, up to what that many cores
+    /// can draw.
+    fn drawn_bandwidth(&self, m: &MemoryLevel, par_eff: f64) -> f64 {
+        let units = self.target.compute.units.max(1) as f64;
+        if m.per != Per::Device { m.bandwidth_gbs * 1e9 * par_eff } else { Target::bandwidth_for_units(m, units * par_eff) * 1e9 }
+    }
+
+    /// What packed copies of read `r` at tile level `level` cost per byte
+    /// ([`CopyRate`]): they read the box from the memory the level is
+    /// filled from and write it to the level's, at memory speed where its
+    /// rows are plain runs; a padded copy checks every element's bounds,
+    /// and a permuted one loads element by element
+    /// ([`Problem::pack_cycles_per_element`]).
+    fn copy_rate(&self, cfg: &Config, r: usize, level: usize, par_eff: f64) -> CopyRate {
+        let t = &self.target;
+        let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { return CopyRate::FREE };
+        let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
+        CopyRate {
+            from_bandwidth: self.drawn_bandwidth(from, par_eff),
+            to_bandwidth: self.drawn_bandwidth(m, par_eff),
+            elem_bytes: self.info.reads[r].tensor.elem.size_bytes().max(1) as f64,
+            cycles_per_element: self.pack_cycles_per_element(cfg, r),
+            cycles_per_second: t.compute.clock_ghz.max(1e-3) * 1e9 * t.compute.units.max(1) as f64 * par_eff,
+        }
+    }
+
+    /// The bytes moved into the tiles of `level` over the whole op on a
+    /// CPU: each read's tiles as the loop order brings them into the
+    /// level's cache ([`Problem::fresh_traffic`]), plus the output. Roller's
+    /// `traffic` loads every read's tile for every spatial tile; here a
+    /// tile stays while the loops inside do not move it (a 1x1
+    /// convolution's input tile, with the output channels' tiles
+    /// innermost, stays in L1 while the weights stream by).
+    pub fn reused_traffic(&self, cfg: &Config, level: usize) -> f64 {
+        let mut q = 0.0;
+        for r in 0..self.nreads() {
+            q += self.fresh_traffic(cfg, r, level);
+        }
+        q + self.output_bytes()
+    }
+
+    /// [`Problem::reused_traffic`] of every level, each loop's trips and
+    /// stay worked out once for all of them.
+    fn reused_traffic_per_level(&self, cfg: &Config) -> Vec<f64> {
+        let mut q = vec![0.0; self.levels];
+        for (r, (_, read)) in self.compute.all_reads().enumerate().take(self.nreads()) {
+            let entries: Vec<(usize, EntryCopies)> =
+                self.copy_entries(self.levels - 1).map(|(l, sp)| (l, self.entry_copies(cfg, &read.indices, l, sp, Holder::Cache, cfg.order.iter().copied()))).collect();
+            for (level, q) in q.iter_mut().enumerate() {
+                let loads = Self::copies_over(entries.iter().filter(|&&(l, _)| l <= level).map(|&(_, e)| e));
+                *q += loads * self.pack_box_bytes(cfg, r, level);
+            }
+        }
+        let output = self.output_bytes();
+        q.iter_mut().for_each(|q| *q += output);
+        q
+    }
+
+    /// The output tensor's bytes.
+    fn output_bytes(&self) -> f64 {
+        self.info.output.shape.iter().product::<u64>() as f64 * self.info.output.elem.size_bytes() as f64
+    }
+
+    /// How long filling the tiles of `level` takes (with the share
+    /// `par_eff` of the cores at work, [`FillRate`]): its bytes come from
+    /// the memory the level is filled from, except where the level's
+    /// memory holds all the op's data: then each byte crosses once, and
+    /// the re-reads hit that memory at its own bandwidth.
+    fn fill_rate(&self, level: usize, par_eff: f64) -> FillRate {
+        let t = &self.target;
+        let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { return FillRate { floor: 0.0, bandwidth: f64::INFINITY } };
+        let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
+        let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * t.compute.units.max(1) as f64 };
+        let (from_bw, m_bw) = (self.drawn_bandwidth(from, par_eff), self.drawn_bandwidth(m, par_eff));
+        let unique = self.unique_bytes();
+        if !m.managed && unique <= total { FillRate { floor: unique / from_bw, bandwidth: m_bw } } else { FillRate { floor: 0.0, bandwidth: from_bw } }
+    }
+
+    /// The seconds of `cfg`'s prediction its loop order decides, summed:
+    /// filling each level's tiles ([`Problem::reused_traffic`]), its packed
+    /// copies ([`Problem::copy_rate`]), and the misses of the tiles it
+    /// brings in afresh of the reads with [`PageSteps::FreshTiles`]
+    /// ([`Problem::fresh_misses`]). [`Problem::best_order`] takes the
+    /// order where they are least. (The prediction takes the slowest
+    /// level's fill, not the sum: the sum stands for it here, as the
+    /// classes of orders are weighed without a whole prediction each.)
+    pub fn order_seconds(&self, cfg: &Config) -> f64 {
+        let par_eff = self.parallel_efficiency(cfg);
+        let cores = self.target.compute.units.max(1) as f64 * par_eff;
+        let mut seconds = 0.0;
+        for level in 0..self.levels {
+            seconds += self.fill_rate(level, par_eff).seconds(self.reused_traffic(cfg, level));
+        }
+        for r in 0..self.nreads() {
+            if let Some(l) = cfg.pack_level(r) {
+                seconds += self.copy_rate(cfg, r, l, par_eff).seconds(self.pack_traffic(cfg, r, l));
+            }
+        }
+        for r in 0..self.compute.reads.len() {
+            if self.page_steps(cfg, r) == PageSteps::FreshTiles {
+                seconds += self.fresh_misses(r, cores).seconds(|l| self.fresh_traffic(cfg, r, l));
+            }
+        }
+        seconds
+    }
+
     /// The seconds the cores at work (`cores`) wait on the loads of the
-    /// body reads that step across pages ([`Problem::steps_across_pages`]):
-    /// every register-tile load of such a read is a miss served from
-    /// `served` (the level above the innermost tile's), a line's latency
-    /// each, the target's `misses_in_flight` at a time per core. (GEMM
-    /// 1024 with B unpacked, rows 4 KiB apart, ran at 21-23 GFLOP/s on a
-    /// Zen 1 core; with B packed per L2 tile, rows 1 KiB apart, 30-31.)
-    pub fn page_step_stall(&self, cfg: &Config, served: &MemoryLevel, cores: f64) -> f64 {
+    /// body reads that step across pages ([`Problem::page_steps`]), a
+    /// line's latency per miss, the target's `misses_in_flight` at a time
+    /// per core:
+    /// - [`PageSteps::EveryLoad`]: every register-tile load is a miss
+    ///   served from the level above the innermost tile's. (GEMM 1024 with
+    ///   B unpacked, rows 4 KiB apart, ran at 21-23 GFLOP/s on a Zen 1
+    ///   core; with B packed per L2 tile, rows 1 KiB apart, 30-31.)
+    /// - [`PageSteps::FreshTiles`]: the loads of the tiles the loop order
+    ///   brings in afresh miss ([`Problem::fresh_misses`]).
+    pub fn page_step_stall(&self, cfg: &Config, cores: f64) -> f64 {
+        let t = &self.target;
+        let served = t.tile_levels.last().and_then(|l| t.memory_index(&l.memory)).map(|mi| &t.memory[mi.saturating_sub(1)]);
         (0..self.compute.reads.len())
-            .filter(|&r| self.steps_across_pages(cfg, r))
-            .map(|r| {
-                let lines = self.read_traffic_at(cfg, r, self.levels) / served.line_bytes.max(1) as f64;
-                lines * served.latency_ns * 1e-9 / (self.target.compute.misses_in_flight * cores)
+            .map(|r| match self.page_steps(cfg, r) {
+                PageSteps::Never => 0.0,
+                PageSteps::EveryLoad => served.map_or(0.0, |served| {
+                    let lines = self.read_traffic_at(cfg, r, self.levels) / served.line_bytes.max(1) as f64;
+                    lines * served.latency_ns * 1e-9 / (t.compute.misses_in_flight * cores)
+                }),
+                PageSteps::FreshTiles => self.fresh_misses(r, cores).seconds(|l| self.fresh_traffic(cfg, r, l)),
             })
             .sum()
     }
 
     /// Does read `r` miss the innermost tile's cache on every load of the
-    /// micro-kernel? Its consecutive reduction steps are at least
-    /// [`PREFETCH_WINDOW_BYTES`] apart ([`Problem::reduction_step_bytes`]),
-    /// so no prefetcher fetches the next one, and the rows one reduction
-    /// run walks (the axis' range at [`Problem::run_level`]) evict each
-    /// other there before the next register tile comes back to them: more
-    /// rows than the cache's ways hold at their stride, as in
-    /// [`Problem::conflicts`]. (A 4-row B, however far apart its rows,
-    /// stays.) Not a streamed read, whose runs [`Problem::stream_stall`]
-    /// charges.
+    /// micro-kernel ([`PageSteps::EveryLoad`])?
     pub fn steps_across_pages(&self, cfg: &Config, r: usize) -> bool {
+        self.page_steps(cfg, r) == PageSteps::EveryLoad
+    }
+
+    /// How read `r`'s register-tile loads miss when its consecutive
+    /// reduction steps are at least [`PREFETCH_WINDOW_BYTES`] apart
+    /// ([`Problem::reduction_step_bytes`]), so that no prefetcher fetches
+    /// the next one ([`PageSteps`]). Not a streamed read, whose runs
+    /// [`Problem::stream_stall`] charges.
+    pub fn page_steps(&self, cfg: &Config, r: usize) -> PageSteps {
+        self.page_steps_along(cfg, r, self.innermost_reduction(cfg, &cfg.order))
+    }
+
+    /// [`Problem::page_steps`] with `k` the micro-kernel's innermost
+    /// reduction axis ([`Problem::innermost_reduction`]).
+    fn page_steps_along(&self, cfg: &Config, r: usize, k: Option<usize>) -> PageSteps {
         // A streamed read misses on every line anyway: `stream_stall`
         // charges its runs.
         if self.resources().streamed(r) {
-            return false;
+            return PageSteps::Never;
         }
-        let Some((k, step)) = self.reduction_step(cfg, r) else { return false };
+        let Some((k, step)) = k.and_then(|k| Some((k, self.step_along(cfg, r, k)?))) else { return PageSteps::Never };
         let t = &self.target;
-        let Some(m) = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory)) else { return false };
+        let Some(m) = t.tile_levels.last().and_then(|l| t.memory_level(&l.memory)) else { return PageSteps::Never };
         if step < PREFETCH_WINDOW_BYTES || m.managed || m.ways == 0 {
-            return false;
+            return PageSteps::Never;
         }
         let rows = self.run_level().map_or(self.axes[k].extent, |l| self.range_of(cfg, k, l));
-        evict_each_other(m, rows, step)
+        if evict_each_other(m, rows, step) {
+            PageSteps::EveryLoad
+        } else if cfg.pack_level(r).is_none() {
+            PageSteps::FreshTiles
+        } else {
+            PageSteps::Never
+        }
+    }
+
+    /// What the cores at work (`cores`) wait on the misses of read `r`'s
+    /// tiles that no prefetcher foresees ([`FreshMisses`]), given the bytes
+    /// of its tiles at each level that the loop order brings into that
+    /// level's cache afresh ([`Problem::fresh_traffic`]). Those are the
+    /// level's misses; a level that holds all the op's data, or twice the
+    /// read's (a core's share of a shared level), misses each byte once.
+    /// Each miss is served by the next level out that holds the line: of
+    /// the misses of level `l`, those not missing the level outside it cost
+    /// that outer level's latency, the target's `misses_in_flight` at a
+    /// time per core. (ResNet-50 R3, a 1x1 convolution over 64 channels
+    /// 12.5 KB apart at 56x56: with the output channels' tiles outermost,
+    /// every register tile reads its 64 input rows from L3, 5.0-5.6 ms on a
+    /// Zen 1 core; with them innermost, from L1, 3.6 ms.)
+    fn fresh_misses(&self, r: usize, cores: f64) -> FreshMisses {
+        let t = &self.target;
+        let tensor = self.info.reads.get(r).map_or(0.0, |info| (info.tensor.shape.iter().product::<u64>() * info.tensor.elem.size_bytes()) as f64);
+        let unique = self.unique_bytes();
+        let levels = (0..self.levels)
+            .map(|level| {
+                let mi = t.memory_index(&t.tile_levels[level].memory)?;
+                let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
+                let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * t.compute.units.max(1) as f64 };
+                // A cache that holds all the op's data, or twice this
+                // read's (whatever else streams through, lines in use
+                // stay), misses each of its bytes once.
+                let share = if m.per == Per::Device { m.capacity_bytes as f64 / t.compute.units.max(1) as f64 } else { m.capacity_bytes as f64 };
+                let once = !m.managed && (unique <= total || 2.0 * tensor <= share);
+                Some(MissLevel { at_most: if once { tensor } else { f64::INFINITY }, line_bytes: from.line_bytes.max(1) as f64, latency_ns: from.latency_ns })
+            })
+            .collect();
+        FreshMisses { levels, in_flight: t.compute.misses_in_flight * cores }
+    }
+
+    /// Every byte the op touches once: its reads' tensors and its output.
+    fn unique_bytes(&self) -> f64 {
+        self.info.reads.iter().map(|r| (r.tensor.shape.iter().product::<u64>() * r.tensor.elem.size_bytes()) as f64).sum::<f64>()
+            + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64
     }
 
     /// The bytes between read `r`'s elements at consecutive steps of the
@@ -787,9 +1093,23 @@ impl Problem {
     /// The micro-kernel's innermost reduction axis, and
     /// [`Problem::reduction_step_bytes`].
     fn reduction_step(&self, cfg: &Config, r: usize) -> Option<(usize, u64)> {
+        let k = self.innermost_reduction(cfg, &cfg.order)?;
+        Some((k, self.step_along(cfg, r, k)?))
+    }
+
+    /// The micro-kernel's innermost reduction axis under loop order
+    /// `order` (a whole order, or its reduction part): the last reduction
+    /// axis whose innermost tile is more than one point, else the last
+    /// with more than one.
+    fn innermost_reduction(&self, cfg: &Config, order: &[usize]) -> Option<usize> {
         let inner = self.levels - 1;
-        let reductions = || cfg.order.iter().rev().copied().filter(|&a| !self.axes[a].spatial && self.axes[a].extent > 1);
-        let k = reductions().find(|&a| self.range_of(cfg, a, inner) > 1).or_else(|| reductions().next())?;
+        let reductions = || order.iter().rev().copied().filter(|&a| !self.axes[a].spatial && self.axes[a].extent > 1);
+        reductions().find(|&a| self.range_of(cfg, a, inner) > 1).or_else(|| reductions().next())
+    }
+
+    /// The bytes between read `r`'s elements at consecutive steps of axis
+    /// `k` ([`Problem::reduction_step_bytes`]).
+    fn step_along(&self, cfg: &Config, r: usize, k: usize) -> Option<u64> {
         let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return None };
         let id = AxisId::new(k);
         let (sizes, layout) = self.storage(cfg, r);
@@ -807,7 +1127,7 @@ impl Problem {
             step = step.saturating_add(per.saturating_mul(stride));
             stride = stride.saturating_mul(sizes.get(d).copied().unwrap_or(1).max(1));
         }
-        Some((k, step))
+        Some(step)
     }
 
     /// The seconds the cores at work (`cores`) wait on the first miss of
@@ -873,10 +1193,12 @@ impl Problem {
         run.min(dim) * elem
     }
 
-    /// The loop order the packed copies of `cfg` move the fewest bytes
-    /// under (the order changes nothing else the model sees: which loops a
-    /// copy is hoisted out of). Ties, and nothing packed: the earlier order
-    /// of [`Problem::orders`], declaration order first.
+    /// The loop order under which the terms of the prediction an order
+    /// decides are least ([`Problem::order_seconds`]: the packed copies'
+    /// time, which loops a copy is hoisted out of, and the misses of the
+    /// tiles an unpacked read that steps across pages brings in afresh).
+    /// Ties, and nothing the order decides: the earlier order of
+    /// [`Problem::orders`], declaration order first.
     pub fn best_order(&self, cfg: &Config) -> Vec<usize> {
         self.best_order_with(cfg, &mut OrderCopies::default())
     }
@@ -886,38 +1208,125 @@ impl Problem {
     /// [`Problem::best_packing_with`] weighs every pack choice of one
     /// state's tiles).
     fn best_order_with(&self, cfg: &Config, memo: &mut OrderCopies) -> Vec<usize> {
-        let packed: Vec<(usize, usize)> = (0..self.nreads()).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
-        if packed.is_empty() || self.orders.len() == 1 {
+        if self.orders.len() == 1 {
             return self.orders[0].clone();
         }
+        let parts = &self.order_parts;
+        let nreads = self.nreads();
+        let packed: Vec<(usize, usize)> = (0..nreads).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
         for &(r, l) in &packed {
-            if !memo.copies.contains_key(&(r, l)) {
-                let copies = self.copies_per_order(cfg, r, l);
-                memo.copies.insert((r, l), copies);
+            if !memo.copies.contains_key(&(r, l, Holder::Copy)) {
+                memo.copies.insert((r, l, Holder::Copy), self.read_copies(cfg, r, l, Holder::Copy));
             }
         }
-        let per_read: Vec<&ReadCopies> = packed.iter().map(|k| &memo.copies[k]).collect();
-        // The orders whose parts are in the same classes for every packed
-        // read move the same bytes; of each pair of joint classes, the
-        // first order (the first part of each) stands for all. Ties go to
-        // the earliest order, as when every order was weighed in turn.
-        let parts = &self.order_parts;
-        let spatial_first = joint_classes(&per_read, |c| &c.spatial_class, |c| &c.spatial_first);
-        let reduction_first = joint_classes(&per_read, |c| &c.reduction_class, |c| &c.reduction_first);
+        if memo.cached.is_none() {
+            memo.cached = Some(self.cached_classes(cfg, &mut memo.copies));
+        }
+        let Some(view) = &memo.cached else { unreachable!("set above") };
+        // Which reads miss on fresh tiles depends on the micro-kernel's
+        // reduction axis (which the reduction part of the order decides)
+        // and on the read's packing: per class of parts with the same axis.
+        let mut fresh: Vec<(usize, Vec<bool>)> = Vec::new();
+        for r in 0..self.compute.reads.len() {
+            let pack = cfg.pack.get(r).copied().unwrap_or(0);
+            let per_k: Vec<bool> = view.k_axes.iter().map(|&k| *memo.page_steps.entry((r, k, pack)).or_insert_with(|| self.page_steps_along(cfg, r, k)) == PageSteps::FreshTiles).collect();
+            if per_k.contains(&true) {
+                fresh.push((r, per_k));
+            }
+        }
+        let packed_copies: Vec<&ReadCopies> = packed.iter().map(|&(r, l)| &*memo.copies[&(r, l, Holder::Copy)]).collect();
+        let cached: Vec<&ReadCopies> = (0..self.levels).flat_map(|l| (0..nreads).map(move |r| (r, l, Holder::Cache))).map(|k| &*memo.copies[&k]).collect();
+        // The orders whose parts are in the same classes for every one of
+        // those (and, for reduction parts, the same micro-kernel axis)
+        // cost the same; of each pair of joint classes, the first order
+        // (the first part of each) stands for all. Ties go to the
+        // earliest order, as when every order was weighed in turn.
+        let (mut spatial, mut reduction) = (view.spatial.clone(), view.reduction.clone());
+        for c in &packed_copies {
+            spatial = refine(&spatial.0, &c.spatial_class);
+            reduction = refine(&reduction.0, &c.reduction_class);
+        }
+        let (spatial_first, reduction_first) = (spatial.1, reduction.1);
+        let k_class = &view.k_class;
+        let par_eff = self.parallel_efficiency(cfg);
+        let cores = self.target.compute.units.max(1) as f64 * par_eff;
+        let fresh_at = |r: usize, l: usize, si: usize, ri: usize| {
+            let c = cached[l * nreads + r];
+            c.copies(si, ri) * c.bytes
+        };
+        let output = self.output_bytes();
+        let fills: Vec<FillRate> = (0..self.levels).map(|l| self.fill_rate(l, par_eff)).collect();
+        let copy_rates: Vec<CopyRate> = packed.iter().map(|&(r, l)| self.copy_rate(cfg, r, l, par_eff)).collect();
+        let misses: Vec<FreshMisses> = fresh.iter().map(|&(r, _)| self.fresh_misses(r, cores)).collect();
         let mut best: Option<(f64, usize)> = None;
         for &si in &spatial_first {
             for &ri in &reduction_first {
-                let mut bytes = 0.0;
-                for c in &per_read {
-                    bytes += c.copies(si, ri) * c.bytes;
+                // As `order_seconds` adds them, one order at a time.
+                let mut seconds = 0.0;
+                for (l, fill) in fills.iter().enumerate() {
+                    let mut q = 0.0;
+                    for r in 0..nreads {
+                        q += fresh_at(r, l, si, ri);
+                    }
+                    seconds += fill.seconds(q + output);
+                }
+                for (rate, c) in copy_rates.iter().zip(&packed_copies) {
+                    seconds += rate.seconds(c.copies(si, ri) * c.bytes);
+                }
+                for ((r, per_k), m) in fresh.iter().zip(&misses) {
+                    if per_k[k_class[ri] as usize] {
+                        seconds += m.seconds(|l| fresh_at(*r, l, si, ri));
+                    }
                 }
                 let o = parts.order_of(si, ri);
-                if best.is_none_or(|(b, first)| bytes < b || (bytes == b && o < first)) {
-                    best = Some((bytes, o));
+                if best.is_none_or(|(b, first)| seconds < b || (seconds == b && o < first)) {
+                    best = Some((seconds, o));
                 }
             }
         }
         best.map_or_else(|| self.orders[0].clone(), |(_, o)| self.orders[o].clone())
+    }
+
+    /// The classes of the parts of the loop orders `cfg`'s tiles decide
+    /// ([`CachedClasses`]), with the [`ReadCopies`] of every read at every
+    /// level as the caches hold its tiles, put in `copies`.
+    fn cached_classes(&self, cfg: &Config, copies: &mut rustc_hash::FxHashMap<(usize, usize, Holder), Arc<ReadCopies>>) -> CachedClasses {
+        let parts = &self.order_parts;
+        let (k_class, k_first) = classes(parts.reduction.iter().map(|o| self.innermost_reduction(cfg, o)));
+        let k_axes = k_first.iter().map(|&p| self.innermost_reduction(cfg, &parts.reduction[p])).collect();
+        let mut spatial: Option<(Vec<u32>, Vec<usize>)> = None;
+        let mut reduction = (k_class.clone(), k_first);
+        for l in 0..self.levels {
+            for r in 0..self.nreads() {
+                let c = copies.entry((r, l, Holder::Cache)).or_insert_with(|| self.read_copies(cfg, r, l, Holder::Cache));
+                spatial = Some(match spatial {
+                    None => (c.spatial_class.clone(), c.spatial_first.clone()),
+                    Some((joint, _)) => refine(&joint, &c.spatial_class),
+                });
+                reduction = refine(&reduction.0, &c.reduction_class);
+            }
+        }
+        let spatial = spatial.unwrap_or_else(|| (vec![0; parts.spatial.len()], vec![0]));
+        CachedClasses { spatial, reduction, k_class, k_axes }
+    }
+
+    /// [`Problem::copies_per_order`], from the problem's [`CopiesCache`]
+    /// where an earlier state with the same tiles at `level` and outside
+    /// it worked them out.
+    fn read_copies(&self, cfg: &Config, r: usize, level: usize, holder: Holder) -> Arc<ReadCopies> {
+        let tiles: Vec<u64> = cfg.tiles.iter().flat_map(|t| t[..=level].iter().copied()).collect();
+        let key = (r, level, holder, tiles);
+        let cache = &self.copies_cache.0;
+        if let Some(c) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return c.clone();
+        }
+        let copies = Arc::new(self.copies_per_order(cfg, r, level, holder));
+        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= COPIES_CACHE_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, copies.clone());
+        copies
     }
 
     /// The packed copies of read `r` at level `l` ([`Problem::pack_copies`])
@@ -926,7 +1335,7 @@ impl Problem {
     /// the order of the axes of the entry's kind, and the orders are every
     /// spatial permutation times every reduction one: each permutation's
     /// entries are computed once, and the copies once per pair of classes.
-    fn copies_per_order(&self, cfg: &Config, r: usize, level: usize) -> ReadCopies {
+    fn copies_per_order(&self, cfg: &Config, r: usize, level: usize, holder: Holder) -> ReadCopies {
         let indices: &[AffineExpr<AxisId>] = self.compute.all_reads().nth(r).map_or(&[][..], |(_, read)| &read.indices[..]);
         // The entries in the target's order: (spatial, position among the
         // entries of that kind).
@@ -943,7 +1352,7 @@ impl Problem {
         // from each loop's trips and stay worked out once.
         let entries = |sp: bool, parts: &[Vec<usize>]| -> (Vec<EntryCopies>, usize) {
             let levels: Vec<usize> = self.copy_entries(level).filter(|&(_, k)| k == sp).map(|(l, _)| l).collect();
-            let loops: Vec<Vec<(u64, bool)>> = levels.iter().map(|&l| (0..self.axes.len()).map(|a| self.copy_loop(cfg, indices, a, l, sp)).collect()).collect();
+            let loops: Vec<Vec<(u64, bool)>> = levels.iter().map(|&l| (0..self.axes.len()).map(|a| self.copy_loop(cfg, indices, a, l, sp, holder)).collect()).collect();
             let mut out = Vec::with_capacity(parts.len() * levels.len());
             for axes in parts {
                 out.extend(loops.iter().map(|per_axis| EntryCopies::over(axes.iter().map(|&a| per_axis[a]))));
