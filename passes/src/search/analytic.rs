@@ -17,7 +17,6 @@
 
 use super::space::{Axis, Config, Problem, gcd};
 use crate::nest::OrderEntry;
-use std::sync::{Arc, Mutex};
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
 use tilec::target::{Binding, MemoryLevel, Per, Target, distinct_values};
@@ -184,26 +183,9 @@ impl EntryCopies {
 /// [`PageSteps`].
 #[derive(Default)]
 struct OrderCopies {
-    copies: rustc_hash::FxHashMap<(usize, usize, Holder), Arc<ReadCopies>>,
+    copies: rustc_hash::FxHashMap<(usize, usize, Holder), ReadCopies>,
     cached: Option<CachedClasses>,
     page_steps: rustc_hash::FxHashMap<(usize, Option<usize>, u8), PageSteps>,
-}
-
-/// [`ReadCopies`] worked out for earlier states, by what they depend on:
-/// the read, the level, the holder and the tiles of that level and those
-/// outside it. A walk of `markov` moves one level's tiles at a time, so
-/// most states share their outer levels' copies with one before. (Cleared
-/// when it grows past `COPIES_CACHE_ENTRIES`; a clone of the problem
-/// starts empty.)
-#[derive(Default)]
-pub(super) struct CopiesCache(Mutex<rustc_hash::FxHashMap<(usize, usize, Holder, Vec<u64>), Arc<ReadCopies>>>);
-
-const COPIES_CACHE_ENTRIES: usize = 1 << 14;
-
-impl Clone for CopiesCache {
-    fn clone(&self) -> Self {
-        CopiesCache::default()
-    }
 }
 
 /// The joint classes of the parts of the loop orders that the tiles alone
@@ -232,9 +214,8 @@ struct ReadCopies {
     /// each reduction part.
     spatial_class: Vec<u32>,
     reduction_class: Vec<u32>,
-    /// The first part of each class.
-    spatial_first: Vec<usize>,
-    reduction_first: Vec<usize>,
+    /// How many reduction classes there are.
+    reduction_classes: usize,
     /// The copies of a pair of classes, at `spatial class × reduction
     /// classes + reduction class`.
     copies: Vec<f64>,
@@ -242,7 +223,7 @@ struct ReadCopies {
 
 impl ReadCopies {
     fn copies(&self, spatial_part: usize, reduction_part: usize) -> f64 {
-        self.copies[self.spatial_class[spatial_part] as usize * self.reduction_first.len() + self.reduction_class[reduction_part] as usize]
+        self.copies[self.spatial_class[spatial_part] as usize * self.reduction_classes + self.reduction_class[reduction_part] as usize]
     }
 }
 
@@ -791,17 +772,16 @@ impl Problem {
         // L1 tile, copied again for each of 16 column tiles, 75 GFLOP/s;
         // packed per L2 tile, 82).
         let mut copies: f64 = 0.0;
-        let reused = if self.gpu() { Vec::new() } else { self.reused_traffic_per_level(cfg) };
         for level in 0..self.levels {
             let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { continue };
             let m = &t.memory[mi];
             // Filled from the next slower memory level.
             let from = &t.memory[mi.saturating_sub(1)];
-            let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * units };
+            let total = self.capacity_of(m);
             let from_bw = self.drawn_bandwidth(from, par_eff);
             // On a CPU the loop order decides what stays in the caches
             // between tiles (`reused_traffic`); a GPU's tiles are Roller's.
-            let q = if self.gpu() { self.traffic(cfg, level) } else { reused[level] };
+            let q = if self.gpu() { self.traffic(cfg, level) } else { self.reused_traffic(cfg, level) };
             let mut time = self.fill_rate(level, par_eff).seconds(q);
             let mut copy = 0.0;
             if !self.gpu() {
@@ -912,26 +892,9 @@ impl Problem {
         q + self.output_bytes()
     }
 
-    /// [`Problem::reused_traffic`] of every level, each loop's trips and
-    /// stay worked out once for all of them.
-    fn reused_traffic_per_level(&self, cfg: &Config) -> Vec<f64> {
-        let mut q = vec![0.0; self.levels];
-        for (r, (_, read)) in self.compute.all_reads().enumerate().take(self.nreads()) {
-            let entries: Vec<(usize, EntryCopies)> =
-                self.copy_entries(self.levels - 1).map(|(l, sp)| (l, self.entry_copies(cfg, &read.indices, l, sp, Holder::Cache, cfg.order.iter().copied()))).collect();
-            for (level, q) in q.iter_mut().enumerate() {
-                let loads = Self::copies_over(entries.iter().filter(|&&(l, _)| l <= level).map(|&(_, e)| e));
-                *q += loads * self.pack_box_bytes(cfg, r, level);
-            }
-        }
-        let output = self.output_bytes();
-        q.iter_mut().for_each(|q| *q += output);
-        q
-    }
-
     /// The output tensor's bytes.
     fn output_bytes(&self) -> f64 {
-        self.info.output.shape.iter().product::<u64>() as f64 * self.info.output.elem.size_bytes() as f64
+        (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64
     }
 
     /// How long filling the tiles of `level` takes (with the share
@@ -943,7 +906,7 @@ impl Problem {
         let t = &self.target;
         let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { return FillRate { floor: 0.0, bandwidth: f64::INFINITY } };
         let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
-        let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * t.compute.units.max(1) as f64 };
+        let total = self.capacity_of(m);
         let (from_bw, m_bw) = (self.drawn_bandwidth(from, par_eff), self.drawn_bandwidth(m, par_eff));
         let unique = self.unique_bytes();
         if !m.managed && unique <= total { FillRate { floor: unique / from_bw, bandwidth: m_bw } } else { FillRate { floor: 0.0, bandwidth: from_bw } }
@@ -1052,17 +1015,17 @@ impl Problem {
     /// that outer level's latency, the target's `misses_in_flight` at a
     /// time per core. (ResNet-50 R3, a 1x1 convolution over 64 channels
     /// 12.5 KB apart at 56x56: with the output channels' tiles outermost,
-    /// every register tile reads its 64 input rows from L3, 5.0-5.6 ms on a
+    /// every register tile reads its 64 input rows from L3, 5.6 ms on a
     /// Zen 1 core; with them innermost, from L1, 3.6 ms.)
     fn fresh_misses(&self, r: usize, cores: f64) -> FreshMisses {
         let t = &self.target;
-        let tensor = self.info.reads.get(r).map_or(0.0, |info| (info.tensor.shape.iter().product::<u64>() * info.tensor.elem.size_bytes()) as f64);
+        let tensor = self.tensor_bytes(r);
         let unique = self.unique_bytes();
         let levels = (0..self.levels)
             .map(|level| {
                 let mi = t.memory_index(&t.tile_levels[level].memory)?;
                 let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
-                let total = if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * t.compute.units.max(1) as f64 };
+                let total = self.capacity_of(m);
                 // A cache that holds all the op's data, or twice this
                 // read's (whatever else streams through, lines in use
                 // stay), misses each of its bytes once.
@@ -1076,8 +1039,18 @@ impl Problem {
 
     /// Every byte the op touches once: its reads' tensors and its output.
     fn unique_bytes(&self) -> f64 {
-        self.info.reads.iter().map(|r| (r.tensor.shape.iter().product::<u64>() * r.tensor.elem.size_bytes()) as f64).sum::<f64>()
-            + (self.info.output.shape.iter().product::<u64>() * self.info.output.elem.size_bytes()) as f64
+        (0..self.nreads()).map(|r| self.tensor_bytes(r)).sum::<f64>() + self.output_bytes()
+    }
+
+    /// Read `r`'s tensor's bytes.
+    fn tensor_bytes(&self, r: usize) -> f64 {
+        self.info.reads.get(r).map_or(0.0, |info| (info.tensor.shape.iter().product::<u64>() * info.tensor.elem.size_bytes()) as f64)
+    }
+
+    /// What memory `m` holds for the whole op: a per-core level's capacity
+    /// times the cores, a shared level's once.
+    fn capacity_of(&self, m: &MemoryLevel) -> f64 {
+        if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * self.target.compute.units.max(1) as f64 }
     }
 
     /// The bytes between read `r`'s elements at consecutive steps of the
@@ -1216,7 +1189,7 @@ impl Problem {
         let packed: Vec<(usize, usize)> = (0..nreads).filter_map(|r| cfg.pack_level(r).map(|l| (r, l))).collect();
         for &(r, l) in &packed {
             if !memo.copies.contains_key(&(r, l, Holder::Copy)) {
-                memo.copies.insert((r, l, Holder::Copy), self.read_copies(cfg, r, l, Holder::Copy));
+                memo.copies.insert((r, l, Holder::Copy), self.copies_per_order(cfg, r, l, Holder::Copy));
             }
         }
         if memo.cached.is_none() {
@@ -1234,8 +1207,8 @@ impl Problem {
                 fresh.push((r, per_k));
             }
         }
-        let packed_copies: Vec<&ReadCopies> = packed.iter().map(|&(r, l)| &*memo.copies[&(r, l, Holder::Copy)]).collect();
-        let cached: Vec<&ReadCopies> = (0..self.levels).flat_map(|l| (0..nreads).map(move |r| (r, l, Holder::Cache))).map(|k| &*memo.copies[&k]).collect();
+        let packed_copies: Vec<&ReadCopies> = packed.iter().map(|&(r, l)| &memo.copies[&(r, l, Holder::Copy)]).collect();
+        let cached: Vec<&ReadCopies> = (0..self.levels).flat_map(|l| (0..nreads).map(move |r| (r, l, Holder::Cache))).map(|k| &memo.copies[&k]).collect();
         // The orders whose parts are in the same classes for every one of
         // those (and, for reduction parts, the same micro-kernel axis)
         // cost the same; of each pair of joint classes, the first order
@@ -1290,43 +1263,20 @@ impl Problem {
     /// The classes of the parts of the loop orders `cfg`'s tiles decide
     /// ([`CachedClasses`]), with the [`ReadCopies`] of every read at every
     /// level as the caches hold its tiles, put in `copies`.
-    fn cached_classes(&self, cfg: &Config, copies: &mut rustc_hash::FxHashMap<(usize, usize, Holder), Arc<ReadCopies>>) -> CachedClasses {
+    fn cached_classes(&self, cfg: &Config, copies: &mut rustc_hash::FxHashMap<(usize, usize, Holder), ReadCopies>) -> CachedClasses {
         let parts = &self.order_parts;
         let (k_class, k_first) = classes(parts.reduction.iter().map(|o| self.innermost_reduction(cfg, o)));
         let k_axes = k_first.iter().map(|&p| self.innermost_reduction(cfg, &parts.reduction[p])).collect();
-        let mut spatial: Option<(Vec<u32>, Vec<usize>)> = None;
+        let mut spatial = (vec![0; parts.spatial.len()], vec![0]);
         let mut reduction = (k_class.clone(), k_first);
         for l in 0..self.levels {
             for r in 0..self.nreads() {
-                let c = copies.entry((r, l, Holder::Cache)).or_insert_with(|| self.read_copies(cfg, r, l, Holder::Cache));
-                spatial = Some(match spatial {
-                    None => (c.spatial_class.clone(), c.spatial_first.clone()),
-                    Some((joint, _)) => refine(&joint, &c.spatial_class),
-                });
+                let c = copies.entry((r, l, Holder::Cache)).or_insert_with(|| self.copies_per_order(cfg, r, l, Holder::Cache));
+                spatial = refine(&spatial.0, &c.spatial_class);
                 reduction = refine(&reduction.0, &c.reduction_class);
             }
         }
-        let spatial = spatial.unwrap_or_else(|| (vec![0; parts.spatial.len()], vec![0]));
         CachedClasses { spatial, reduction, k_class, k_axes }
-    }
-
-    /// [`Problem::copies_per_order`], from the problem's [`CopiesCache`]
-    /// where an earlier state with the same tiles at `level` and outside
-    /// it worked them out.
-    fn read_copies(&self, cfg: &Config, r: usize, level: usize, holder: Holder) -> Arc<ReadCopies> {
-        let tiles: Vec<u64> = cfg.tiles.iter().flat_map(|t| t[..=level].iter().copied()).collect();
-        let key = (r, level, holder, tiles);
-        let cache = &self.copies_cache.0;
-        if let Some(c) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return c.clone();
-        }
-        let copies = Arc::new(self.copies_per_order(cfg, r, level, holder));
-        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= COPIES_CACHE_ENTRIES {
-            map.clear();
-        }
-        map.insert(key, copies.clone());
-        copies
     }
 
     /// The packed copies of read `r` at level `l` ([`Problem::pack_copies`])
@@ -1370,7 +1320,7 @@ impl Problem {
                 copies.push(Self::copies_over(layout.iter().map(|&(sp, k)| if sp { entry(&spatial, si, k) } else { entry(&reduction, ri, k) })));
             }
         }
-        ReadCopies { bytes: self.pack_box_bytes(cfg, r, level), spatial_class, reduction_class, spatial_first, reduction_first, copies }
+        ReadCopies { bytes: self.pack_box_bytes(cfg, r, level), spatial_class, reduction_class, reduction_classes: reduction_first.len(), copies }
     }
 
     /// `cfg` with each packable read, in turn, given the pack choice the

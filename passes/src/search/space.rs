@@ -179,9 +179,6 @@ pub struct Problem {
     pub order: Vec<OrderEntry>,
     /// See [`Problem::run_level`].
     pub(super) run_level: Option<usize>,
-    /// [`ReadCopies`](super::analytic) of earlier states, for
-    /// `best_order` (`analytic.rs`).
-    pub(super) copies_cache: super::analytic::CopiesCache,
     /// The loop orders the space offers, declaration order first: on CPU
     /// targets every permutation of the spatial axes longer than 1, then of
     /// the reduction axes (at most [`MAX_PERMUTED_AXES`] of each are
@@ -374,7 +371,6 @@ impl Problem {
             unroll,
             order,
             run_level,
-            copies_cache: Default::default(),
             orders,
             order_parts,
             axes,

@@ -491,7 +491,8 @@ fn the_model_charges_reduction_steps_across_pages() {
 /// (the input is 800 KB), and no prefetcher follows its page-sized steps;
 /// with them innermost, each input tile is loaded once and stays in L1
 /// while the weights go by. On a Zen 1 core (1 thread) the first ran in
-/// 5.0-5.6 ms, the second in 3.6 (onnxruntime 3.2).
+/// 5.6 ms, the second in 3.6 (onnxruntime 3.2, in rounds alternating with
+/// both).
 #[test]
 fn the_model_sees_what_the_loop_order_keeps_in_cache() {
     // The machine it was measured on (on 64 cores the op's data would fit
