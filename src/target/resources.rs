@@ -31,7 +31,16 @@ pub const INDEX_REGISTERS: u64 = 16;
 /// The search asks this millions of times, so it asks `t` once per axis
 /// and divides only by a divisor other than 1.
 #[inline]
-pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u64) -> u64 {
+pub fn distinct_values<F: Fn(AxisId) -> u64 + ?Sized>(e: &AffineExpr<AxisId>, t: &F, dim: u64) -> u64 {
+    // Most indices are one axis with coefficient ±1 and no divisor: the
+    // axis' points (the range below caps its width at `i64::MAX`).
+    if let [(v, c)] = e.terms()
+        && c.unsigned_abs() == 1
+        && e.divisor() == 1
+        && e.constant_term() == 0
+    {
+        return t(*v).min(i64::MAX as u64).min(dim).max(1);
+    }
     // The range's callback sees every axis once, so it multiplies the
     // points too; only where the range overflows (and stops early) are
     // they counted again.
@@ -58,7 +67,8 @@ pub fn distinct_values(e: &AffineExpr<AxisId>, t: &dyn Fn(AxisId) -> u64, dim: u
 
 /// Bytes an access with `indices` into a tensor of type `ty` touches over
 /// a tile with ranges `t`: the distinct values of each index, multiplied.
-fn access_bytes(indices: &[AffineExpr<AxisId>], ty: &TensorType, t: &dyn Fn(AxisId) -> u64) -> u64 {
+#[inline]
+fn access_bytes<F: Fn(AxisId) -> u64 + ?Sized>(indices: &[AffineExpr<AxisId>], ty: &TensorType, t: &F) -> u64 {
     let elems = indices.iter().enumerate().fold(1u64, |p, (d, e)| p.saturating_mul(distinct_values(e, t, ty.shape.get(d).copied().unwrap_or(1))));
     elems.saturating_mul(ty.elem.size_bytes())
 }
@@ -147,26 +157,26 @@ impl<'a> OpResources<'a> {
     }
 
     /// Bytes read `r` touches over a tile with ranges `t`.
-    pub fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    pub fn read_bytes<F: Fn(AxisId) -> u64 + ?Sized>(&self, r: usize, t: &F) -> u64 {
         let (Some((_, read)), Some(info)) = (self.compute.all_reads().nth(r), self.info.reads.get(r)) else { return 0 };
         access_bytes(&read.indices, &info.tensor, t)
     }
 
     /// Bytes of the output tile over a tile with ranges `t`.
-    pub fn output_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    pub fn output_bytes<F: Fn(AxisId) -> u64 + ?Sized>(&self, t: &F) -> u64 {
         access_bytes(&self.compute.output, &self.info.output, t)
     }
 
     /// Bytes of the accumulators of a tile with ranges `t`: one per spatial
     /// point.
-    pub fn accumulator_bytes(&self, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    pub fn accumulator_bytes<F: Fn(AxisId) -> u64 + ?Sized>(&self, t: &F) -> u64 {
         self.compute.spatial_axes().fold(1u64, |p, a| p.saturating_mul(t(a))).saturating_mul(self.info.acc.size_bytes())
     }
 
     /// Bytes of one footprint part over a tile with ranges `t` computed
     /// by `lanes` hardware threads: a warp intrinsic's lanes each hold a
     /// fragment of the accumulators (1: one thread holds them all).
-    pub fn part_bytes(&self, part: FootprintPart, t: &dyn Fn(AxisId) -> u64, lanes: u64) -> u64 {
+    pub fn part_bytes<F: Fn(AxisId) -> u64 + ?Sized>(&self, part: FootprintPart, t: &F, lanes: u64) -> u64 {
         match part {
             FootprintPart::Read(r) => self.read_bytes(r, t),
             FootprintPart::Output => self.output_bytes(t),
@@ -206,7 +216,7 @@ impl<'a> OpResources<'a> {
 
     /// The footprint's total bytes (see [`OpResources::footprint_parts`]
     /// and, for `lanes`, [`OpResources::part_bytes`]).
-    pub fn footprint(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, t: &dyn Fn(AxisId) -> u64, lanes: u64) -> u64 {
+    pub fn footprint<F: Fn(AxisId) -> u64 + ?Sized>(&self, level: usize, m: &MemoryLevel, cached: &dyn Fn(usize) -> bool, t: &F, lanes: u64) -> u64 {
         let mut total = 0u64;
         self.footprint_parts(level, m, cached, &mut |p| total = total.saturating_add(self.part_bytes(p, t, lanes)));
         total

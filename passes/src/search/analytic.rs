@@ -237,11 +237,31 @@ fn refine(joint: &[u32], class: &[u32]) -> (Vec<u32>, Vec<usize>) {
 /// Numbers equal keys in first-seen order: each item's class, and the
 /// first item of each class.
 fn classes<K: Eq + std::hash::Hash>(keys: impl Iterator<Item = K>) -> (Vec<u32>, Vec<usize>) {
-    let mut ids = rustc_hash::FxHashMap::default();
+    // Most orders tie, so there are few classes: up to `SCANNED` of them a
+    // scan of the keys seen beats hashing every key (the search numbers
+    // the classes of a dozen reads and levels for every state it keeps).
+    const SCANNED: usize = 16;
     let (mut class, mut first) = (Vec::new(), Vec::new());
+    let mut seen: Vec<K> = Vec::new();
+    let mut ids: Option<rustc_hash::FxHashMap<K, u32>> = None;
     for (i, k) in keys.enumerate() {
         let next = first.len() as u32;
-        let id = *ids.entry(k).or_insert(next);
+        let id = match &mut ids {
+            Some(ids) => *ids.entry(k).or_insert(next),
+            None => match seen.iter().position(|s| *s == k) {
+                Some(p) => p as u32,
+                None if seen.len() < SCANNED => {
+                    seen.push(k);
+                    next
+                }
+                None => {
+                    let mut map: rustc_hash::FxHashMap<K, u32> = seen.drain(..).zip(0..).collect();
+                    map.insert(k, next);
+                    ids = Some(map);
+                    next
+                }
+            },
+        };
         if id == next {
             first.push(i);
         }
@@ -296,7 +316,6 @@ impl Problem {
         let lane_axis = self.lane_axis(cfg);
         let points: u64 = self.axes.iter().enumerate().filter(|&(i, a)| a.spatial || Some(i) == lane_axis).map(|(i, _)| self.range_of(cfg, i, inner)).product();
         let acc = points.div_ceil(w) as f64;
-        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
         let t = |id: AxisId| {
             let a = id.index();
             if self.axes[a].spatial || Some(a) == lane_axis { self.range_of(cfg, a, inner) } else { 1 }
@@ -319,12 +338,12 @@ impl Problem {
                 continue;
             }
             let packed = cfg.pack_level(r).map(|_| self.packed_strides());
-            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, ids[v], packed.as_ref()));
+            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, AxisId::new(v), packed.as_ref()));
             if contiguous {
                 let v = elems.div_ceil(w) as f64;
                 loads += v;
                 vector_loads += v;
-            } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(ids[v]))) {
+            } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) {
                 // Lanes gathered one element at a time.
                 loads += elems as f64 * self.target.model.gather_load_cost;
             } else {
@@ -527,7 +546,6 @@ impl Problem {
         let run = self.reduction_run(cfg) / step / steps_per_op;
         let overhead = fma_units / load_units + fma_units;
         let mut accumulate = if run.is_finite() { run / (run + overhead) } else { 1.0 };
-        let ids: Vec<AxisId> = self.compute.axis_ids().collect();
         let w = self.vector_width(cfg);
         let reduction: f64 = self.axes.iter().filter(|a| !a.spatial).map(|a| a.extent as f64).product();
         if lane_axis.is_some() {
@@ -535,7 +553,7 @@ impl Problem {
             // load and combine each, against its FMAs.
             let fma = reduction / (w as f64 * fma_units);
             accumulate *= fma / (fma + step);
-        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, ids[v], None)) {
+        } else if w > 1 && cfg.vector.is_some_and(|v| !Self::walks_contiguously(&self.compute.output, AxisId::new(v), None)) {
             // An output not contiguous along the vector axis is stored lane
             // by lane (the target's `scatter_lane_cost` cycles each), once per output
             // vector after the whole reduction: against the FMAs of that
@@ -1300,14 +1318,16 @@ impl Problem {
         let parts = &self.order_parts;
         // Per kind: each part's entries of that kind, one after another,
         // from each loop's trips and stay worked out once.
+        let naxes = self.axes.len();
         let entries = |sp: bool, parts: &[Vec<usize>]| -> (Vec<EntryCopies>, usize) {
-            let levels: Vec<usize> = self.copy_entries(level).filter(|&(_, k)| k == sp).map(|(l, _)| l).collect();
-            let loops: Vec<Vec<(u64, bool)>> = levels.iter().map(|&l| (0..self.axes.len()).map(|a| self.copy_loop(cfg, indices, a, l, sp, holder)).collect()).collect();
-            let mut out = Vec::with_capacity(parts.len() * levels.len());
+            // Each entry's loops, `naxes` at a time.
+            let loops: Vec<(u64, bool)> = self.copy_entries(level).filter(|&(_, k)| k == sp).flat_map(|(l, _)| (0..naxes).map(move |a| self.copy_loop(cfg, indices, a, l, sp, holder))).collect();
+            let n = loops.len() / naxes.max(1);
+            let mut out = Vec::with_capacity(parts.len() * n);
             for axes in parts {
-                out.extend(loops.iter().map(|per_axis| EntryCopies::over(axes.iter().map(|&a| per_axis[a]))));
+                out.extend(loops.chunks_exact(naxes.max(1)).map(|per_axis| EntryCopies::over(axes.iter().map(|&a| per_axis[a]))));
             }
-            (out, levels.len())
+            (out, n)
         };
         let classes_of = |(flat, n): &(Vec<EntryCopies>, usize), parts: usize| if *n == 0 { (vec![0; parts], vec![0]) } else { classes(flat.chunks_exact(*n)) };
         let (spatial, reduction) = (entries(true, &parts.spatial), entries(false, &parts.reduction));

@@ -42,7 +42,7 @@ use super::registry::StrategyDecl;
 use super::rng::Rng;
 use super::model::CostModel;
 use super::space::{Config, Problem};
-use super::{SearchCx, Strategy};
+use super::{SearchCx, Steps, Strategy};
 use tilec::pass::{OptionDecl, OptionKind, PassOptions};
 
 pub const DECL: StrategyDecl = StrategyDecl {
@@ -242,13 +242,18 @@ impl<'a> Here<'a> {
 }
 
 impl Markov {
-    fn tile_benefit(here: &Here<'_>, next: &Config) -> f64 {
+    /// Formula 1's benefit of the move of axis `axis`'s tile that makes
+    /// `next`.
+    fn tile_benefit(here: &Here<'_>, next: &Config, axis: usize) -> f64 {
         let (p, cfg, level) = (here.p, here.cfg, here.level);
         let Some(f2) = p.fitting_footprint(next, level) else { return 0.0 };
         if !p.keeps_parallelism(cfg, next, level) {
             return 0.0;
         }
-        let ((q, f), q2) = (here.traffic_footprint(), p.traffic(next, level).max(1.0));
+        let (q, f) = here.traffic_footprint();
+        // Roller's traffic takes reduction axes at their extent: a
+        // reduction tile's move leaves it as it was.
+        let q2 = if p.axes[axis].spatial { p.traffic(next, level).max(1.0) } else { q };
         let f2 = f2.max(1) as f64;
         q * f2 / (q2 * f) * Self::kernel_ratio(here, next)
     }
@@ -263,12 +268,16 @@ impl Markov {
         if p.gpu() {
             return 1.0;
         }
+        let (innermost, run) = (level + 1 == p.levels, p.run_level() == Some(level));
+        if !innermost && !run {
+            return 1.0;
+        }
         let (a, b) = (here.kernel_terms(), here.kernel_terms_of(next));
         let mut r = 1.0;
-        if level + 1 == p.levels {
+        if innermost {
             r *= b[0] * b[1] * b[2] / (a[0] * a[1] * a[2]).max(1e-12);
         }
-        if p.run_level() == Some(level) {
+        if run {
             r *= b[3] / a[3].max(1e-12);
         }
         r
@@ -310,7 +319,7 @@ impl Markov {
             for (action, size) in [(Action::Tile, up), (Action::InvTile, down)] {
                 if let Some(s) = size {
                     scratch.tiles[a][level] = s;
-                    out.push((action, Self::tile_benefit(&here, &scratch), Move::Tile { axis: a, level, size: s }));
+                    out.push((action, Self::tile_benefit(&here, &scratch, a), Move::Tile { axis: a, level, size: s }));
                     scratch.tiles[a][level] = cfg.tiles[a][level];
                 }
             }
@@ -338,12 +347,12 @@ impl Markov {
     }
 
     /// One walk of Algorithm 1; appends the kept states to `top`.
-    fn walk(&self, p: &Problem, start: Config, rng: &mut Rng, cx: &mut SearchCx, top: &mut Top, taken: &mut [u64; 4]) {
+    fn walk(&self, p: &Problem, start: Config, rng: &mut Rng, steps: &mut Steps<'_>, top: &mut Top, taken: &mut [u64; 4]) {
         let mut e = start;
         let mut level = 0;
         let mut temp = self.temperature;
         let mut step = 0;
-        while temp > self.threshold && !cx.spent() {
+        while temp > self.threshold && !steps.spent() {
             let actions = self.actions(p, &e, level, step);
             let weights: Vec<f64> = actions.iter().map(|(_, b, _)| *b).collect();
             let Some(i) = rng.roulette(&weights) else { break };
@@ -354,36 +363,58 @@ impl Markov {
                 level += 1;
             }
             e = next;
-            cx.visited += 1;
+            *steps.visited += 1;
             if rng.unit() < keep_probability(temp) {
-                top.keep(p, cx.model(), &e, level);
+                top.keep(p, &e, level);
             }
             temp /= 2.0;
             step += 1;
         }
-        top.keep(p, cx.model(), &e, level);
+        top.keep(p, &e, level);
     }
 }
 
-/// The states the walks keep, each once. Completing a state and choosing
-/// its packing costs dozens of model predictions, and walks revisit the
-/// same states often: with a high `threshold` every walk is one step long
-/// and a budget of 20000 made as many walks end in a handful of states
-/// (53 s in a debug build before, found by tilec-fuzz). Ranking removes
-/// duplicates and orders by prediction, so keeping each state once
-/// changes no pick.
-#[derive(Default)]
+/// The states the walks keep, each once, completed: they go to `packer`
+/// to have their packing chosen. Completing a state and choosing its
+/// packing costs dozens of model predictions, and walks revisit the same
+/// states often: with a high `threshold` every walk is one step long and a
+/// budget of 20000 made as many walks end in a handful of states (53 s in
+/// a debug build before, found by tilec-fuzz). Ranking removes duplicates
+/// and orders by prediction, so keeping each state once changes no pick.
 struct Top {
     seen: std::collections::BTreeSet<(Config, usize)>,
-    states: Vec<Config>,
+    packer: std::sync::mpsc::SyncSender<Config>,
 }
 
 impl Top {
-    fn keep(&mut self, p: &Problem, model: &dyn CostModel, state: &Config, level: usize) {
+    fn keep(&mut self, p: &Problem, state: &Config, level: usize) {
         if self.seen.insert((state.clone(), level)) {
-            self.states.push(p.best_packing_with(&p.complete(state, level), &|c| model.predict_one(p, c)));
+            // The packer only stops early if it panicked; its thread's join
+            // reports that.
+            let _ = self.packer.send(p.complete(state, level));
         }
     }
+}
+
+/// How many kept states may wait for the packer: the walks wait when it
+/// falls that far behind, so a search stopped by `max-seconds` finishes
+/// packing its states soon after.
+const PACKER_QUEUE: usize = 64;
+
+/// Runs `walks` (which keep states in the [`Top`] they are given) with
+/// each kept state's packing chosen on another thread meanwhile
+/// ([`Problem::best_packing_with`] by `model`): the walks never read a
+/// packing, so the states come back as if packed in turn, in the order
+/// kept. (The packing was 40% of construction on conv3d.)
+fn walk_and_pack<R: Send>(p: &Problem, model: &dyn CostModel, walks: impl FnOnce(&mut Top) -> R) -> (R, Vec<Config>) {
+    std::thread::scope(|scope| {
+        let (packer, queue) = std::sync::mpsc::sync_channel::<Config>(PACKER_QUEUE);
+        let packed = scope.spawn(move || queue.into_iter().map(|c| p.best_packing_with(&c, &|c| model.predict_one(p, c))).collect::<Vec<_>>());
+        let mut top = Top { seen: Default::default(), packer };
+        let out = walks(&mut top);
+        drop(top);
+        (out, packed.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
 }
 
 impl Strategy for Markov {
@@ -399,7 +430,6 @@ impl Strategy for Markov {
             return Err(format!("markov needs temperature > threshold > 0 (got temperature={} threshold={})", self.temperature, self.threshold));
         }
         let mut rng = Rng::new(cx.seed);
-        let mut top = Top::default();
         let mut walks = 0;
         let mut taken = [0u64; 4];
         // Each vector axis the space offers gets the budget: the walks
@@ -427,17 +457,20 @@ impl Strategy for Markov {
         let starts: Vec<Config> = plain.iter().map(|&vector| Config { vector, ..p.initial() }).chain(dots.iter().map(|&i| p.start(Some(i)))).collect();
         let budget = cx.budget;
         let per_axis = self.start_budget(budget, starts.len());
-        for start in starts {
-            cx.budget = cx.visited.saturating_add(per_axis);
-            while !cx.spent() {
-                let before = cx.visited;
-                self.walk(p, start.clone(), &mut rng, cx, &mut top, &mut taken);
-                walks += 1;
-                if cx.visited == before {
-                    break; // stuck at the start: nothing feasible to do
+        let (model, mut steps) = cx.model_and_steps();
+        let ((), kept) = walk_and_pack(p, model, |top| {
+            for start in starts {
+                *steps.budget = steps.visited.saturating_add(per_axis);
+                while !steps.spent() {
+                    let before = *steps.visited;
+                    self.walk(p, start.clone(), &mut rng, &mut steps, top, &mut taken);
+                    walks += 1;
+                    if *steps.visited == before {
+                        break; // stuck at the start: nothing feasible to do
+                    }
                 }
             }
-        }
+        });
         let axes: Vec<&str> = p.vector_axes.iter().map(|&v| p.axes[v].name.as_str()).collect();
         let mut over = if plain.len() > 1 { format!(", budget {per_axis} per vector axis ({})", axes.join(", ")) } else { String::new() };
         if !dots.is_empty() {
@@ -450,7 +483,7 @@ impl Strategy for Markov {
         }
         cx.note(format!("{walks} walks of at most {} steps{over}, cache-scale {}", (self.temperature / self.threshold).log2().ceil(), self.scale(p)));
         cx.note(format!("actions taken: tile {}, invTile {}, cache {}, setVThread {}", taken[0], taken[1], taken[2], taken[3]));
-        let mut ranked = cx.rank(p, top.states);
+        let mut ranked = cx.rank(p, kept);
         if self.polish > 0 && !ranked.is_empty() {
             let (mut evaluated, mut improved) = (0, 0);
             let mut polished = Vec::new();
@@ -501,12 +534,12 @@ mod tests {
         let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
         let p = Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap();
         let start = p.initial();
-        let mut top = Top::default();
-        let model = crate::search::AnalyticModel;
-        top.keep(&p, &model, &start, 0);
-        top.keep(&p, &model, &start, 0);
-        top.keep(&p, &model, &start, 1);
-        assert_eq!(top.states, vec![p.best_packing(&p.complete(&start, 0)), p.best_packing(&p.complete(&start, 1))]);
+        let ((), kept) = walk_and_pack(&p, &crate::search::AnalyticModel, |top| {
+            top.keep(&p, &start, 0);
+            top.keep(&p, &start, 0);
+            top.keep(&p, &start, 1);
+        });
+        assert_eq!(kept, vec![p.best_packing(&p.complete(&start, 0)), p.best_packing(&p.complete(&start, 1))]);
     }
 
     #[test]

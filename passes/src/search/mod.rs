@@ -241,6 +241,30 @@ pub struct SearchCx<'a> {
     language_model: Option<&'a mut (dyn tilec::lm::TokenModel + 'static)>,
 }
 
+/// The states a strategy has visited, against its budget and its
+/// deadline ([`SearchCx::model_and_steps`]).
+pub struct Steps<'c> {
+    pub visited: &'c mut u64,
+    pub budget: &'c mut u64,
+    deadline: Option<Instant>,
+    timed_out: &'c mut bool,
+}
+
+impl Steps<'_> {
+    /// [`SearchCx::spent`].
+    pub fn spent(&mut self) -> bool {
+        *self.visited >= *self.budget || self.past_deadline()
+    }
+
+    /// [`SearchCx::past_deadline`].
+    pub fn past_deadline(&mut self) -> bool {
+        if !*self.timed_out && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            *self.timed_out = true;
+        }
+        *self.timed_out
+    }
+}
+
 impl<'a> SearchCx<'a> {
     /// The language model the `model` option loaded, once (`tlm.rs`).
     pub fn take_language_model(&mut self) -> Option<&'a mut (dyn tilec::lm::TokenModel + 'static)> {
@@ -250,15 +274,20 @@ impl<'a> SearchCx<'a> {
     /// Has the strategy used its budget of states, or its time
     /// (`max-seconds`)? Strategies call it before each state they visit.
     pub fn spent(&mut self) -> bool {
-        self.visited >= self.budget || self.past_deadline()
+        self.model_and_steps().1.spent()
     }
 
     /// Is `max-seconds` over? Remembers it, for the report.
     pub fn past_deadline(&mut self) -> bool {
-        if !self.timed_out && self.deadline.is_some_and(|d| Instant::now() >= d) {
-            self.timed_out = true;
-        }
-        self.timed_out
+        self.model_and_steps().1.past_deadline()
+    }
+
+    /// The cost model, and the count of states visited against the budget
+    /// and the deadline, apart: a strategy can hand the model to another
+    /// thread while it goes on visiting states (markov chooses the packing
+    /// of the states its walks keep beside the walks).
+    pub fn model_and_steps(&mut self) -> (&dyn CostModel, Steps<'_>) {
+        (&*self.model, Steps { visited: &mut self.visited, budget: &mut self.budget, deadline: self.deadline, timed_out: &mut self.timed_out })
     }
 
     /// Will the pass measure candidates?

@@ -19,8 +19,9 @@
 
 use super::space::{Config, Problem};
 
-/// Predicts how long points of a space run, lower is better.
-pub trait CostModel {
+/// Predicts how long points of a space run, lower is better. (`Sync`: a
+/// strategy may predict on more than one thread.)
+pub trait CostModel: Sync {
     /// For reports and records (`analytic`).
     fn name(&self) -> &'static str;
 

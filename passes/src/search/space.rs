@@ -565,7 +565,7 @@ impl Problem {
     }
 
     /// Bytes of read `r` over a tile with ranges `t`.
-    pub(super) fn read_bytes(&self, r: usize, t: &dyn Fn(AxisId) -> u64) -> u64 {
+    pub(super) fn read_bytes<F: Fn(AxisId) -> u64 + ?Sized>(&self, r: usize, t: &F) -> u64 {
         self.resources().read_bytes(r, t)
     }
 

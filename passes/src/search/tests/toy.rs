@@ -129,7 +129,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
 /// (the opposite of what the analytic model wants for a GEMM); it counts
 /// the measurements it is taught.
 struct FewestTiles {
-    taught: std::rc::Rc<std::cell::Cell<usize>>,
+    taught: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CostModel for FewestTiles {
@@ -142,7 +142,7 @@ impl CostModel for FewestTiles {
     }
 
     fn update(&mut self, _: &Problem, measured: &[(Config, f64)]) {
-        self.taught.set(self.taught.get() + measured.len());
+        self.taught.fetch_add(measured.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn features(&self, p: &Problem, point: &Config) -> Option<Vec<f32>> {
@@ -175,7 +175,7 @@ fn another_cost_model_changes_the_ranking_and_learns_from_measurements() {
         let cx = SearchCx::detached(0, 1, m.clone(), &mut recorder, model, "test");
         cx.rank(&p, cands.clone())
     };
-    let taught = std::rc::Rc::new(std::cell::Cell::new(0));
+    let taught = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let analytic = ranked_by(&mut AnalyticModel);
     let toy = ranked_by(&mut FewestTiles { taught: taught.clone() });
     assert_eq!(analytic.len(), toy.len());
@@ -192,7 +192,7 @@ fn another_cost_model_changes_the_ranking_and_learns_from_measurements() {
     cx.set_evaluator(Some(Box::new(super::Fake { calls: 0, references: 0 })));
     let mut with_toy = search("roller", &[("measure-top-k", "4"), ("final-rounds", "0")]).with_model(Box::new(FewestTiles { taught: taught.clone() }));
     with_toy.run(&mut m2, &mut cx).expect("search");
-    assert_eq!(taught.get(), 3);
+    assert_eq!(taught.load(std::sync::atomic::Ordering::Relaxed), 3);
     let report = cx.take_reports().join("");
     let analytic_pick = tilec::syntax::print_module(&searched(GEMM, &t, search("roller", &[])).0);
     let toy_pick = tilec::syntax::print_module(&searched(GEMM, &t, search("roller", &[]).with_model(Box::new(FewestTiles { taught }))).0);
