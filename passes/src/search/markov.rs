@@ -406,7 +406,7 @@ const PACKER_QUEUE: usize = 64;
 /// ([`Problem::best_packing_with`] by `model`): the walks never read a
 /// packing, so the states come back as if packed in turn, in the order
 /// kept. (The packing was 40% of construction on conv3d.)
-fn walk_and_pack<R: Send>(p: &Problem, model: &dyn CostModel, walks: impl FnOnce(&mut Top) -> R) -> (R, Vec<Config>) {
+fn walk_and_pack<R>(p: &Problem, model: &dyn CostModel, walks: impl FnOnce(&mut Top) -> R) -> (R, Vec<Config>) {
     std::thread::scope(|scope| {
         let (packer, queue) = std::sync::mpsc::sync_channel::<Config>(PACKER_QUEUE);
         let packed = scope.spawn(move || queue.into_iter().map(|c| p.best_packing_with(&c, &|c| model.predict_one(p, c))).collect::<Vec<_>>());
