@@ -1078,14 +1078,7 @@ impl Problem {
     /// packed, else in its tensor's; 0 where the read does not use that
     /// axis.
     pub fn reduction_step_bytes(&self, cfg: &Config, r: usize) -> u64 {
-        self.reduction_step(cfg, r).map_or(0, |(_, step)| step)
-    }
-
-    /// The micro-kernel's innermost reduction axis, and
-    /// [`Problem::reduction_step_bytes`].
-    fn reduction_step(&self, cfg: &Config, r: usize) -> Option<(usize, u64)> {
-        let k = self.innermost_reduction(cfg, &cfg.order)?;
-        Some((k, self.step_along(cfg, r, k)?))
+        self.innermost_reduction(cfg, &cfg.order).and_then(|k| self.step_along(cfg, r, k)).unwrap_or(0)
     }
 
     /// The micro-kernel's innermost reduction axis under loop order

@@ -403,17 +403,18 @@ const PACKER_QUEUE: usize = 64;
 
 /// Runs `walks` (which keep states in the [`Top`] they are given) with
 /// each kept state's packing chosen on another thread meanwhile
-/// ([`Problem::best_packing_with`] by `model`): the walks never read a
-/// packing, so the states come back as if packed in turn, in the order
-/// kept. (The packing was 40% of construction on conv3d.)
-fn walk_and_pack<R>(p: &Problem, model: &dyn CostModel, walks: impl FnOnce(&mut Top) -> R) -> (R, Vec<Config>) {
+/// ([`Problem::best_packing_with`] by `model`), and returns the kept
+/// states: the walks never read a packing, so they come back as if packed
+/// in turn, in the order kept. (The packing was 40% of construction on
+/// conv3d.)
+fn walk_and_pack(p: &Problem, model: &dyn CostModel, walks: impl FnOnce(&mut Top)) -> Vec<Config> {
     std::thread::scope(|scope| {
         let (packer, queue) = std::sync::mpsc::sync_channel::<Config>(PACKER_QUEUE);
         let packed = scope.spawn(move || queue.into_iter().map(|c| p.best_packing_with(&c, &|c| model.predict_one(p, c))).collect::<Vec<_>>());
         let mut top = Top { seen: Default::default(), packer };
-        let out = walks(&mut top);
+        walks(&mut top);
         drop(top);
-        (out, packed.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        packed.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
     })
 }
 
@@ -458,7 +459,7 @@ impl Strategy for Markov {
         let budget = cx.budget;
         let per_axis = self.start_budget(budget, starts.len());
         let (model, mut steps) = cx.model_and_steps();
-        let ((), kept) = walk_and_pack(p, model, |top| {
+        let kept = walk_and_pack(p, model, |top| {
             for start in starts {
                 *steps.budget = steps.visited.saturating_add(per_axis);
                 while !steps.spent() {
@@ -534,7 +535,7 @@ mod tests {
         let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
         let p = Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap();
         let start = p.initial();
-        let ((), kept) = walk_and_pack(&p, &crate::search::AnalyticModel, |top| {
+        let kept = walk_and_pack(&p, &crate::search::AnalyticModel, |top| {
             top.keep(&p, &start, 0);
             top.keep(&p, &start, 0);
             top.keep(&p, &start, 1);
