@@ -121,6 +121,7 @@ impl Verifier<'_> {
             match &f.ops[op].kind {
                 OpKind::Compute(c) => self.compute(op, c),
                 OpKind::Weight(name) => self.weight(op, name),
+                OpKind::Reshape => self.reshape(op),
                 OpKind::Return => {
                     if place == OpPlace::Function && i + 1 != ops.len() {
                         self.err(Diagnostic::error("`return` must be the last op of the function").at(self.op_span(op), "ops follow it"));
@@ -162,6 +163,50 @@ impl Verifier<'_> {
                     .at(span, "declared again here")
                     .with_secondary(self.op_span(first), "first declared here")
                     .with_help("declare each weight once and use its value wherever it is read"),
+            );
+        }
+    }
+
+    /// A reshape: one operand, a tensor or (after `tile`) a global buffer;
+    /// one tensor result with the operand's element type and number of
+    /// elements.
+    fn reshape(&mut self, op: Op) {
+        if !self.arity(op, Some(1), 1, 0) {
+            return;
+        }
+        let f = self.f;
+        let span = self.op_span(op);
+        let from = match f.value_type(f.ops[op].operands[0]) {
+            Type::Tensor(t) => t.clone(),
+            Type::Buffer(b) if b.scope == MemScope::Global => b.as_tensor_type(),
+            other => {
+                self.err(
+                    Diagnostic::error(format!("`reshape` takes a tensor, not `{other}`"))
+                        .at(span, "not a tensor")
+                        .with_help("reshape a parameter or a compute op's result"),
+                );
+                return;
+            }
+        };
+        let Type::Tensor(to) = f.value_type(f.result(op)) else {
+            self.err(Diagnostic::error("`reshape` makes a tensor").at(span, "the result is not a tensor").with_help("write `%v = reshape %x : tensor<4x4xf32> -> tensor<16xf32>`"));
+            return;
+        };
+        self.tensor_size(to, span);
+        if from.elem != to.elem {
+            self.err(
+                Diagnostic::error(format!("`reshape` keeps the element type: `{}` cannot become `{}`", from.elem, to.elem))
+                    .at(span, "element types differ")
+                    .with_help("convert elements in a compute op with `cast`"),
+            );
+        }
+        let (n_from, n_to) = (from.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)), to.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)));
+        if n_from != n_to {
+            let count = |n: Option<u64>| n.map_or("more than 2^64".to_string(), |n| n.to_string());
+            self.err(
+                Diagnostic::error(format!("`reshape` keeps the number of elements: {from} has {}, {to} has {}", count(n_from), count(n_to)))
+                    .at(span, "element counts differ")
+                    .with_help("the new shape's dimensions must multiply to the operand's number of elements"),
             );
         }
     }
@@ -512,7 +557,7 @@ impl Verifier<'_> {
                 }
                 Some(operand_types[0])
             }
-            OpKind::Return | OpKind::Compute(_) | OpKind::Weight(_) => None,
+            OpKind::Return | OpKind::Compute(_) | OpKind::Weight(_) | OpKind::Reshape => None,
             // Filtered out above.
             OpKind::IndexValue(_)
             | OpKind::Alloc

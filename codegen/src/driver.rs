@@ -17,13 +17,14 @@ use tilec_runtime::HostPlan;
 const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "tensorize", "unroll", "hoist-guards"];
 
 /// The pipeline that schedules and tiles a module, written once for every
-/// tool: `search` with `search_options` (`Some("")`: its defaults, markov,
+/// tool: `collapse-axes` (unscheduled ops over fewer, longer axes: a 1x1
+/// convolution as a GEMM), `search` with `search_options` (`Some("")`: its defaults, markov,
 /// construction only, seed 0; `None`: no search), `tile` (with
 /// `{unscheduled=serial}` where `serial_unscheduled`: an op left without a
 /// schedule gets a serial one), the other scheduling passes, then `then`
 /// (`lower-to-mlir`, `canonicalize`).
 pub fn scheduling_pipeline(search_options: Option<&str>, serial_unscheduled: bool, then: &[&str]) -> String {
-    let mut passes: Vec<String> = Vec::new();
+    let mut passes: Vec<String> = vec!["collapse-axes".into()];
     match search_options.map(str::trim) {
         Some("") => passes.push("search".into()),
         Some(options) => passes.push(format!("search{{{options}}}")),
@@ -197,7 +198,7 @@ fn cpu_metadata(l: &Lowered, t: &Target) -> String {
                 .params
                 .iter()
                 .map(|v| {
-                    let spec = plan.params.iter().chain(&plan.buffers).find(|b| b.value == *v);
+                    let spec = plan.spec(*v);
                     match spec {
                         Some(b) => format!("{{\"value\": {v}, \"shape\": {:?}, \"elem\": \"{}\"}}", b.shape, b.elem),
                         None => format!("{{\"value\": {v}}}"),

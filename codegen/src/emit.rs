@@ -209,7 +209,8 @@ pub fn emit_function(f: &Function, device: Device) -> Result<(String, Vec<Kernel
                     c.label.as_deref().map(|l| format!("\"{l}\"")).unwrap_or_default()
                 ));
             }
-            OpKind::Alloc | OpKind::Return => {}
+            // A reshape is a view: the host passes its operand's memory.
+            OpKind::Alloc | OpKind::Return | OpKind::Reshape => {}
             other => return err(format!("`{}` outside a kernel cannot be compiled", other.mnemonic())),
         }
     }

@@ -13,12 +13,12 @@ fn pass_docs_are_up_to_date() {
 #[test]
 fn default_pipelines() {
     let codegen = driver::default_codegen_pipeline();
-    assert_eq!(codegen, "builtin.module(search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,lower-to-mlir)");
-    assert_eq!(driver::default_compiled_pipeline(), "builtin.module(search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
+    assert_eq!(codegen, "builtin.module(collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,lower-to-mlir)");
+    assert_eq!(driver::default_compiled_pipeline(), "builtin.module(collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
     let bench = driver::scheduling_pipeline(Some("strategy=roller seed=3 budget=64"), true, &[]);
-    assert_eq!(bench, "builtin.module(search{strategy=roller seed=3 budget=64},tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
+    assert_eq!(bench, "builtin.module(collapse-axes,search{strategy=roller seed=3 budget=64},tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
     let plain = driver::scheduling_pipeline(None, true, &["canonicalize"]);
-    assert_eq!(plain, "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,canonicalize)");
+    assert_eq!(plain, "builtin.module(collapse-axes,tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,canonicalize)");
     for text in [codegen, bench, plain] {
         let mut sources = SourceMap::new();
         let file = sources.add("<pipeline>", text.clone());
@@ -416,7 +416,7 @@ fn runnable_cpu_targets() -> Vec<Arc<Target>> {
 #[test]
 fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
     let full = "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
-    let plain = "builtin.module(tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)";
+    let plain = "builtin.module(collapse-axes,tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)";
     let dir = tempfile::tempdir().expect("temporary folder");
     let mut compiled_count = 0;
     for target in runnable_cpu_targets() {

@@ -3,6 +3,7 @@
 
 pub mod apply_records;
 pub mod canonicalize;
+pub mod collapse;
 pub mod fuse;
 pub mod samples;
 mod nest;
@@ -29,6 +30,7 @@ pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(&canonicalize::DECL);
     r.register(&fuse::DECL);
+    r.register(&collapse::DECL);
     r.register(&search::DECL);
     r.register(&apply_records::DECL);
     r.register(&tile::DECL);

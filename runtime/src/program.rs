@@ -97,6 +97,18 @@ pub struct HostPlan {
     pub buffers: Vec<BufferSpec>,
     /// Returned values, in order, with the result types.
     pub results: Vec<BufferSpec>,
+    /// Reshapes (`reshape` ops): each is the memory of `of` under its own
+    /// shape, so the host gives it `of`'s buffer.
+    #[serde(default)]
+    pub views: Vec<BufferView>,
+}
+
+/// A value that is another's memory under another shape.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BufferView {
+    pub spec: BufferSpec,
+    /// The value whose memory it is (a parameter, a buffer or a view).
+    pub of: u32,
 }
 
 impl HostPlan {
@@ -111,9 +123,33 @@ impl HostPlan {
                 f.value_type(v).as_buffer().map(|b| BufferSpec::of(v, &b.as_tensor_type()))
             })
             .collect();
+        let views = f.regions[f.body]
+            .ops
+            .iter()
+            .filter(|&&o| f.ops[o].kind == OpKind::Reshape)
+            .filter_map(|&o| {
+                let v = f.result(o);
+                f.value_type(v).as_tensor().map(|t| BufferView { spec: BufferSpec::of(v, t), of: f.ops[o].operands[0].as_u32() })
+            })
+            .collect();
         let ret = f.return_op().map(|r| f.ops[r].operands.clone()).unwrap_or_default();
         let results = ret.iter().zip(&f.result_types).map(|(&v, t)| BufferSpec::of(v, t)).collect();
-        HostPlan { params, buffers, results }
+        HostPlan { params, buffers, results, views }
+    }
+
+    /// The value whose memory `value` is: itself, unless it is a view.
+    pub fn storage(&self, value: u32) -> u32 {
+        let mut v = value;
+        // Each view is of a value defined before it, so the walk ends.
+        while let Some(view) = self.views.iter().find(|w| w.spec.value == v) {
+            v = view.of;
+        }
+        v
+    }
+
+    /// The shape and element type of a parameter, buffer or view.
+    pub fn spec(&self, value: u32) -> Option<&BufferSpec> {
+        self.params.iter().chain(&self.buffers).chain(self.views.iter().map(|w| &w.spec)).find(|b| b.value == value)
     }
 }
 
@@ -135,7 +171,7 @@ impl HostPlan {
     /// The function's results, in order: `read` turns each returned
     /// buffer (by value number) into a tensor of its type.
     pub(crate) fn collect_results(&self, mut read: impl FnMut(u32, &TensorType) -> Result<Tensor, String>) -> Result<Vec<Tensor>, String> {
-        self.results.iter().map(|r| read(r.value, &r.tensor_type()?)).collect()
+        self.results.iter().map(|r| read(self.storage(r.value), &r.tensor_type()?)).collect()
     }
 }
 
@@ -313,6 +349,7 @@ impl CpuProgram {
         }
         let arena_base = arena.as_mut().map_or(std::ptr::null_mut(), HostBuffer::ptr) as usize;
         let ptr_of = |bufs: &mut HashMap<u32, HostBuffer>, v: u32| -> Option<usize> {
+            let v = self.plan.storage(v);
             match self.arena.offsets.get(&v) {
                 Some(&off) => Some(arena_base + off as usize),
                 None => bufs.get_mut(&v).map(|b| b.ptr() as usize),
@@ -350,12 +387,13 @@ impl CpuProgram {
         let kernel_seconds = start.elapsed().as_secs_f64();
         let mut results = Vec::new();
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
-            let bytes: &[u8] = match (self.arena.offsets.get(&r.value), &arena) {
+            let storage = self.plan.storage(r.value);
+            let bytes: &[u8] = match (self.arena.offsets.get(&storage), &arena) {
                 (Some(&off), Some(a)) => {
                     let len = ty.size_bytes().unwrap_or(0) as usize;
                     &a.as_bytes()[off as usize..off as usize + len]
                 }
-                _ => bufs.get(&r.value).ok_or_else(|| "a result the host does not have".to_string())?.as_bytes(),
+                _ => &bufs.get(&storage).ok_or_else(|| "a result the host does not have".to_string())?.as_bytes()[..ty.size_bytes().unwrap_or(0) as usize],
             };
             let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), bytes.len() as u64);
             results.push(Tensor::try_from_le_bytes(ty, bytes).map_err(|_| refused())?);
@@ -423,8 +461,9 @@ fn arena_for<'k>(plan: &HostPlan, kernels: impl Iterator<Item = &'k KernelAbi>) 
     let kernels: Vec<&KernelAbi> = kernels.collect();
     let mut lifetimes = Vec::new();
     for b in &plan.buffers {
-        let uses: Vec<usize> = kernels.iter().enumerate().filter(|(_, k)| k.params.contains(&b.value)).map(|(i, _)| i).collect();
-        let returned = plan.results.iter().any(|r| r.value == b.value);
+        // A kernel that uses a view of the buffer uses the buffer.
+        let uses: Vec<usize> = kernels.iter().enumerate().filter(|(_, k)| k.params.iter().any(|&v| plan.storage(v) == b.value)).map(|(i, _)| i).collect();
+        let returned = plan.results.iter().any(|r| plan.storage(r.value) == b.value);
         let (first, last) = match (uses.first(), uses.last()) {
             (Some(&f), Some(&l)) => (f, if returned { kernels.len() } else { l }),
             _ => (0, kernels.len()),

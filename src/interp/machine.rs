@@ -420,6 +420,23 @@ impl<'f, 'i> Machine<'f, 'i> {
                 let b = self.push_buffer(Cow::Owned(out?), None, name, out_bytes.unwrap_or(0));
                 env.set(r, Val::Buf(b));
             }
+            OpKind::Reshape => {
+                // A view in compiled code; here a read-only copy under the
+                // new shape (the operand is complete by now: only params
+                // and finished results are reshaped).
+                let b = self.buf_of(env, data.operands[0])?;
+                if self.buffers[b].first_unwritten().is_some() {
+                    return Err(InterpError::new(format!("reshape of {}, which is not fully written", self.buffers[b].name)));
+                }
+                let r = data.results[0];
+                let name = self.name_of(r);
+                let ty = f.value_type(r).as_tensor().ok_or_else(|| InterpError::new("reshape result is not a tensor"))?.clone();
+                let bytes = ty.size_bytes();
+                self.budget.reserve(bytes, || format!("tensor {name} ({ty})"))?;
+                let out = Tensor::new(ty, self.buffers[b].data.data.clone()).map_err(|e| InterpError::new(format!("reshape to {name}: {}", e.0)))?;
+                let v = self.push_buffer(Cow::Owned(out), None, name, bytes.unwrap_or(0));
+                env.set(r, Val::Buf(v));
+            }
             OpKind::Weight(name) => {
                 return Err(InterpError::new(format!(
                     "weight \"{name}\" has no value: run the function with its weights as trailing parameters (`tilec::ir::weights::hoist_weights`; tilec-run does this with the weights file)"

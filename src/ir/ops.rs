@@ -289,6 +289,10 @@ pub enum OpKind {
     /// tensor whose contents live outside the IR, in the weights file
     /// beside the module, under this name (see `ir/weights.rs`).
     Weight(Box<str>),
+    /// `%v = reshape %x : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>` — the
+    /// same elements under another shape, in row-major order: a view, no
+    /// copy (see `RESHAPE_DESCRIPTION`).
+    Reshape,
 
     // Level 2: loops and memory (see `loops.rs`).
     /// `%b = alloc : buffer<4x4xf32, local>`
@@ -327,6 +331,7 @@ impl OpKind {
             OpKind::Return => "return",
             OpKind::Compute(_) => "compute",
             OpKind::Weight(_) => "weight",
+            OpKind::Reshape => "reshape",
             OpKind::Alloc => "alloc",
             OpKind::For(_) => "for",
             OpKind::Load(_) => "load",
@@ -351,7 +356,7 @@ impl OpKind {
     pub fn is_pure(&self) -> bool {
         matches!(
             self,
-            OpKind::Const(_) | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cast | OpKind::AxisIndex(_) | OpKind::IndexValue(_) | OpKind::Compute(_) | OpKind::Weight(_)
+            OpKind::Const(_) | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cast | OpKind::AxisIndex(_) | OpKind::IndexValue(_) | OpKind::Compute(_) | OpKind::Weight(_) | OpKind::Reshape
         )
     }
 
@@ -452,6 +457,16 @@ the module (`NET.safetensors` for `NET.tile`, or the file `tilec-run
 function body, before its uses, and at most once per name. Compute ops read it
 like a parameter; to run or compile the function, tools turn each weight into a
 trailing parameter in order of appearance and pass the file's tensors there.";
+
+const RESHAPE_DESCRIPTION: &str = "\
+The elements of a tensor under another shape with the same element type and
+number of elements, both in row-major order (element `i` of the flattened
+operand is element `i` of the flattened result). Tensors are dense and
+row-major, so this is a view: compiled code passes the operand's memory
+under the new shape, and nothing is copied. `collapse-axes` inserts
+reshapes around a compute op whose axes it merges (a 1x1 convolution over
+`oh` and `ow` becomes a GEMM over their product); after `tile`, the operand
+may be the global buffer that replaced a compute op's tensor.";
 
 const INDEX_DESCRIPTION: &str = "\
 In a compute region, reads the coordinate of the current iteration point along
@@ -623,6 +638,14 @@ fn build_op_decls() -> Vec<OpDecl> {
             description: WEIGHT_DESCRIPTION,
             syntax: "%w = weight \"name\" : tensor<...>",
             example: "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %s = weight \"scale\" : tensor<4xf32>\n  %y = compute (i: 4) reads(%a = %x[i], %b = %s[i]) -> tensor<4xf32>[i] {\n    %0 = mul %a, %b : f32\n    yield %0 : f32\n  }\n  return %y\n}\n".into(),
+            place: OpPlace::Function,
+        },
+        OpDecl {
+            mnemonic: "reshape",
+            summary: "the same elements under another shape (a view)".into(),
+            description: RESHAPE_DESCRIPTION,
+            syntax: "%v = reshape %x : tensor<...> -> tensor<...>",
+            example: "func @rows(%x: tensor<2x3x4xf32>) -> tensor<6x4xf32> {\n  %v = reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>\n  %y = compute (i: 6, j: 4) reads(%a = %v[i, j]) -> tensor<6x4xf32>[i, j] {\n    %0 = mul %a, %a : f32\n    yield %0 : f32\n  }\n  return %y\n}\n".into(),
             place: OpPlace::Function,
         },
         OpDecl {

@@ -153,9 +153,9 @@ impl Printer<'_> {
                 let axis_name = self.enclosing_compute(op).map(|c| c.axis(*axis).name.clone()).unwrap_or_else(|| format!("<axis {axis}>"));
                 write!(self.out, "index {axis_name} : {}", result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
-            OpKind::Cast => {
+            kind @ (OpKind::Cast | OpKind::Reshape) => {
                 let from = data.operands.first().map(|&v| f.value_type(v).to_string()).unwrap_or_default();
-                write!(self.out, "cast {} : {from} -> {}", operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
+                write!(self.out, "{} {} : {from} -> {}", kind.mnemonic(), operands.join(", "), result_ty.map(|t| t.to_string()).unwrap_or_default()).unwrap();
             }
             OpKind::Yield => {
                 let ty = data.operands.first().map(|&v| f.value_type(v).to_string());

@@ -537,6 +537,7 @@ impl Resolver {
             "return" => OpKind::Return,
             "yield" => OpKind::Yield,
             "cast" => OpKind::Cast,
+            "reshape" => OpKind::Reshape,
             "alloc" => OpKind::Alloc,
             "barrier" => OpKind::Barrier,
             _ => match (UnaryOp::from_mnemonic(m), BinaryOp::from_mnemonic(m)) {
@@ -634,6 +635,28 @@ impl Resolver {
                     }
                 }
                 Some(Type::Scalar(to_t))
+            }
+            (OpKind::Reshape, Some((from, Some(to)))) => {
+                let (Some(from_t), Some(to_t)) = (self.ty(from), self.ty(to)) else { return None };
+                if let Some(&v) = operands.first() {
+                    let actual = func.value_type(v).clone();
+                    if actual != from_t {
+                        self.error(
+                            Diagnostic::error(format!("reshape from `{from_t}` but `%{}` has type `{actual}`", args[0].text))
+                                .at(args[0].span, format!("has type {actual}")),
+                        );
+                        return None;
+                    }
+                }
+                Some(to_t)
+            }
+            (OpKind::Reshape, _) => {
+                self.error(
+                    Diagnostic::error("`reshape` needs the operand's type and the new one")
+                        .at(span, "missing `: from -> to`")
+                        .with_help("write `%v = reshape %x : tensor<4x4xf32> -> tensor<16xf32>`"),
+                );
+                return None;
             }
             (OpKind::Cast, _) => {
                 self.error(

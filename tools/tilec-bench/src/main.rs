@@ -333,7 +333,12 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     match evaluator {
         Ok(Some(e)) => pm.set_evaluator(e),
         Ok(None) => {}
-        Err(why) => pm.set_no_evaluator_reason(why),
+        Err(why) => {
+            // The search options ask for measurements: a figure from
+            // construction alone must not pass for one.
+            eprintln!("warning: the search measures no candidate here: {why}");
+            pm.set_no_evaluator_reason(why)
+        }
     }
     let mut scheduled = module.clone();
     let start = Instant::now();

@@ -331,7 +331,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     module.funcs.retain(|f| f.name == func);
     let original = module.clone();
     let registry = tilec_codegen::registry();
-    let fuse_text = "builtin.module(fuse)";
+    let fuse_text = "builtin.module(fuse,collapse-axes)";
     let fuse_file = sources.add("<fuse>", fuse_text);
     PassManager::new(parse_pipeline(fuse_text, fuse_file, &registry)?).run(&mut module)?;
 

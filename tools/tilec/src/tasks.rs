@@ -20,7 +20,7 @@ pub struct TasksCli {
 
     /// The pipeline to run before grouping (the tasks a tuner sees are
     /// the fused ops).
-    #[arg(long = "pass-pipeline", value_name = "PIPELINE", default_value = "builtin.module(fuse)")]
+    #[arg(long = "pass-pipeline", value_name = "PIPELINE", default_value = "builtin.module(fuse,collapse-axes)")]
     pass_pipeline: String,
 
     /// Print JSON instead of a table.
