@@ -52,11 +52,7 @@ schedule, and axes named by an `index` op, are left alone. Run it after
 `fuse` (which folds consumers at the producer's output index) and before
 `search`.",
     options: &[],
-    statistics: &[
-        ("dropped", "reduction axes of extent 1 removed"),
-        ("merged", "pairs of axes merged into one"),
-        ("reshapes", "reshape ops inserted"),
-    ],
+    statistics: &[("dropped", "reduction axes of extent 1 removed"), ("merged", "pairs of axes merged into one"), ("reshapes", "reshape ops inserted")],
     create: |_: &PassOptions| Box::new(CollapseAxes),
 };
 

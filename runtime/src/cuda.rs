@@ -83,7 +83,8 @@ impl CudaProgram {
         let end = self.ctx.new_event(timing).map_err(err("cannot create an event"))?;
         start.record(&self.stream).map_err(err("cannot record an event"))?;
         for (k, f) in &self.kernels {
-            let args: Vec<&CudaSlice<u8>> = k.params.iter().map(|&v| bufs.get(&self.plan.storage(v)).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
+            let args: Vec<&CudaSlice<u8>> =
+                k.params.iter().map(|&v| bufs.get(&self.plan.storage(v)).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let dim = |d: [u64; 3]| -> Result<(u32, u32, u32), String> {
                 let c = |x: u64| u32::try_from(x.max(1)).map_err(|_| format!("kernel `{}`: launch dimension {x} exceeds 2^32", k.symbol));
                 Ok((c(d[0])?, c(d[1])?, c(d[2])?))
