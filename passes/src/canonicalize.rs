@@ -24,10 +24,13 @@ Simplifies compute regions and function bodies until nothing changes (or
 - **exact identities**: `x * 1`, `x / 1.0`, `x - 0`, `x + -0.0`, `max(x, x)`,
   `min(x, x)`, `neg(neg(x))`, `relu(relu(x))`, `cast x : T -> T` become `x`
   (only rewrites that hold for every input, NaN and signed zero included);
+- **reshapes**: a reshape of a reshape views the first one's operand, and a
+  reshape to its operand's own type is that operand (`collapse-axes` leaves
+  such chains between consecutive 1x1 convolutions);
 - **CSE**: identical scalar ops and identical reads (same tensor, indices and
   pad) of one compute op are merged;
 - **dead code**: unused scalar ops, reads whose value is unused, and compute
-  ops whose result is not used are removed.
+  and reshape ops whose result is not used are removed.
 
 Index expressions are already folded to affine normal form by the parser.",
     options: &[OptionDecl { name: "max-iterations", kind: OptionKind::UInt, default: "10", help: "upper bound on simplification rounds" }],
@@ -58,6 +61,7 @@ impl Pass for Canonicalize {
                     changed |= merge_reads(f, op, cx);
                     changed |= remove_unused_reads(f, op, cx);
                 }
+                changed |= fold_reshapes(f, cx);
                 changed |= erase_dead_computes(f, cx);
                 if !changed {
                     break;
@@ -258,6 +262,31 @@ fn remove_unused_reads(f: &mut Function, op: Op, cx: &mut PassContext) -> bool {
 }
 
 /// Removes compute ops whose result nothing uses.
+/// Reshape chains: `reshape (reshape x)` views `x` directly; a reshape to
+/// its operand's type is the operand. The views left unused go with the
+/// dead code.
+fn fold_reshapes(f: &mut Function, cx: &mut PassContext) -> bool {
+    let mut changed = false;
+    for op in f.regions[f.body].ops.clone() {
+        if f.ops[op].kind != OpKind::Reshape {
+            continue;
+        }
+        let operand = f.ops[op].operands[0];
+        if let Some(inner) = f.def_op(operand).filter(|&d| f.ops[d].kind == OpKind::Reshape) {
+            f.ops[op].operands[0] = f.ops[inner].operands[0];
+            cx.bump("simplified", 1);
+            changed = true;
+        }
+        let (operand, result) = (f.ops[op].operands[0], f.result(op));
+        if f.value_type(operand) == f.value_type(result) && f.use_counts()[result] > 0 {
+            f.replace_all_uses(result, operand);
+            cx.bump("simplified", 1);
+            changed = true;
+        }
+    }
+    changed
+}
+
 fn erase_dead_computes(f: &mut Function, cx: &mut PassContext) -> bool {
     let mut changed = false;
     loop {
@@ -266,7 +295,7 @@ fn erase_dead_computes(f: &mut Function, cx: &mut PassContext) -> bool {
             .ops
             .iter()
             .copied()
-            .filter(|&o| f.ops[o].kind.as_compute().is_some() && uses[f.result(o)] == 0)
+            .filter(|&o| (f.ops[o].kind.as_compute().is_some() || f.ops[o].kind == OpKind::Reshape) && uses[f.result(o)] == 0)
             .collect();
         if dead.is_empty() {
             return changed;
