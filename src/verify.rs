@@ -200,7 +200,7 @@ impl Verifier<'_> {
                     .with_help("convert elements in a compute op with `cast`"),
             );
         }
-        let (n_from, n_to) = (from.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)), to.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)));
+        let (n_from, n_to) = (from.num_elements(), to.num_elements());
         if n_from != n_to {
             let count = |n: Option<u64>| n.map_or("more than 2^64".to_string(), |n| n.to_string());
             self.err(

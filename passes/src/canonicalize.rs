@@ -62,7 +62,7 @@ impl Pass for Canonicalize {
                     changed |= remove_unused_reads(f, op, cx);
                 }
                 changed |= fold_reshapes(f, cx);
-                changed |= erase_dead_computes(f, cx);
+                changed |= erase_dead_body_ops(f, cx);
                 if !changed {
                     break;
                 }
@@ -261,7 +261,6 @@ fn remove_unused_reads(f: &mut Function, op: Op, cx: &mut PassContext) -> bool {
     changed
 }
 
-/// Removes compute ops whose result nothing uses.
 /// Reshape chains: `reshape (reshape x)` views `x` directly; a reshape to
 /// its operand's type is the operand. The views left unused go with the
 /// dead code.
@@ -287,7 +286,8 @@ fn fold_reshapes(f: &mut Function, cx: &mut PassContext) -> bool {
     changed
 }
 
-fn erase_dead_computes(f: &mut Function, cx: &mut PassContext) -> bool {
+/// Removes compute and reshape ops whose result nothing uses.
+fn erase_dead_body_ops(f: &mut Function, cx: &mut PassContext) -> bool {
     let mut changed = false;
     loop {
         let uses = f.use_counts();

@@ -157,11 +157,8 @@ fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
             continue;
         }
         let view = *views.entry((v, acc.shape.clone())).or_insert_with(|| {
-            let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
             let hint = format!("{}_c", f.values[v].name.clone().unwrap_or_else(|| "in".to_string()));
-            let r = f.create_op(f.body, OpKind::Reshape, vec![v], vec![Type::Tensor(TensorType::new(acc.shape.clone(), t.elem))], span);
-            f.regions[f.body].ops.insert(pos, r);
-            cx.bump("reshapes", 1);
+            let r = insert_reshape(f, op, 0, v, TensorType::new(acc.shape.clone(), t.elem), span, cx);
             f.name_result(r, &hint)
         });
         f.ops[op].operands[i] = view;
@@ -171,16 +168,23 @@ fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
         let result = f.result(op);
         f.values[result].ty = Type::Tensor(TensorType::new(output[0].shape.clone(), out_ty.elem));
         let name = f.values[result].name.clone();
-        let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
-        let r = f.create_op(f.body, OpKind::Reshape, vec![result], vec![Type::Tensor(out_ty)], span);
-        f.regions[f.body].ops.insert(pos + 1, r);
-        cx.bump("reshapes", 1);
+        let r = insert_reshape(f, op, 1, result, out_ty, span, cx);
         let back = f.result(r);
         f.replace_all_uses(result, back);
         f.ops[r].operands[0] = result;
         f.values[back].name = name.clone();
         f.values[result].name = Some(format!("{}_c", name.unwrap_or_else(|| "out".to_string())));
     }
+}
+
+/// A reshape of `v` to `ty` in the function body, `after` ops past `op`
+/// (0: just before it, 1: just after).
+fn insert_reshape(f: &mut Function, op: Op, after: usize, v: Value, ty: TensorType, span: Span, cx: &mut PassContext) -> Op {
+    let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
+    let r = f.create_op(f.body, OpKind::Reshape, vec![v], vec![Type::Tensor(ty)], span);
+    f.regions[f.body].ops.insert(pos + after, r);
+    cx.bump("reshapes", 1);
+    r
 }
 
 impl Collapsing {

@@ -393,7 +393,7 @@ impl CpuProgram {
                     let len = ty.size_bytes().unwrap_or(0) as usize;
                     &a.as_bytes()[off as usize..off as usize + len]
                 }
-                _ => &bufs.get(&storage).ok_or_else(|| "a result the host does not have".to_string())?.as_bytes()[..ty.size_bytes().unwrap_or(0) as usize],
+                _ => bufs.get(&storage).ok_or_else(|| "a result the host does not have".to_string())?.as_bytes(),
             };
             let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), bytes.len() as u64);
             results.push(Tensor::try_from_le_bytes(ty, bytes).map_err(|_| refused())?);

@@ -448,6 +448,18 @@ impl Resolver {
         Some(func.result(op))
     }
 
+    /// `%y = cast|reshape %x : from -> to`: the operand (if it resolved)
+    /// has type `from`; `None` after reporting it where it does not.
+    fn operand_is(&mut self, func: &Function, m: &str, operand: Option<Value>, args: &[Word], from: &Type) -> Option<()> {
+        let Some(v) = operand else { return Some(()) };
+        let actual = func.value_type(v);
+        if actual != from {
+            self.error(Diagnostic::error(format!("{m} from `{from}` but `%{}` has type `{actual}`", args[0].text)).at(args[0].span, format!("has type {actual}")));
+            return None;
+        }
+        Some(())
+    }
+
     /// `index`: one axis name in a compute region (`AxisIndex`), an index
     /// expression over index values in loops (`IndexValue`).
     fn index_op(&mut self, func: &mut Function, scope: &Scope, place: &Place<'_>, expr: &IndexAst, ty: &TypeAst, span: Span) -> Option<Value> {
@@ -624,30 +636,12 @@ impl Resolver {
             }
             (OpKind::Cast, Some((from, Some(to)))) => {
                 let (Some(from_t), Some(to_t)) = (self.scalar_type(from), self.scalar_type(to)) else { return None };
-                if let Some(&v) = operands.first() {
-                    let actual = func.value_type(v).clone();
-                    if actual != Type::Scalar(from_t) {
-                        self.error(
-                            Diagnostic::error(format!("cast from `{from_t}` but `%{}` has type `{actual}`", args[0].text))
-                                .at(args[0].span, format!("has type {actual}")),
-                        );
-                        return None;
-                    }
-                }
+                self.operand_is(func, m, operands.first().copied(), args, &Type::Scalar(from_t))?;
                 Some(Type::Scalar(to_t))
             }
             (OpKind::Reshape, Some((from, Some(to)))) => {
                 let (Some(from_t), Some(to_t)) = (self.ty(from), self.ty(to)) else { return None };
-                if let Some(&v) = operands.first() {
-                    let actual = func.value_type(v).clone();
-                    if actual != from_t {
-                        self.error(
-                            Diagnostic::error(format!("reshape from `{from_t}` but `%{}` has type `{actual}`", args[0].text))
-                                .at(args[0].span, format!("has type {actual}")),
-                        );
-                        return None;
-                    }
-                }
+                self.operand_is(func, m, operands.first().copied(), args, &from_t)?;
                 Some(to_t)
             }
             (OpKind::Reshape, _) => {
