@@ -21,13 +21,22 @@
 //! Reduction axes of extent 1 (the `r`, `s` of a 1x1 filter) are dropped
 //! first (they index 0), so that `oh + r` becomes `oh`.
 //!
+//! A reduction that reads its input at a stride, `x[n, c, oh · 2, ow · 2]`
+//! (a strided 1x1 convolution), has no such pair: its rows are read at
+//! every other point. Where copying the points read into a dense tensor
+//! first (`x_s[n, c, oh, ow] = x[n, c, oh · 2, ow · 2]`, one more compute
+//! op) lets axes merge, the read is *subsampled* so: the copy touches each
+//! input point once, and the reduction, which reads each of them once per
+//! output channel, becomes the GEMM of the stride-1 case. Elementwise ops
+//! are not subsampled (they read each point once anyway).
+//!
 //! Only unscheduled ops change (a schedule names the op's axes), and only
 //! where no `index` op of the region names an axis that would change.
 
 use std::collections::HashMap;
 use tilec::diag::{Diagnostics, Span};
 use tilec::ir::*;
-use tilec::pass::{Pass, PassContext, PassDecl, PassOptions};
+use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions};
 
 pub static DECL: PassDecl = PassDecl {
     name: "collapse-axes",
@@ -44,26 +53,47 @@ Rewrites each unscheduled compute op whose axes can be fewer:
   written) through a `reshape` view with those two dimensions collapsed
   into one, and the op's result is reshaped back after it.
 
+- with `subsample` (the default), a **strided read** of a reduction,
+  some dimension indexed by an axis times a stride (`x[n, c, oh * 2, ow *
+  2]`, a strided 1x1 convolution), is first copied densely by a new
+  compute op `subsample` (`x_s[n, c, oh, ow] = x[n, c, oh * 2, ow * 2]`)
+  when that lets axes merge; the reduction then reads the copy.
+
 The merged axis visits the same elements in the same order, so results are
-bit-identical, and nothing is copied at run time (`reshape` is a view). A
-1x1 convolution over NCHW tensors becomes a GEMM over `oh * ow` points, an
-elementwise op over a whole tensor a loop over its elements. Ops with a
-schedule, and axes named by an `index` op, are left alone. Run it after
-`fuse` (which folds consumers at the producer's output index) and before
-`search`.",
-    options: &[],
-    statistics: &[("dropped", "reduction axes of extent 1 removed"), ("merged", "pairs of axes merged into one"), ("reshapes", "reshape ops inserted")],
-    create: |_: &PassOptions| Box::new(CollapseAxes),
+bit-identical, and nothing is copied at run time (`reshape` is a view)
+except by a `subsample` op. A 1x1 convolution over NCHW tensors becomes a
+GEMM over `oh * ow` points, an elementwise op over a whole tensor a loop
+over its elements. Ops with a schedule, and axes named by an `index` op,
+are left alone. Run it after `fuse` (which folds consumers at the
+producer's output index) and before `search`.",
+    options: &[OptionDecl {
+        name: "subsample",
+        kind: OptionKind::Bool,
+        default: "true",
+        help: "copy a reduction's strided reads densely first where that lets axes merge (a strided 1x1 convolution becomes a GEMM)",
+    }],
+    statistics: &[
+        ("dropped", "reduction axes of extent 1 removed"),
+        ("merged", "pairs of axes merged into one"),
+        ("reshapes", "reshape ops inserted"),
+        ("subsampled", "strided reads copied densely first"),
+    ],
+    create: |o: &PassOptions| Box::new(CollapseAxes { subsample: o.bool("subsample") }),
 };
 
-pub struct CollapseAxes;
+pub struct CollapseAxes {
+    pub subsample: bool,
+}
 
 impl Pass for CollapseAxes {
     fn run(&mut self, module: &mut Module, cx: &mut PassContext) -> Result<(), Diagnostics> {
         for f in &mut module.funcs {
-            let computes: Vec<Op> = f.regions[f.body].ops.iter().copied().filter(|&o| f.ops[o].kind.as_compute().is_some_and(|c| c.schedule.is_none())).collect();
-            for op in computes {
-                collapse_op(f, op, cx);
+            let mut pending: Vec<Op> = f.regions[f.body].ops.iter().copied().filter(|&o| f.ops[o].kind.as_compute().is_some_and(|c| c.schedule.is_none())).collect();
+            pending.reverse();
+            // The `subsample` copies are collapsed too (their batch and
+            // channel axes merge), so that a second run finds nothing.
+            while let Some(op) = pending.pop() {
+                pending.extend(collapse_op(f, op, self.subsample, cx));
             }
         }
         Ok(())
@@ -77,10 +107,23 @@ struct AccessShape {
     indices: Vec<AffineExpr<AxisId>>,
     spans: Vec<Span>,
     shape: Vec<u64>,
+    /// A read with a padding value (it may read outside the tensor).
+    padded: bool,
+}
+
+/// A read to copy densely before the op: its position among the reads,
+/// the stride per dimension (1: the dimension is copied whole), the
+/// copy's shape, and a name per dimension for the copy's axes.
+struct Subsample {
+    read: usize,
+    strides: Vec<u64>,
+    shape: Vec<u64>,
+    axis_names: Vec<String>,
 }
 
 /// The op's axes and accesses while it is being rewritten: reads (body,
 /// then epilogue, as the operands), then the output.
+#[derive(Clone)]
 struct Collapsing {
     axes: Vec<AxisDecl>,
     accesses: Vec<AccessShape>,
@@ -88,15 +131,16 @@ struct Collapsing {
     indexed: Vec<AxisId>,
 }
 
-fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
+/// Rewrites one op; returns the `subsample` ops it inserted.
+fn collapse_op(f: &mut Function, op: Op, subsample: bool, cx: &mut PassContext) -> Vec<Op> {
     let c = f.ops[op].kind.as_compute().expect("a compute op").clone();
-    let Some(out_ty) = f.value_type(f.result(op)).as_tensor().cloned() else { return };
+    let Some(out_ty) = f.value_type(f.result(op)).as_tensor().cloned() else { return Vec::new() };
     let mut accesses = Vec::new();
     for ((_, read), &v) in c.all_reads().zip(&f.ops[op].operands) {
-        let Some(t) = f.value_type(v).as_tensor() else { return };
-        accesses.push(AccessShape { indices: read.indices.clone(), spans: read.index_spans.clone(), shape: t.shape.clone() });
+        let Some(t) = f.value_type(v).as_tensor() else { return Vec::new() };
+        accesses.push(AccessShape { indices: read.indices.clone(), spans: read.index_spans.clone(), shape: t.shape.clone(), padded: read.pad.is_some() });
     }
-    accesses.push(AccessShape { indices: c.output.clone(), spans: c.output_spans.clone(), shape: out_ty.shape.clone() });
+    accesses.push(AccessShape { indices: c.output.clone(), spans: c.output_spans.clone(), shape: out_ty.shape.clone(), padded: false });
     let indexed: Vec<AxisId> = f.ops[op]
         .regions
         .iter()
@@ -112,13 +156,14 @@ fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
         state.remove_axis(r);
         dropped += 1;
     }
+    let subsamples = if subsample { state.subsample_strided_reads() } else { Vec::new() };
     let mut merged = 0;
     while let Some((a, b)) = state.mergeable_pair() {
         state.merge(a, b);
         merged += 1;
     }
     if dropped + merged == 0 {
-        return;
+        return Vec::new();
     }
     cx.bump("dropped", dropped);
     cx.bump("merged", merged);
@@ -145,10 +190,20 @@ fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
         }
     }
     f.ops[op].kind = OpKind::Compute(Box::new(new_c));
+    let span = f.op_spans[op];
+
+    // The dense copies of strided reads, before the op; the op reads them.
+    let mut copies = Vec::new();
+    for s in &subsamples {
+        let v = f.ops[op].operands[s.read];
+        let copy = insert_subsample(f, op, v, s, span);
+        f.ops[op].operands[s.read] = f.result(copy);
+        copies.push(copy);
+    }
+    cx.bump("subsampled", copies.len() as u64);
 
     // Views of the reads whose shape changed, before the op (one per
     // tensor and shape).
-    let span = f.op_spans[op];
     let mut views: HashMap<(Value, Vec<u64>), Value> = HashMap::new();
     for (i, acc) in reads.iter().enumerate() {
         let v = f.ops[op].operands[i];
@@ -175,6 +230,43 @@ fn collapse_op(f: &mut Function, op: Op, cx: &mut PassContext) {
         f.values[back].name = name.clone();
         f.values[result].name = Some(format!("{}_c", name.unwrap_or_else(|| "out".to_string())));
     }
+    copies
+}
+
+/// Inserts, just before `op`, the compute op `subsample` that copies the
+/// points of `v` that `s` names into a dense tensor: `v_s[i, j, ..] =
+/// v[i · stride_0, j · stride_1, ..]`.
+fn insert_subsample(f: &mut Function, op: Op, v: Value, s: &Subsample, span: Span) -> Op {
+    let elem = f.value_type(v).as_tensor().expect("a tensor read").elem;
+    let dims = s.shape.len();
+    let axes = (0..dims).map(|d| AxisDecl { name: s.axis_names[d].clone(), extent: s.shape[d], kind: AxisKind::Spatial, span }).collect();
+    let read = Read {
+        indices: (0..dims).map(|d| AffineExpr::var(AxisId::new(d)).checked_scale(s.strides[d] as i64).expect("a stride the read already used")).collect(),
+        pad: None,
+        index_spans: vec![span; dims],
+    };
+    let copy = Compute {
+        label: Some("subsample".to_string()),
+        axes,
+        combiner: None,
+        reads: vec![read],
+        output: (0..dims).map(|d| AffineExpr::var(AxisId::new(d))).collect(),
+        output_spans: vec![span; dims],
+        has_epilogue: false,
+        epilogue_reads: Vec::new(),
+        schedule: None,
+    };
+    let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
+    let new = f.create_op(f.body, OpKind::Compute(Box::new(copy)), vec![v], vec![Type::Tensor(TensorType::new(s.shape.clone(), elem))], span);
+    f.regions[f.body].ops.insert(pos, new);
+    let body = f.new_region(Some(new));
+    f.ops[new].regions.push(body);
+    let point = f.add_region_arg(body, Type::Scalar(elem), Some("v".to_string()));
+    let yield_op = f.create_op(body, OpKind::Yield, vec![point], Vec::new(), span);
+    f.regions[body].ops.push(yield_op);
+    let hint = format!("{}_s", f.values[v].name.clone().unwrap_or_else(|| "in".to_string()));
+    f.name_result(new, &hint);
+    new
 }
 
 /// A reshape of `v` to `ty` in the function body, `after` ops past `op`
@@ -196,6 +288,84 @@ impl Collapsing {
             return None;
         }
         reductions.into_iter().find(|&a| self.axes[a.index()].extent == 1 && !self.indexed.contains(&a))
+    }
+
+    /// Pairs of axes that would merge, one after another.
+    fn merge_count(&self) -> usize {
+        let mut trial = self.clone();
+        let mut n = 0;
+        while let Some((a, b)) = trial.mergeable_pair() {
+            trial.merge(a, b);
+            n += 1;
+        }
+        n
+    }
+
+    /// Rewrites the strided reads of a reduction as reads of their dense
+    /// copies, if that lets more axes merge; returns the copies to make.
+    fn subsample_strided_reads(&mut self) -> Vec<Subsample> {
+        if !self.axes.iter().any(|a| a.kind == AxisKind::Reduction) {
+            return Vec::new();
+        }
+        let mut trial = self.clone();
+        let mut picks = Vec::new();
+        for read in 0..self.accesses.len() - 1 {
+            if let Some(s) = trial.densify(read) {
+                picks.push(s);
+            }
+        }
+        if picks.is_empty() || trial.merge_count() <= self.merge_count() {
+            return Vec::new();
+        }
+        *self = trial;
+        picks
+    }
+
+    /// Reads access `read` through its dense copy when some dimension is
+    /// indexed by exactly `axis · stride` (stride > 1, in bounds, no
+    /// padding): that dimension becomes the axis's extent, indexed by the
+    /// axis; the other dimensions are copied whole.
+    fn densify(&mut self, read: usize) -> Option<Subsample> {
+        let acc = &self.accesses[read];
+        if acc.padded {
+            return None;
+        }
+        let mut strides = vec![1; acc.indices.len()];
+        let mut shape = acc.shape.clone();
+        let mut names = Vec::new();
+        for (d, e) in acc.indices.iter().enumerate() {
+            let axis = match e.terms() {
+                [(a, k)] if e.constant_term() == 0 && e.divisor() == 1 => Some((*a, *k)),
+                _ => None,
+            };
+            if let Some((a, k)) = axis
+                && k > 1
+                && (k as u64).checked_mul(self.axes[a.index()].extent - 1).is_some_and(|last| last < acc.shape[d])
+            {
+                strides[d] = k as u64;
+                shape[d] = self.axes[a.index()].extent;
+            }
+            let base = axis.map_or_else(|| format!("d{d}"), |(a, _)| self.axes[a.index()].name.clone());
+            let mut name = base.clone();
+            let mut n = 1;
+            while names.contains(&name) {
+                name = format!("{base}{n}");
+                n += 1;
+            }
+            names.push(name);
+        }
+        if strides.iter().all(|&s| s == 1) {
+            return None;
+        }
+        let acc = &mut self.accesses[read];
+        for (index, &stride) in acc.indices.iter_mut().zip(&strides) {
+            if stride > 1 {
+                let (a, _) = index.terms()[0];
+                *index = AffineExpr::var(a);
+            }
+        }
+        acc.shape = shape.clone();
+        Some(Subsample { read, strides, shape, axis_names: names })
     }
 
     /// The first pair of axes, in the order they appear as adjacent
