@@ -340,7 +340,7 @@ impl Collapsing {
             };
             if let Some((a, k)) = axis
                 && k > 1
-                && (k as u64).checked_mul(self.axes[a.index()].extent - 1).is_some_and(|last| last < acc.shape[d])
+                && (k as u64).checked_mul(self.axes[a.index()].extent.saturating_sub(1)).is_some_and(|last| last < acc.shape[d])
             {
                 strides[d] = k as u64;
                 shape[d] = self.axes[a.index()].extent;
