@@ -156,9 +156,11 @@ struct Lanes {
     /// The vector loop's induction variable.
     iv: Value,
     width: u64,
-    /// The loop is a spatial axis' (tagged `axis`): each lane computes
-    /// its own output points, and nothing flows between lanes.
-    spatial: bool,
+    /// A vector whose first lane is past the extent may be skipped: the
+    /// loop is a spatial axis' (tagged `axis`), so each lane computes its
+    /// own output points and nothing flows between lanes (and the body is
+    /// not bf16, see `for_loop`).
+    skip_empty: bool,
 }
 
 pub struct Emitter<'f> {
@@ -588,11 +590,11 @@ impl<'f> Emitter<'f> {
                 // `scf.if`, LLVM no longer folds a broadcast bf16 operand's
                 // extension and truncation, and calls `__truncsfbf2` for it
                 // in the loop (tests::bf16_arithmetic_rounds_per_op_...).
-                let spatial = match &f.ops[op].kind {
+                let skip_empty = match &f.ops[op].kind {
                     OpKind::For(l) => l.tag.as_ref().is_some_and(|t| !t.reduction) && !self.holds_bf16(body),
                     _ => false,
                 };
-                self.lanes = Some(Lanes { iv, width: extent, spatial });
+                self.lanes = Some(Lanes { iv, width: extent, skip_empty });
                 let result = self.region(body);
                 self.lanes = None;
                 result
@@ -614,10 +616,6 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Can a vector loop's body be emitted as vector code? (No loops,
-    /// buffers, copies or barriers inside, and guards either the same in
-    /// every lane or a bound on the lane itself, `base + lane < bound`,
-    /// which becomes a lane mask.) Otherwise the loop runs as a scalar loop.
     /// Whether a value of `body` (or of the regions in it) is bf16.
     fn holds_bf16(&self, body: Region) -> bool {
         let f = self.f;
@@ -637,6 +635,10 @@ impl<'f> Emitter<'f> {
         false
     }
 
+    /// Can a vector loop's body be emitted as vector code? (No loops,
+    /// buffers, copies or barriers inside, and guards either the same in
+    /// every lane or a bound on the lane itself, `base + lane < bound`,
+    /// which becomes a lane mask.) Otherwise the loop runs as a scalar loop.
     fn vectorizable(&self, body: Region) -> bool {
         let f = self.f;
         let iv = f.regions[body].args[0];
@@ -1493,7 +1495,7 @@ impl<'f> Emitter<'f> {
                 let mty = mask_type(lanes.width);
                 self.line(&format!("{m} = vector.create_mask {left} : {mty}"));
                 mask = Some(self.and(mask, m, &mty));
-                if lanes.spatial {
+                if lanes.skip_empty {
                     // No lane holds when the first does not (the lanes'
                     // points only grow): skip the body then. On a spatial
                     // axis a lane past the extent feeds only its own
