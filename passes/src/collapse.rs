@@ -256,9 +256,7 @@ fn insert_subsample(f: &mut Function, op: Op, v: Value, s: &Subsample, span: Spa
         epilogue_reads: Vec::new(),
         schedule: None,
     };
-    let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
-    let new = f.create_op(f.body, OpKind::Compute(Box::new(copy)), vec![v], vec![Type::Tensor(TensorType::new(s.shape.clone(), elem))], span);
-    f.regions[f.body].ops.insert(pos, new);
+    let new = create_beside(f, op, 0, OpKind::Compute(Box::new(copy)), v, TensorType::new(s.shape.clone(), elem), span);
     let body = f.new_region(Some(new));
     f.ops[new].regions.push(body);
     let point = f.add_region_arg(body, Type::Scalar(elem), Some("v".to_string()));
@@ -272,11 +270,17 @@ fn insert_subsample(f: &mut Function, op: Op, v: Value, s: &Subsample, span: Spa
 /// A reshape of `v` to `ty` in the function body, `after` ops past `op`
 /// (0: just before it, 1: just after).
 fn insert_reshape(f: &mut Function, op: Op, after: usize, v: Value, ty: TensorType, span: Span, cx: &mut PassContext) -> Op {
-    let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
-    let r = f.create_op(f.body, OpKind::Reshape, vec![v], vec![Type::Tensor(ty)], span);
-    f.regions[f.body].ops.insert(pos + after, r);
     cx.bump("reshapes", 1);
-    r
+    create_beside(f, op, after, OpKind::Reshape, v, ty, span)
+}
+
+/// An op of `kind` over `v` with one result of type `ty`, placed in the
+/// function body `after` ops past `op` (0: just before it, 1: just after).
+fn create_beside(f: &mut Function, op: Op, after: usize, kind: OpKind, v: Value, ty: TensorType, span: Span) -> Op {
+    let pos = f.regions[f.body].ops.iter().position(|&o| o == op).expect("op in the body");
+    let new = f.create_op(f.body, kind, vec![v], vec![Type::Tensor(ty)], span);
+    f.regions[f.body].ops.insert(pos + after, new);
+    new
 }
 
 impl Collapsing {
@@ -346,13 +350,7 @@ impl Collapsing {
                 shape[d] = self.axes[a.index()].extent;
             }
             let base = axis.map_or_else(|| format!("d{d}"), |(a, _)| self.axes[a.index()].name.clone());
-            let mut name = base.clone();
-            let mut n = 1;
-            while names.contains(&name) {
-                name = format!("{base}{n}");
-                n += 1;
-            }
-            names.push(name);
+            names.push(fresh(&base, |n| names.iter().any(|m| m == n)));
         }
         if strides.iter().all(|&s| s == 1) {
             return None;
@@ -440,14 +438,19 @@ impl Collapsing {
     }
 
     fn fresh_name(&self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut k = 1;
-        while self.axes.iter().any(|a| a.name == name) {
-            name = format!("{base}{k}");
-            k += 1;
-        }
-        name
+        fresh(base, |n| self.axes.iter().any(|a| a.name == n))
     }
+}
+
+/// `base`, or `base1`, `base2`, ...: the first that is not `taken`.
+fn fresh(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while taken(&name) {
+        name = format!("{base}{k}");
+        k += 1;
+    }
+    name
 }
 
 /// The axis an index is, exactly (coefficient 1, no constant or divisor).
