@@ -32,7 +32,12 @@ included), and those loads read the buffer. Shared-memory buffers are
 allocated once per block, filled cooperatively by its threads and fenced
 with barriers; register (local) buffers are per thread; on CPUs the local
 buffers are packed copies per cache level, with the dimension the vector
-loop walks moved innermost (`copy ... permute [...]`), and a read staged
+loop walks moved innermost (`copy ... permute [...]`) and, where the
+register tile along it is narrower than the box, split into panels of the
+register tile's width, the panels outermost (`copy ... split [d, w]`: a
+GEMM's `B[k, j]` becomes `[j / w][k][w]`, so each register tile's rows
+are one contiguous run, as BLAS packs B; elements under 4 bytes are left
+to `tensorize`'s layouts), and a read staged
 in the registers (a memory no tile level uses) is staged at the innermost
 tile level. A dimension the loops inside step through by a common stride
 (a strided convolution's `2·oh`) is packed densely: the copy takes every
@@ -278,6 +283,34 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         } else {
             (permute.iter().map(|&d| sizes[d]).collect(), permute.iter().map(|&d| local[d].clone()).collect())
         };
+        // Where the vector loop's register tile is narrower than the box
+        // along the innermost dimension, the copy lays the box out in
+        // panels as BLAS does (`B[k, j]` becomes `[j / w][k][w]`): each
+        // register tile's rows are then one contiguous run that the
+        // micro-kernel walks, instead of `w`-wide strips a box row apart
+        // that share a few L1 sets. Elements under 4 bytes (the operands
+        // of `dot` intrinsics) are left to `tensorize`, which packs them
+        // in the intrinsic's own layout.
+        let panel = match vector_loop {
+            Some(viv) if t.kind == TargetKind::Cpu && !cooperative && src_ty.elem.size_bytes() >= 4 && strides.iter().all(|&g| g == 1) => {
+                trip_of(viv).and_then(|w| panel_width(&local, &sizes_dst, viv, w)).map(|w| (viv, w))
+            }
+            _ => None,
+        };
+        let rank = sizes_dst.len();
+        let (sizes_dst, local, split, permute) = match panel {
+            Some((viv, w)) => {
+                let last = rank - 1;
+                let order: Vec<usize> = if permute.is_empty() { (0..rank).collect() } else { permute };
+                let bd = order[last];
+                let outer = panel_index(&local[last], viv, w as i64).expect("checked by panel_width");
+                let shape = [sizes_dst[last] / w].into_iter().chain(sizes_dst[..last].iter().copied()).chain([w]).collect();
+                let local = [outer].into_iter().chain(local[..last].iter().cloned()).chain([AffineExpr::var(viv)]).collect();
+                let permute = [bd].into_iter().chain(order[..last].iter().map(|&x| if x > bd { x + 1 } else { x })).chain([bd + 1]).collect();
+                (shape, local, Some(CopySplit { dim: bd, factor: w }), permute)
+            }
+            None => (sizes_dst, local, None, permute),
+        };
         let buf_ty = BufferType::new(sizes_dst, src_ty.elem, scope);
         // The box may reach outside the source (padding, or partial tiles
         // whose loads are guarded): then the copy needs a pad value. Where
@@ -306,7 +339,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             _ => f.build_alloc(Cursor::at(region, holder_pos), buf_ty, &hint, span),
         };
         let holder_pos = f.regions[region].ops.iter().position(|&o| o == holder).expect("holder in region");
-        let zero = vec![AffineExpr::constant(0); sizes.len()];
+        let zero = vec![AffineExpr::constant(0); sizes.len() + usize::from(split.is_some())];
         // A read staged at the same place as an earlier one shares its
         // barriers: its copy joins the others before the first barrier.
         let ops = &f.regions[region].ops;
@@ -319,6 +352,7 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         };
         if let OpKind::Copy(c) = &mut f.ops[copy].kind {
             c.permute = permute;
+            c.split = split;
             if strides.iter().any(|&g| g > 1) {
                 c.stride = strides;
             }
@@ -352,4 +386,29 @@ fn vector_innermost(local: &[AffineExpr<Value>], viv: Value) -> Vec<usize> {
         return Vec::new();
     }
     (0..n).filter(|&k| k != d).chain([d]).collect()
+}
+
+/// The panel width of a packed copy whose loads index it with `local`
+/// (the destination's order) over a box of `sizes`: the vector loop
+/// `viv`'s trip `w` where `viv` walks the innermost dimension with unit
+/// stride, the rest of that index moves in whole panels (multiples of
+/// `w`) and the box holds more than one panel, a whole number of them.
+fn panel_width(local: &[AffineExpr<Value>], sizes: &[u64], viv: Value, w: i64) -> Option<u64> {
+    let (last, &size) = (local.last()?, sizes.last()?);
+    let w = u64::try_from(w).ok().filter(|&w| w > 1)?;
+    if last.coeff(viv) != 1 || size <= w || !size.is_multiple_of(w) {
+        return None;
+    }
+    panel_index(last, viv, w as i64)?;
+    Some(w)
+}
+
+/// The panel index of `e`, `(e - viv) / w`, where `e` divides nothing
+/// and its constant and every coefficient but `viv`'s are multiples of `w`.
+fn panel_index(e: &AffineExpr<Value>, viv: Value, w: i64) -> Option<AffineExpr<Value>> {
+    let rest = || e.terms().iter().filter(|&&(v, _)| v != viv);
+    if e.divisor() != 1 || e.constant_term() % w != 0 || rest().any(|&(_, c)| c % w != 0) {
+        return None;
+    }
+    AffineExpr::from_parts(rest().map(|&(v, c)| (v, c / w)), e.constant_term() / w, 1).ok()
 }

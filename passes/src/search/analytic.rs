@@ -19,7 +19,7 @@ use super::space::{Axis, Config, Problem, gcd};
 use crate::nest::OrderEntry;
 use tilec::ir::affine::AffineExpr;
 use tilec::ir::*;
-use tilec::target::{Binding, MemoryLevel, Per, Target, distinct_values};
+use tilec::target::{Binding, MemoryLevel, Per, Target, TargetKind, distinct_values};
 
 /// The source stride a packed copy takes along an index: the common
 /// divisor of the coefficients of the axes that vary (a strided
@@ -634,7 +634,41 @@ impl Problem {
             layout.retain(|&x| x != d);
             layout.push(d);
         }
-        (self.box_at(cfg, r, p), layout)
+        let mut sizes = self.box_at(cfg, r, p);
+        // In panels (`[j / w][k][w]`) the rows of a register tile's strip
+        // are `w` elements apart: the strip is one contiguous run.
+        if let (Some(w), Some(&d)) = (self.panel_width(cfg, r), layout.last()) {
+            sizes[d] = w;
+        }
+        (sizes, layout)
+    }
+
+    /// The panel width of read `r`'s packed copy, as the `cache` pass lays
+    /// it out on a CPU: the register tile along the vector axis, where that
+    /// axis walks the copy's innermost dimension with unit stride, the
+    /// copy's box along it holds more than one panel and a whole number of
+    /// them, and the dimension's other axes either stay put within the box
+    /// or move in whole panels; elements of 4 bytes or more. (The pass
+    /// decides on the loops' indices; this is the same rule on the axes.)
+    fn panel_width(&self, cfg: &Config, r: usize) -> Option<u64> {
+        let (Some((_, read)), p) = (self.compute.all_reads().nth(r), cfg.pack_level(r)?) else { return None };
+        if self.target.kind != TargetKind::Cpu || self.vector_width(cfg) <= 1 || self.info.reads.get(r)?.tensor.elem.size_bytes() < 4 {
+            return None;
+        }
+        let v = cfg.vector?;
+        let strides = self.packed_strides();
+        if read.indices.iter().any(|e| strides.of(e) != 1) {
+            return None;
+        }
+        let d = self.packed_innermost(cfg, &read.indices).unwrap_or(read.indices.len().checked_sub(1)?);
+        let e = &read.indices[d];
+        let w = cfg.tiles[v][self.levels - 1];
+        let size = *self.box_at(cfg, r, p).get(d)?;
+        if e.divisor() != 1 || e.coeff(AxisId::new(v)) != 1 || w <= 1 || size <= w || !size.is_multiple_of(w) {
+            return None;
+        }
+        let others_fit = e.terms().iter().all(|&(a, c)| a.index() == v || c.unsigned_abs().is_multiple_of(w) || self.range_of(cfg, a.index(), p) == 1);
+        others_fit.then_some(w)
     }
 
     /// Bytes read `r` moves when every tile of the given sizes (per axis)

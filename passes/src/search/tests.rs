@@ -456,8 +456,11 @@ fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space:
 /// A read whose micro-kernel steps land a page apart, and whose rows evict
 /// each other from L1, misses there on every load: the model charges it
 /// (`page_step_stall`). On GEMM 1024 B's rows are 4 KiB apart unpacked,
-/// 1 KiB apart packed per 256-column L2 tile, and 64 bytes in a 16-column
-/// L1 panel; a 4-row B (Gensor's M2, K = 4) stays in L1 however far apart
+/// and 64 bytes apart packed, per L2 tile or per L1 tile: `cache` lays a
+/// copy out in panels as wide as the register tile (16 columns), and an
+/// L1 tile's copy is one panel; without panels (a register tile as wide as
+/// the copy's box: nothing to split) the rows are the box's width apart. A
+/// 4-row B (Gensor's M2, K = 4) stays in L1 however far apart
 /// its rows are, and a streamed B (M = 1) is `stream_stall`'s. On a Zen 1
 /// core the unpacked schedule below ran at 21-23 GFLOP/s and the one
 /// packed at L2 at 30-31.
@@ -468,8 +471,15 @@ fn the_model_charges_reduction_steps_across_pages() {
     let cfg = |pack: [u8; 2]| Config { tiles: tiles.clone(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
     let (unpacked, at_l2, at_l1) = (cfg([0, 0]), cfg([0, 2]), cfg([0, 3]));
     assert_eq!([p.reduction_step_bytes(&unpacked, 0), p.reduction_step_bytes(&unpacked, 1)], [4, 4096], "A walks along k, B down its rows");
-    assert_eq!(p.reduction_step_bytes(&at_l2, 1), 1024);
+    assert_eq!(p.reduction_step_bytes(&at_l2, 1), 64, "in panels of 16 columns");
     assert_eq!(p.reduction_step_bytes(&at_l1, 1), 64);
+    // A register tile of one vector in a box 2 vectors wide: 2 panels.
+    let narrow = Config { tiles: vec![vec![256, 128, 4], vec![512, 16, 8], vec![1024, 128, 8]], ..at_l2.clone() };
+    assert_eq!(p.reduction_step_bytes(&narrow, 1), 32);
+    // Without a vector axis there are no panels: the box's rows, 256
+    // floats apart.
+    let scalar = Config { vector: None, ..at_l2.clone() };
+    assert_eq!(p.reduction_step_bytes(&scalar, 1), 1024);
     assert!(p.steps_across_pages(&unpacked, 1) && !p.steps_across_pages(&unpacked, 0));
     assert!(!p.steps_across_pages(&at_l2, 1) && !p.steps_across_pages(&at_l1, 1));
     assert!(p.page_step_stall(&unpacked, 1.0) > 0.0 && p.page_step_stall(&at_l2, 1.0) == 0.0);
