@@ -159,6 +159,13 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         OpKind::Kernel(k) => k.schedule.vector.as_ref().map(|(a, _)| a.clone()),
         _ => None,
     };
+    // Virtual threads along the vector axis interleave its points (the
+    // `vthread` pass rewrites the axis' whole index, tile loops included),
+    // which panels, indexed by the tile loops apart, cannot follow.
+    let vector_vthreads = match &f.ops[kernel].kind {
+        OpKind::Kernel(k) => k.schedule.vthreads.iter().any(|(a, n)| Some(a) == vector_axis.as_ref() && *n > 1),
+        _ => false,
+    };
     let is_vector_loop = |f: &Function, o: Op| {
         for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| Some(&tag.axis) == vector_axis.as_ref() && !tag.reduction && tag.level == TagLevel::Point)
     };
@@ -290,9 +297,10 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         // micro-kernel walks, instead of `w`-wide strips a box row apart
         // that share a few L1 sets. Elements under 4 bytes (the operands
         // of `dot` intrinsics) are left to `tensorize`, which packs them
-        // in the intrinsic's own layout.
+        // in the intrinsic's own layout; a vector axis with virtual
+        // threads keeps the box's layout (above).
         let panel = match vector_loop {
-            Some(viv) if t.kind == TargetKind::Cpu && !cooperative && src_ty.elem.size_bytes() >= 4 && strides.iter().all(|&g| g == 1) => {
+            Some(viv) if t.kind == TargetKind::Cpu && !cooperative && !vector_vthreads && src_ty.elem.size_bytes() >= 4 && strides.iter().all(|&g| g == 1) => {
                 trip_of(viv).and_then(|w| panel_width(&local, &sizes_dst, viv, w)).map(|w| (viv, w))
             }
             _ => None,

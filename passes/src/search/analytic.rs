@@ -648,14 +648,18 @@ impl Problem {
     /// axis walks the copy's innermost dimension with unit stride, the
     /// copy's box along it holds more than one panel and a whole number of
     /// them, and the dimension's other axes either stay put within the box
-    /// or move in whole panels; elements of 4 bytes or more. (The pass
-    /// decides on the loops' indices; this is the same rule on the axes.)
+    /// or move in whole panels; elements of 4 bytes or more, and no virtual
+    /// threads along the vector axis. (The pass decides on the loops'
+    /// indices; this is the same rule on the axes.)
     fn panel_width(&self, cfg: &Config, r: usize) -> Option<u64> {
         let (Some((_, read)), p) = (self.compute.all_reads().nth(r), cfg.pack_level(r)?) else { return None };
         if self.target.kind != TargetKind::Cpu || self.vector_width(cfg) <= 1 || self.info.reads.get(r)?.tensor.elem.size_bytes() < 4 {
             return None;
         }
         let v = cfg.vector?;
+        if cfg.vthreads.get(v).is_some_and(|&n| n > 1) {
+            return None;
+        }
         let strides = self.packed_strides();
         if read.indices.iter().any(|e| strides.of(e) != 1) {
             return None;
