@@ -15,16 +15,21 @@ cargo build --release --locked -p tilec-driver -p tilec-run
 py=.tools/bench-venv/bin/python
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-pipeline='builtin.module(fuse,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)'
+pipeline='builtin.module(fuse,collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)'
 status=0
 for m in $models; do
   echo "== $m (full, $threads thread(s))"
-  $py tools/onnx-models.py --model "$m" --size full -o "$work/$m.onnx" | head -1
+  # Whole outputs to files, then their first lines: `| head -1` would
+  # close the pipe under a writer that has more to say (SIGPIPE, and
+  # pipefail fails the run).
+  $py tools/onnx-models.py --model "$m" --size full -o "$work/$m.onnx" > "$work/$m.models.log"
+  head -1 "$work/$m.models.log"
   target/release/tilec import "$work/$m.onnx" -o "$work/$m.tile"
   $py tools/onnx-reference.py "$work/$m.onnx" --random-inputs "$work/$m-in" --seed 1 --output-dir "$work/$m-ort" --threads "$threads" --time-runs 10 | grep -v '^input\|^output'
   inputs=()
   for f in "$work/$m-in"/*.npy; do inputs+=(--input "$(basename "$f" .npy)=$f"); done
-  target/release/tilec-run "$work/$m.tile" --backend=cpu --threads "$threads" --repeat 10 --pass-pipeline="$pipeline" "${inputs[@]}" --output-dir "$work/$m-tilec" | head -1
+  target/release/tilec-run "$work/$m.tile" --backend=cpu --threads "$threads" --repeat 10 --pass-pipeline="$pipeline" "${inputs[@]}" --output-dir "$work/$m-tilec" > "$work/$m.run.log"
+  head -1 "$work/$m.run.log"
   $py tools/onnx-reference.py --compare "$work/$m-tilec" "$work/$m-ort" --rtol 1e-3 --atol 1e-4 || status=1
 done
 exit $status
