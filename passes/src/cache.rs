@@ -155,16 +155,16 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
 
     // The point loop of the schedule's vector axis (whose iterations become
     // vector lanes).
-    let vector_axis = match &f.ops[kernel].kind {
-        OpKind::Kernel(k) => k.schedule.vector.as_ref().map(|(a, _)| a.clone()),
-        _ => None,
-    };
     // Virtual threads along the vector axis interleave its points (the
     // `vthread` pass rewrites the axis' whole index, tile loops included),
     // which panels, indexed by the tile loops apart, cannot follow.
-    let vector_vthreads = match &f.ops[kernel].kind {
-        OpKind::Kernel(k) => k.schedule.vthreads.iter().any(|(a, n)| Some(a) == vector_axis.as_ref() && *n > 1),
-        _ => false,
+    let (vector_axis, vector_vthreads) = match &f.ops[kernel].kind {
+        OpKind::Kernel(k) => {
+            let axis = k.schedule.vector.as_ref().map(|(a, _)| a.clone());
+            let vthreads = k.schedule.vthreads.iter().any(|(a, n)| Some(a) == axis.as_ref() && *n > 1);
+            (axis, vthreads)
+        }
+        _ => (None, false),
     };
     let is_vector_loop = |f: &Function, o: Op| {
         for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|tag| Some(&tag.axis) == vector_axis.as_ref() && !tag.reduction && tag.level == TagLevel::Point)
@@ -305,18 +305,8 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             }
             _ => None,
         };
-        let rank = sizes_dst.len();
         let (sizes_dst, local, split, permute) = match panel {
-            Some((viv, w)) => {
-                let last = rank - 1;
-                let order: Vec<usize> = if permute.is_empty() { (0..rank).collect() } else { permute };
-                let bd = order[last];
-                let outer = panel_index(&local[last], viv, w as i64).expect("checked by panel_width");
-                let shape = [sizes_dst[last] / w].into_iter().chain(sizes_dst[..last].iter().copied()).chain([w]).collect();
-                let local = [outer].into_iter().chain(local[..last].iter().cloned()).chain([AffineExpr::var(viv)]).collect();
-                let permute = [bd].into_iter().chain(order[..last].iter().map(|&x| if x > bd { x + 1 } else { x })).chain([bd + 1]).collect();
-                (shape, local, Some(CopySplit { dim: bd, factor: w }), permute)
-            }
+            Some((viv, w)) => in_panels(sizes_dst, local, permute, viv, w),
             None => (sizes_dst, local, None, permute),
         };
         let buf_ty = BufferType::new(sizes_dst, src_ty.elem, scope);
@@ -411,12 +401,26 @@ fn panel_width(local: &[AffineExpr<Value>], sizes: &[u64], viv: Value, w: i64) -
     Some(w)
 }
 
-/// The panel index of `e`, `(e - viv) / w`, where `e` divides nothing
-/// and its constant and every coefficient but `viv`'s are multiples of `w`.
+/// The destination of a packed copy laid out in panels of `w` along its
+/// innermost dimension (which the vector loop `viv` walks): from its
+/// sizes, the loads' indices and the permutation (empty: the box's
+/// order), the panelled sizes `[n / w, .., w]`, indices `[(e - viv) / w,
+/// .., viv]`, split of the box dimension and permutation of the expanded
+/// box (the outer part first, the inner part last).
+#[allow(clippy::type_complexity)]
+fn in_panels(sizes: Vec<u64>, local: Vec<AffineExpr<Value>>, permute: Vec<usize>, viv: Value, w: u64) -> (Vec<u64>, Vec<AffineExpr<Value>>, Option<CopySplit>, Vec<usize>) {
+    let last = sizes.len() - 1;
+    let order: Vec<usize> = if permute.is_empty() { (0..sizes.len()).collect() } else { permute };
+    let bd = order[last];
+    let outer = panel_index(&local[last], viv, w as i64).expect("checked by panel_width");
+    let shape = [sizes[last] / w].into_iter().chain(sizes[..last].iter().copied()).chain([w]).collect();
+    let local = [outer].into_iter().chain(local[..last].iter().cloned()).chain([AffineExpr::var(viv)]).collect();
+    let permute = [bd].into_iter().chain(order[..last].iter().map(|&x| if x > bd { x + 1 } else { x })).chain([bd + 1]).collect();
+    (shape, local, Some(CopySplit { dim: bd, factor: w }), permute)
+}
+
+/// The panel index of `e`, `(e - viv) / w`, where the rest of `e` moves
+/// in whole panels.
 fn panel_index(e: &AffineExpr<Value>, viv: Value, w: i64) -> Option<AffineExpr<Value>> {
-    let rest = || e.terms().iter().filter(|&&(v, _)| v != viv);
-    if e.divisor() != 1 || e.constant_term() % w != 0 || rest().any(|&(_, c)| c % w != 0) {
-        return None;
-    }
-    AffineExpr::from_parts(rest().map(|&(v, c)| (v, c / w)), e.constant_term() / w, 1).ok()
+    AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != viv), e.constant_term(), e.divisor()).ok()?.exact_quotient(w)
 }

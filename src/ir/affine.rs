@@ -85,6 +85,16 @@ impl<V: Copy + Ord> AffineExpr<V> {
         Ok(AffineExpr { terms, constant: self.constant.checked_mul(k).ok_or(AffineOverflow)?, divisor: 1 })
     }
 
+    /// `self / k` where `self` has no divisor and its constant and every
+    /// coefficient are multiples of `k` (a packed or tiled index divided by
+    /// its tile), else `None`.
+    pub fn exact_quotient(&self, k: i64) -> Option<Self> {
+        if k == 0 || self.divisor != 1 || self.constant % k != 0 || self.terms.iter().any(|&(_, c)| c % k != 0) {
+            return None;
+        }
+        Some(AffineExpr { terms: self.terms.iter().map(|&(v, c)| (v, c / k)).collect(), constant: self.constant / k, divisor: 1 })
+    }
+
     /// The same numerator with an exact divisor `d >= 1`, in lowest terms:
     /// the common factor of the divisor, the coefficients and the constant
     /// is cancelled (`(i * 4) div 2` is `i * 2`), which keeps the form
@@ -288,6 +298,14 @@ mod tests {
         assert_eq!(e.numerator_range(range), Some((-3, 57)));
         let d = E::from_parts([(0, 1), (1, -1)], 1, 1).unwrap().with_divisor(2);
         assert_eq!(d.value_range(range), Some((-2, 14)));
+    }
+
+    #[test]
+    fn exact_quotients() {
+        let e = E::from_parts([(0, 16), (1, 32)], 48, 1).unwrap();
+        assert_eq!(e.exact_quotient(16).unwrap().to_string_with(names), "h + r * 2 + 3");
+        assert_eq!(e.exact_quotient(32), None);
+        assert_eq!(E::var(0).with_divisor(2).exact_quotient(1), None);
     }
 
     #[test]

@@ -637,21 +637,24 @@ impl Problem {
         let mut sizes = self.box_at(cfg, r, p);
         // In panels (`[j / w][k][w]`) the rows of a register tile's strip
         // are `w` elements apart: the strip is one contiguous run.
-        if let (Some(w), Some(&d)) = (self.panel_width(cfg, r), layout.last()) {
+        if let Some(&d) = layout.last()
+            && let Some(w) = self.panel_width(cfg, r, d, sizes[d])
+        {
             sizes[d] = w;
         }
         (sizes, layout)
     }
 
     /// The panel width of read `r`'s packed copy, as the `cache` pass lays
-    /// it out on a CPU: the register tile along the vector axis, where that
-    /// axis walks the copy's innermost dimension with unit stride, the
-    /// copy's box along it holds more than one panel and a whole number of
-    /// them, and the dimension's other axes either stay put within the box
-    /// or move in whole panels; elements of 4 bytes or more, and no virtual
-    /// threads along the vector axis. (The pass decides on the loops'
-    /// indices; this is the same rule on the axes.)
-    fn panel_width(&self, cfg: &Config, r: usize) -> Option<u64> {
+    /// it out on a CPU, given the copy's innermost dimension `d` and the
+    /// box's `size` along it: the register tile along the vector axis,
+    /// where that axis walks `d` with unit stride, the box holds more than
+    /// one panel and a whole number of them, and the dimension's other axes
+    /// either stay put within the box or move in whole panels; elements of
+    /// 4 bytes or more, and no virtual threads along the vector axis. (The
+    /// pass decides on the loops' indices; this is the same rule on the
+    /// axes.)
+    fn panel_width(&self, cfg: &Config, r: usize, d: usize, size: u64) -> Option<u64> {
         let (Some((_, read)), p) = (self.compute.all_reads().nth(r), cfg.pack_level(r)?) else { return None };
         if self.target.kind != TargetKind::Cpu || self.vector_width(cfg) <= 1 || self.info.reads.get(r)?.tensor.elem.size_bytes() < 4 {
             return None;
@@ -664,10 +667,8 @@ impl Problem {
         if read.indices.iter().any(|e| strides.of(e) != 1) {
             return None;
         }
-        let d = self.packed_innermost(cfg, &read.indices).unwrap_or(read.indices.len().checked_sub(1)?);
-        let e = &read.indices[d];
+        let e = read.indices.get(d)?;
         let w = cfg.tiles[v][self.levels - 1];
-        let size = *self.box_at(cfg, r, p).get(d)?;
         if e.divisor() != 1 || e.coeff(AxisId::new(v)) != 1 || w <= 1 || size <= w || !size.is_multiple_of(w) {
             return None;
         }

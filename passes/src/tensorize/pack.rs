@@ -65,15 +65,6 @@ struct Plan {
     intrinsics: Vec<Op>,
 }
 
-/// `e / k` where every coefficient and the constant of `e` (undivided) are
-/// multiples of `k`.
-fn divided(e: &AffineExpr<Dim>, k: i64) -> Option<AffineExpr<Dim>> {
-    if e.divisor() != 1 || e.constant_term() % k != 0 || e.terms().iter().any(|&(_, c)| c % k != 0) {
-        return None;
-    }
-    AffineExpr::from_parts(e.terms().iter().map(|&(v, c)| (v, c / k)), e.constant_term() / k, 1).ok()
-}
-
 /// The one dimension an axis' steps move along, with step 1; `None` if it
 /// moves along none, several, or by another step.
 fn unit_step_dim(steps: &[i64]) -> Option<usize> {
@@ -138,7 +129,7 @@ fn plan(f: &Function, ops: &[Op], buffer: Value, operand: usize) -> Option<Plan>
                     return None;
                 }
                 packing = Some((dk, k));
-                divided(t.indices.get(dk)?, k as i64)?;
+                t.indices.get(dk)?.exact_quotient(k as i64)?;
                 intrinsics.push(op);
             }
             _ => return None,
@@ -155,7 +146,7 @@ fn plan(f: &Function, ops: &[Op], buffer: Value, operand: usize) -> Option<Plan>
     if c.sizes.len() != b.shape.len() || !c.sizes.get(box_dim)?.is_multiple_of(factor) || !b.shape[dim].is_multiple_of(factor) {
         return None;
     }
-    divided(c.dst.get(dim)?, factor as i64)?;
+    c.dst.get(dim)?.exact_quotient(factor as i64)?;
     Some(Plan { dim, factor, copy, intrinsics })
 }
 
@@ -170,7 +161,7 @@ fn apply(f: &mut Function, buffer: Value, plan: &Plan, operand: usize) {
     }
     if let OpKind::Copy(c) = &mut f.ops[plan.copy].kind {
         let rank = c.sizes.len();
-        c.dst[dim] = divided(&c.dst[dim], k as i64).expect("checked by plan");
+        c.dst[dim] = c.dst[dim].exact_quotient(k as i64).expect("checked by plan");
         c.dst.push(AffineExpr::constant(0));
         // The buffer's `dim` holds box dimension `bd`; split that one. In
         // the expanded box (.., n / k, k, ..) box dimension `x` is `x`
@@ -185,7 +176,7 @@ fn apply(f: &mut Function, buffer: Value, plan: &Plan, operand: usize) {
     for &op in &plan.intrinsics {
         if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
             let a = if operand == 1 { &mut x.a } else { &mut x.b };
-            a.indices[dim] = divided(&a.indices[dim], k as i64).expect("checked by plan");
+            a.indices[dim] = a.indices[dim].exact_quotient(k as i64).expect("checked by plan");
             a.indices.push(AffineExpr::constant(0));
             for steps in &mut a.steps {
                 steps.push(0);

@@ -61,14 +61,6 @@ fn acc_dims(f: &Function, call: Op) -> Option<(usize, usize)> {
     (dm != dn).then_some((dm, dn))
 }
 
-/// `e / by`, where every coefficient and the constant of `e` are multiples.
-fn exact_quotient(e: &AffineExpr<Value>, by: i64) -> Option<AffineExpr<Value>> {
-    if e.divisor() != 1 || e.constant_term() % by != 0 || e.terms().iter().any(|&(_, c)| c % by != 0) {
-        return None;
-    }
-    AffineExpr::from_parts(e.terms().iter().map(|&(v, c)| (v, c / by)), e.constant_term() / by, 1).ok()
-}
-
 /// Spreads the whole-tile `mma` intrinsics of `kernel` over the lanes of
 /// a warp (the module doc). `max_threads`: the target's threads per block.
 pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) -> Result<(), Diagnostic> {
@@ -232,7 +224,7 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
         let OpKind::Intrinsic(y) = &f.ops[o].kind else { unreachable!("collected intrinsics") };
         let mut y = (**y).clone();
         let origins: Vec<Vec<AffineExpr<Value>>> = y.tiles().iter().map(|t| t.indices.iter().map(|e| f.expr_in_values(o, e)).collect()).collect();
-        let (Some(qm), Some(qn)) = (exact_quotient(&origins[0][dm], TILE[0]), exact_quotient(&origins[0][dn], TILE[1])) else {
+        let (Some(qm), Some(qn)) = (origins[0][dm].exact_quotient(TILE[0]), origins[0][dn].exact_quotient(TILE[1])) else {
             return Err(cannot("a tile of the accumulator does not start at a multiple of 16 × 8").at(f.op_spans[o], "this intrinsic"));
         };
         let zero = AffineExpr::constant(0);
