@@ -56,9 +56,12 @@ impl AxisTiles {
         *self.sizes.last().unwrap_or(&self.extent)
     }
 
-    /// Does the last tile of the outermost level overhang the extent?
+    /// Does a tile overhang the extent: the last of the outermost level,
+    /// or of a level that splits the one above unevenly (which the
+    /// verifier allows only where the level above covers the axis, so the
+    /// overhang lies past the extent too)?
     pub fn partial(&self) -> bool {
-        self.extent % self.sizes[0] != 0
+        self.extent % self.sizes[0] != 0 || self.sizes.windows(2).any(|w| w[0] % w[1].max(1) != 0)
     }
 }
 
