@@ -238,7 +238,10 @@ impl Validator<'_, '_, '_> {
                         .notes
                         .push("note: it gives `guarded_load_cost`, `gather_load_cost` and `scatter_lane_cost`, the micro-kernel costs of the search's model (docs/targets.md)".into());
                 } else {
-                    self.positive_cpu_fields("model", &[("guarded_load_cost", m.guarded_load_cost), ("gather_load_cost", m.gather_load_cost), ("scatter_lane_cost", m.scatter_lane_cost)]);
+                    self.positive_cpu_fields(
+                        "model",
+                        &[("guarded_load_cost", m.guarded_load_cost), ("gather_load_cost", m.gather_load_cost), ("scatter_lane_cost", m.scatter_lane_cost), ("latency_hiding", m.latency_hiding)],
+                    );
                 }
             }
         }

@@ -179,7 +179,7 @@ pub struct ComputeUnits {
 /// issue slots or cycles per element against one for a vector load
 /// (`[model]`; see `docs/targets.md` and `docs/search.md`). They come from
 /// measurements of generated kernels rather than vendor documents.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCosts {
     /// Issue slots of a guarded element load (a scalar load, the bounds
@@ -196,6 +196,28 @@ pub struct ModelCosts {
     /// store, and the line it lands in).
     #[serde(default)]
     pub scatter_lane_cost: f64,
+    /// How readily a micro-kernel's accumulators hide the FMA latency: the
+    /// latency term is `1 - exp(-h · A / (U · L))` for `A` accumulators,
+    /// `U` FMA units and `L` cycles of latency. With exactly `U · L`
+    /// accumulators every chain is busy only if no operand load is ever
+    /// late; spare accumulators absorb the late ones.
+    #[serde(default = "default_latency_hiding")]
+    pub latency_hiding: f64,
+}
+
+/// [`ModelCosts::latency_hiding`] where a target gives none: measured on a
+/// Zen 3 core (AMD EPYC, 2-vCPU VM, 2026-11-28), ResNet-50 R12 as a GEMM
+/// (N = 49) with its weights in L2, register tiles of 7, 8, 10 and 12
+/// accumulators: 8 ran at 0.91 of 12's speed and 7 at 0.74 (docs/search.md,
+/// "Spare accumulators").
+pub fn default_latency_hiding() -> f64 {
+    2.4
+}
+
+impl Default for ModelCosts {
+    fn default() -> Self {
+        ModelCosts { guarded_load_cost: 0.0, gather_load_cost: 0.0, scatter_lane_cost: 0.0, latency_hiding: default_latency_hiding() }
+    }
 }
 
 /// What a capacity is counted per.

@@ -47,10 +47,11 @@ impl Target {
             let m = &self.model;
             writeln!(
                 s,
-                "    model: guarded load {}, gathered lane {}, scattered lane {} (issue slots or cycles)",
+                "    model: guarded load {}, gathered lane {}, scattered lane {} (issue slots or cycles); latency hiding {}",
                 fmt_num(m.guarded_load_cost),
                 fmt_num(m.gather_load_cost),
-                fmt_num(m.scatter_lane_cost)
+                fmt_num(m.scatter_lane_cost),
+                fmt_num(m.latency_hiding)
             )?;
         }
         let peaks: Vec<String> = self.peak_gflops.iter().map(|(t, v)| format!("{t} {}", fmt_num(*v))).collect();

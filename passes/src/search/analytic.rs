@@ -534,7 +534,7 @@ impl Problem {
             let per_instruction = 1.0 / fma_units;
             issue *= per_instruction / (per_instruction + gathered * t.model.scatter_lane_cost);
         }
-        let latency = (acc / (fma_units * latency_cycles)).min(1.0);
+        let latency = 1.0 - (-self.target.model.latency_hiding * acc / (fma_units * latency_cycles)).exp();
         let regs = t.isa.vector_registers.max(1) as f64;
         let need = acc + vector_loads + 1.0;
         let registers = if need <= regs { 1.0 } else { 0.5 * regs / need };

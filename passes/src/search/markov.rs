@@ -112,7 +112,7 @@ pub fn polish(p: &Problem, model: &dyn CostModel, start: Config) -> (Config, u64
                 if p.fixed(a, level) {
                     continue;
                 }
-                let (up, down) = steps(&p.choices(&cur, a, level), cur.tiles[a][level]);
+                let (up, down) = steps(&p.walk_choices(&cur, a, level), cur.tiles[a][level]);
                 for s in up.into_iter().chain(down) {
                     let mut n = cur.clone();
                     n.tiles[a][level] = s;
@@ -315,7 +315,7 @@ impl Markov {
             if p.fixed(a, level) {
                 continue;
             }
-            let (up, down) = steps(&p.choices(cfg, a, level), cfg.tiles[a][level]);
+            let (up, down) = steps(&p.walk_choices(cfg, a, level), cfg.tiles[a][level]);
             for (action, size) in [(Action::Tile, up), (Action::InvTile, down)] {
                 if let Some(s) = size {
                     scratch.tiles[a][level] = s;

@@ -31,7 +31,7 @@ impl Roller {
     /// there is one.
     fn grow(p: &Problem, cfg: &Config, a: usize, level: usize) -> Option<u64> {
         let cur = cfg.tiles[a][level];
-        let choices = p.choices(cfg, a, level);
+        let choices = p.walk_choices(cfg, a, level);
         if cfg.vector == Some(a) {
             let t = &p.target;
             let line = t.memory_level(&t.tile_levels[level].memory).map_or(1, |m| m.line_bytes as u64);

@@ -526,9 +526,36 @@ impl Problem {
         v
     }
 
+    /// On CPUs, a spatial axis that may carry the vector (one of
+    /// [`Problem::vector_axes`]) and whose extent is not whole vectors:
+    /// its extent rounded up to whole vectors, an outermost tile whose last
+    /// vector is masked (a 49-point axis as 7 vectors of 8, where the
+    /// powers of two give 32 and a partial tile of 17, and the divisors 7
+    /// lanes at most; a 7-point axis as one vector of 8). Offered whatever
+    /// the point's vector axis (the vector knob comes after the tiles), and
+    /// kept by [`Problem::valid`] only on the vector axis and within the
+    /// vector width the point ends up with, as the verifier does.
+    fn whole_vectors(&self, a: usize) -> Option<u64> {
+        let lanes = self.lanes.get(a).copied().unwrap_or(1);
+        let ext = self.axes[a].extent;
+        (!self.gpu() && self.axes[a].spatial && self.vector_axes.contains(&a) && lanes > 1 && ext > 1 && !ext.is_multiple_of(lanes)).then(|| ext.checked_next_multiple_of(lanes)).flatten()
+    }
+
+    /// Does every outermost tile lie within its axis' extent, but for the
+    /// vector axis' rounded up to whole vectors of the point's width (what
+    /// the verifier allows)?
+    pub fn tiles_within_extents(&self, cfg: &Config) -> bool {
+        (0..self.axes.len()).all(|a| {
+            let ext = self.axes[a].extent;
+            let width = if cfg.vector == Some(a) { self.vector_width(cfg).max(1) } else { 1 };
+            cfg.tiles[a][0] <= ext.checked_next_multiple_of(width).unwrap_or(u64::MAX)
+        })
+    }
+
     /// The sizes axis `a` may take at `level` given the other levels of
-    /// `cfg`: at the outermost level the divisors of the extent and the
-    /// powers of two below it (partial tiles are legal), else the divisors
+    /// `cfg`: at the outermost level the divisors of the extent, the
+    /// powers of two below it (partial tiles are legal) and the extent in
+    /// whole vectors ([`Problem::whole_vectors`]), else the divisors
     /// of the level above; multiples of the level below (and of the
     /// virtual threads at the innermost level). Ascending. With an
     /// intrinsic, no partial tiles (the outermost level divides the
@@ -548,14 +575,85 @@ impl Problem {
                 d.push(p);
                 p *= 2;
             }
+            if let Some(whole) = self.whole_vectors(a) {
+                d.push(whole);
+            }
             d.sort_unstable();
             d.dedup();
             d
         } else {
-            divisors(cfg.tiles[a][level - 1])
+            let parent = cfg.tiles[a][level - 1];
+            let mut d = divisors(parent);
+            if level + 1 == self.levels {
+                d.extend((1..parent).filter(|&s| self.uneven_ok(cfg, a, parent, s)));
+            }
+            d.sort_unstable();
+            d.dedup();
+            d
         };
         let below = if level + 1 < self.levels { cfg.tiles[a][level + 1] } else { self.innermost_unit(cfg, a) };
-        c.retain(|s| s % below.max(1) == 0);
+        c.retain(|&s| s % below.max(1) == 0 || (level + 2 == self.levels && self.uneven_ok(cfg, a, s, below)));
+        c
+    }
+
+    /// May an innermost (register) tile of `size` split axis `a`'s tiles
+    /// of `parent` unevenly (the last one partial, guarded)? On CPUs,
+    /// where the tile above covers the whole axis (so the overhang lies
+    /// past the extent, which the guards already check: the verifier's
+    /// rule), on an axis that may carry the vector (spatial, no virtual
+    /// threads, no intrinsic), in whole vectors, at most a register file
+    /// of them (on another axis than the point's vector axis it is valid,
+    /// as the verifier says, but a walk does not step there:
+    /// [`Problem::walk_choices`]). This is what gives a 49-point axis the 3-vector register
+    /// tiles that 12 accumulators need on 16 registers (4 x 24: ResNet-50
+    /// R12 as a GEMM with N = 49), where its divisors allow 7 lanes and the
+    /// powers of two 4 vectors over 2 rows. (The verifier allows more: any
+    /// level and axis under a covering tile. The space keeps to the
+    /// register tile along the vector axis, which pays without repacking
+    /// an operand, and so grows little.)
+    fn uneven_ok(&self, cfg: &Config, a: usize, parent: u64, size: u64) -> bool {
+        let ext = self.axes[a].extent;
+        let lanes = self.lanes.get(a).copied().unwrap_or(1);
+        let plain = cfg.intrinsic.is_none() && cfg.vthreads.get(a).is_none_or(|&v| v <= 1);
+        !self.gpu()
+            && plain
+            && self.axes[a].spatial
+            && self.vector_axes.contains(&a)
+            && lanes > 1
+            && parent >= ext
+            && size < parent
+            && !parent.is_multiple_of(size.max(1))
+            && size.is_multiple_of(lanes)
+            && size <= lanes * u64::from(self.target.isa.vector_registers)
+    }
+
+    /// Does every tile level split the level above into whole tiles, or
+    /// the innermost unevenly where [`Problem::uneven_ok`] allows it?
+    pub fn tiles_nest(&self, cfg: &Config) -> bool {
+        (0..self.axes.len()).all(|a| {
+            let t = &cfg.tiles[a];
+            (1..t.len()).all(|l| t[l - 1].is_multiple_of(t[l].max(1)) || (l + 1 == t.len() && self.uneven_ok(cfg, a, t[l - 1], t[l])))
+        })
+    }
+
+    /// [`Problem::tiles_within_extents`] and [`Problem::tiles_nest`]: the
+    /// tile sizes' structural rules (the verifier's), beside the resource
+    /// check's.
+    pub fn tiles_fit(&self, cfg: &Config) -> bool {
+        self.tiles_within_extents(cfg) && self.tiles_nest(cfg)
+    }
+
+    /// [`Problem::choices`] without the sizes meant for the vector axis (a
+    /// tile past the extent, which only it may take; an uneven register
+    /// tile, whose whole vectors pay only along it) where `cfg`'s vector
+    /// is on another axis: what a walk that has chosen its vector steps
+    /// through.
+    pub fn walk_choices(&self, cfg: &Config, a: usize, level: usize) -> Vec<u64> {
+        let mut c = self.choices(cfg, a, level);
+        if cfg.vector != Some(a) {
+            let ext = self.axes[a].extent;
+            c.retain(|&s| if level == 0 { s <= ext } else { cfg.tiles[a][level - 1].is_multiple_of(s.max(1)) });
+        }
         c
     }
 
@@ -839,6 +937,7 @@ impl Problem {
     /// has no intrinsic options to make R3 apply).
     pub fn valid(&self, cfg: &Config) -> bool {
         self.in_space(cfg)
+            && self.tiles_fit(cfg)
             && self.fits_intrinsic(cfg)
             && super::rules::keeps_all(self, cfg)
             && (0..self.levels).all(|l| self.fits(cfg, l))

@@ -685,6 +685,95 @@ fn the_cpu_model_chooses_the_vector_axis() {
     }
 }
 
+/// The vector axis' outermost tile may round its extent up to whole
+/// vectors (the verifier allows it, the last vector's lanes past the
+/// extent are masked): ResNet-50 R12's `ow` (7) as one vector of 8, only
+/// while `ow` carries the vector, and only as far as the point's vector
+/// width rounds.
+#[test]
+fn the_vector_axis_may_round_its_extent_up_to_whole_vectors() {
+    let p = workload_problem("conv2d_resnet50_r12", "x86-avx2");
+    // Axes n, f, oh, ow, c, r, s; `ow` carries the vector at first.
+    let start = p.initial();
+    assert_eq!(start.vector, Some(3));
+    // The knob's values offer it on every axis that may carry the vector
+    // (the vector knob comes after the tiles); a walk whose vector is
+    // chosen steps only through what its vector axis may take.
+    assert_eq!(p.choices(&start, 3, 0), vec![1, 2, 4, 7, 8]);
+    assert_eq!(p.choices(&start, 2, 0), vec![1, 2, 4, 7, 8]);
+    assert_eq!(p.walk_choices(&start, 3, 0), vec![1, 2, 4, 7, 8]);
+    assert_eq!(p.walk_choices(&start, 2, 0), vec![1, 2, 4, 7], "`oh` carries no vector");
+    assert_eq!(p.walk_choices(&Config { vector: Some(1), ..start.clone() }, 3, 0), vec![1, 2, 4, 7]);
+    assert_eq!(p.choices(&start, 4, 0), vec![512], "`c` is a reduction axis the core tile spans");
+    let tiles: Vec<Vec<u64>> = [[1, 1, 1], [256, 64, 2], [7, 7, 1], [8, 8, 8], [512, 128, 128], [1, 1, 1], [1, 1, 1]].iter().map(|t| t.to_vec()).collect();
+    let cfg = |ow: [u64; 3], vector: usize| {
+        let mut tiles = tiles.clone();
+        tiles[3] = ow.to_vec();
+        Config { tiles, vthreads: vec![1; 7], pack: vec![0, 0], order: (0..7).collect(), vector: Some(vector), intrinsic: None }
+    };
+    let whole = cfg([8, 8, 8], 3);
+    assert!(p.valid(&whole));
+    assert_eq!(p.schedule(&whole).vector, Some(("ow".to_string(), 8)));
+    assert!(p.valid(&cfg([8, 8, 4], 3)), "vectors of 4 round 7 up to 8 too");
+    assert!(!p.valid(&cfg([8, 8, 1], 3)), "no vector: the tile is larger than the axis");
+    assert!(!p.valid(&cfg([8, 8, 8], 1)), "the vector is along `f`");
+    // The model charges the masked lane (7 of 8 lanes compute).
+    let divisor = cfg([7, 7, 7], 3);
+    assert!(p.valid(&divisor));
+    assert_eq!(p.vector_width(&divisor), 0, "7 columns hold no whole vector");
+    assert!(p.predict(&whole) < p.predict(&divisor));
+}
+
+/// Where a tile covers its whole axis, the level below may split it
+/// unevenly (the verifier's rule; the last tile is partial and guarded):
+/// ResNet-50 R12 with its output points collapsed (N = 49) gets register
+/// tiles of 3 vectors under a core tile of 7 vectors, the 4 x 24 tile whose
+/// 12 accumulators hide the FMA latency that 8 only just cover (4 x 24 ran
+/// in 1.66 ms, 2 x 32 in 2.67-3.7 ms on a Zen 3 VM), and the model's
+/// latency term tells the two apart.
+#[test]
+fn a_tile_that_covers_its_axis_may_be_split_unevenly() {
+    let m = parse(
+        "func @r12(%x: tensor<1x512x49xf32>, %k: tensor<2048x512xf32>) -> tensor<1x2048x49xf32> {
+  %y = compute \"conv2d\" (n: 1, f: 2048, p: 49) reduce sum (c: 512)
+      reads(%xv = %x[n, c, p], %kv = %k[f, c]) -> tensor<1x2048x49xf32>[n, f, p]
+  {
+    %0 = mul %xv, %kv : f32
+    yield %0 : f32
+  }
+  return %y
+}",
+    );
+    let f = &m.funcs[0];
+    let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+    let p = space::Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap();
+    let cfg = |f: [u64; 3], pt: [u64; 3], vector: usize| Config {
+        tiles: vec![vec![1; 3], f.to_vec(), pt.to_vec(), vec![512, 128, 128]],
+        vthreads: vec![1; 4],
+        pack: vec![0, 0],
+        order: (0..4).collect(),
+        vector: Some(vector),
+        intrinsic: None,
+    };
+    let base = cfg([1024, 64, 4], [56, 56, 1], 2);
+    assert_eq!(p.choices(&base, 2, 2), vec![1, 2, 4, 7, 8, 14, 16, 24, 28, 32, 40, 48, 56], "whole vectors under a tile covering the axis");
+    assert_eq!(p.choices(&cfg([1024, 64, 4], [32, 32, 1], 2), 2, 2), vec![1, 2, 4, 8, 16, 32], "32 does not cover 49: divisors only");
+    assert!(!p.choices(&base, 1, 2).contains(&3), "`f` (2048) is never covered by 64");
+    let (uneven, even) = (cfg([1024, 64, 4], [56, 56, 24], 2), cfg([1024, 64, 2], [56, 56, 32], 2));
+    assert!(p.valid(&uneven) && p.valid(&even));
+    assert_eq!(p.register_tile(&uneven).0, 12.0);
+    assert!(!p.valid(&cfg([1024, 64, 4], [56, 56, 12], 2)), "not whole vectors");
+    assert!(!p.valid(&cfg([1024, 64, 4], [56, 32, 24], 2)), "32 does not cover the axis");
+    assert!(!p.valid(&cfg([1024, 64, 3], [56, 56, 24], 2)), "64 rows do not cover `f`");
+    let latency = |c: &Config| p.kernel_terms(c)[1];
+    assert!(latency(&uneven) > latency(&even) + 0.05, "12 accumulators hide the latency better than 8: {} against {}", latency(&uneven), latency(&even));
+    assert!(p.predict(&uneven) < p.predict(&even));
+    // The schedule keeps them (`lit-tests/passes/tile/uneven-tiles.tile`
+    // runs such tiles against the interpreter).
+    let s = p.schedule(&uneven);
+    assert_eq!(s.tiles.iter().find(|(n, _)| n == "p").map(|(_, t)| t.clone()), Some(vec![56, 56, 24]));
+}
+
 /// A read with a stride packs densely (the `cache` pass's `copy ...
 /// stride`): ResNet-50 R4 (1x1, stride 2, 28x28 outputs) vectorised along
 /// `ow` reads `x[.., oh * 2, ow * 2]`, whose lanes are 2 apart in the

@@ -248,7 +248,9 @@ fn the_rules_split_the_resource_check_exactly() {
             let rules = RULES.iter().filter(|r| r.id != "R3").all(|r| r.keeps(&p, &cfg));
             let check = resource_check_passes(&p, &cfg);
             assert_eq!(rules, check, "{target}: {cfg:?} (first removing: {:?})", removed_by(&p, &cfg));
-            assert_eq!(p.valid(&cfg), p.in_space(&cfg) && keeps_all(&p, &cfg), "{target}: {cfg:?}");
+            // (Beside the rules, the tile sizes' structural rules, the
+            // verifier's: a tile past the extent only on the vector axis.)
+            assert_eq!(p.valid(&cfg), p.in_space(&cfg) && p.tiles_fit(&cfg) && keeps_all(&p, &cfg), "{target}: {cfg:?}");
             if check { kept += 1 } else { removed += 1 }
         }
         // (Nothing of M = 1's is over a capacity: its big reads stream.)
