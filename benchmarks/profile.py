@@ -10,13 +10,10 @@ Needs numpy (tools/bench-env.sh installs it).
 """
 
 import argparse
-import ctypes
 import json
 import time
 
-import numpy as np
-
-DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i8": np.int8, "u8": np.uint8}
+from kernel_lib import kernel_calls
 
 
 def main():
@@ -24,23 +21,7 @@ def main():
     ap.add_argument("lib", help="the shared library")
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
-    meta = json.load(open(args.lib + ".json"))
-    lib = ctypes.CDLL(args.lib)
-    rng = np.random.default_rng(0)
-    buffers = {}
-    calls = []
-    for k in meta["kernels"]:
-        ptrs = []
-        for p in k["params"]:
-            if p["value"] not in buffers:
-                dtype = DTYPES[p["elem"]]
-                a = rng.standard_normal(p["shape"]).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(p["shape"], dtype)
-                buffers[p["value"]] = np.ascontiguousarray(a)
-            ptrs.append(buffers[p["value"]].ctypes.data_as(ctypes.c_void_p))
-        fn = getattr(lib, k["symbol"])
-        fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * len(ptrs) + [ctypes.c_int64, ctypes.c_int64]
-        calls.append((fn, ptrs, k["parallel_trip"]))
+    calls, _buffers = kernel_calls(args.lib)
     runs = 0
     start = time.perf_counter()
     while time.perf_counter() - start < args.seconds:

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Times several kernels side by side, one call of each in turn: for
+comparing schedules of one operator on a noisy machine, where the slow
+phases last seconds and would otherwise fall on one schedule's runs.
+
+Each LIB is a shared library made by `tilec FILE --emit=lib -o LIB` (with
+its call metadata LIB.json, docs/codegen.md, "C ABI"); its kernels run in
+order over their whole parallel range on one thread, as one call. With
+--ort-conv, onnxruntime (one thread) runs a convolution with those
+dimensions as another entry. Every round calls each entry once, in turn
+(every other round in reverse order); the figures are per-call medians
+and first quartiles in milliseconds, and each entry's speed against
+onnxruntime's where it ran.
+
+    benchmarks/interleave.py --rounds 300 --ort-conv 1,512,7,7,2048,1,1,1,0 a.so b.so
+
+Needs numpy, and onnx and onnxruntime for --ort-conv (tools/bench-env.sh
+installs them).
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from kernel_lib import kernel_calls
+
+
+def kernel_call(path):
+    """One call of every kernel of the library at `path`, over its whole
+    range, on seeded data."""
+    calls, buffers = kernel_calls(path)
+
+    def call():
+        for fn, ptrs, trip in calls:
+            fn(*ptrs, 0, trip)
+
+    call.buffers = buffers  # kept alive with the closure
+    return call
+
+
+def ort_conv_call(spec):
+    """onnxruntime (one thread) running Conv with dimensions
+    N,C,H,W,F,R,S,stride,pad and constant weights."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    n, c, h, w, f, r, s, stride, pad = map(int, spec.split(","))
+    rng = np.random.default_rng(1)
+    weights = numpy_helper.from_array(rng.standard_normal((f, c, r, s)).astype(np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[stride, stride], pads=[pad] * 4)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    return lambda: session.run(None, {"x": x})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("libs", nargs="+", help="shared libraries from `tilec --emit=lib`")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--ort-conv", metavar="N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime on this convolution")
+    args = ap.parse_args()
+    entries = [(lib, kernel_call(lib)) for lib in args.libs]
+    if args.ort_conv:
+        entries.append(("onnxruntime", ort_conv_call(args.ort_conv)))
+    for _ in range(args.warmup):
+        for _, call in entries:
+            call()
+    times = {name: [] for name, _ in entries}
+    for i in range(args.rounds):
+        for name, call in entries if i % 2 == 0 else entries[::-1]:
+            t = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t)
+    base = statistics.median(times["onnxruntime"]) if args.ort_conv else None
+    for name, _ in entries:
+        med = statistics.median(times[name])
+        q1 = float(np.percentile(times[name], 25))
+        line = f"{name:32s} median {med * 1e3:8.3f} ms  p25 {q1 * 1e3:8.3f} ms"
+        if base:
+            line += f"  onnxruntime/this {base / med:5.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

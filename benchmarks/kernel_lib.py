@@ -1,0 +1,36 @@
+"""Loads a shared library made by `tilec --emit=lib` for calling from
+Python: its call metadata `LIB.json` (docs/codegen.md, "C ABI") gives per
+kernel its symbol, parallel trip count and parameter shapes. Shared by
+`profile.py` and `interleave.py`."""
+
+import ctypes
+import json
+
+import numpy as np
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i8": np.int8, "u8": np.uint8}
+
+
+def kernel_calls(path):
+    """The library's kernels as (function, argument pointers, parallel
+    trip) in order, on buffers shared by value number and filled with
+    seeded random numbers (zeros for integers); and the buffers, which
+    must outlive the calls."""
+    meta = json.load(open(path + ".json"))
+    lib = ctypes.CDLL(path if "/" in path else "./" + path)
+    rng = np.random.default_rng(0)
+    buffers = {}
+    calls = []
+    for k in meta["kernels"]:
+        ptrs = []
+        for p in k["params"]:
+            if p["value"] not in buffers:
+                dtype = DTYPES[p["elem"]]
+                a = rng.standard_normal(p["shape"]).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(p["shape"], dtype)
+                buffers[p["value"]] = np.ascontiguousarray(a)
+            ptrs.append(buffers[p["value"]].ctypes.data_as(ctypes.c_void_p))
+        fn = getattr(lib, k["symbol"])
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * len(ptrs) + [ctypes.c_int64, ctypes.c_int64]
+        calls.append((fn, ptrs, k["parallel_trip"]))
+    return calls, buffers
