@@ -1590,13 +1590,12 @@ pub fn verify_schedule_structure(s: &Schedule, owner: &ScheduleOwner<'_>, at: Sp
         // last vector's lanes past the extent are masked off (a 49-point
         // axis as 7 vectors of 8 instead of 4 and a partial tile of 17).
         let vector_width = s.vector.as_ref().filter(|(v, _)| v == name).map_or(1, |&(_, w)| w.max(1));
-        let rounded = |extent: u64| extent.checked_next_multiple_of(vector_width).unwrap_or(u64::MAX);
         if let Some(a) = axis(name)
-            && sizes[0] > rounded(a.extent)
+            && sizes[0] > crate::ir::schedule::outermost_tile_limit(a.extent, vector_width)
         {
             let mut d = Diagnostic::error(format!("the outermost tile size of axis `{name}`, {}, is larger than its extent {}", sizes[0], a.extent))
                 .at(span, "tile larger than the axis")
-                .with_help(format!("use a size of at most {}", rounded(a.extent)));
+                .with_help(format!("use a size of at most {}", crate::ir::schedule::outermost_tile_limit(a.extent, vector_width)));
             if vector_width > 1 {
                 d = d.with_note(format!("the vector axis may round its extent up to whole vectors of {vector_width}, no further"));
             }

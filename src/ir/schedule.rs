@@ -17,8 +17,10 @@ pub struct Schedule {
     /// The target the sizes are for (a name `tilec --list-targets` shows).
     pub target: String,
     /// Per axis, the tile size at each tile level of the target, outermost
-    /// first. Each size divides the one before it; the first need not
-    /// divide the axis extent (the last tile is partial and guarded).
+    /// first. Each size divides the one before it, or splits it unevenly
+    /// where that one covers the whole axis; the first need not divide the
+    /// axis extent (the last tile is partial and guarded) and is at most
+    /// [`outermost_tile_limit`].
     pub tiles: Vec<(String, Vec<u64>)>,
     /// Per spatial axis, how many virtual threads its innermost tile is
     /// split into (Gensor's vThread); absent means 1.
@@ -117,6 +119,14 @@ impl Schedule {
         }
         rank
     }
+}
+
+/// The largest outermost tile an axis of `extent` may take: the extent,
+/// rounded up to whole vectors of `vector_width` on the vector axis (the
+/// last vector's lanes past the extent are masked). Pass 1 for any other
+/// axis.
+pub fn outermost_tile_limit(extent: u64, vector_width: u64) -> u64 {
+    extent.checked_next_multiple_of(vector_width.max(1)).unwrap_or(u64::MAX)
 }
 
 /// Prints the schedule's attribute dictionary (without the leading

@@ -205,11 +205,12 @@ pub struct ModelCosts {
     pub latency_hiding: f64,
 }
 
-/// [`ModelCosts::latency_hiding`] where a target gives none: measured on a
-/// Zen 3 core (AMD EPYC, 2-vCPU VM, 2026-11-28), ResNet-50 R12 as a GEMM
+/// [`ModelCosts::latency_hiding`] where a target gives none: fitted on a
+/// Zen 3 core (AMD EPYC, 2-vCPU VM, 2026-11-28) to ResNet-50 R12 as a GEMM
 /// (N = 49) with its weights in L2, register tiles of 7, 8, 10 and 12
-/// accumulators: 8 ran at 0.91 of 12's speed and 7 at 0.74 (docs/search.md,
-/// "Spare accumulators").
+/// accumulators: 8 ran at 0.90 of 12's speed and 7 at 0.68 in the
+/// recorded pass (docs/search.md, "Spare accumulators and uneven register
+/// tiles"; 0.91 and 0.74 in the first, which the value was fitted to).
 pub fn default_latency_hiding() -> f64 {
     2.4
 }

@@ -18,6 +18,7 @@
 
 use crate::nest::{OrderEntry, loop_order};
 use std::sync::Arc;
+use tilec::ir::schedule::outermost_tile_limit;
 use tilec::ir::*;
 use tilec::target::mapping::{self, IntrinsicAxis, Mapping};
 use tilec::target::{Binding, ComputeInfo, Intrinsic, MemoryId, OpResources, SchedulePlan, Target, TargetKind, check_resources};
@@ -536,19 +537,27 @@ impl Problem {
     /// kept by [`Problem::valid`] only on the vector axis and within the
     /// vector width the point ends up with, as the verifier does.
     fn whole_vectors(&self, a: usize) -> Option<u64> {
-        let lanes = self.lanes.get(a).copied().unwrap_or(1);
+        let lanes = self.cpu_vector_lanes(a)?;
         let ext = self.axes[a].extent;
-        (!self.gpu() && self.axes[a].spatial && self.vector_axes.contains(&a) && lanes > 1 && ext > 1 && !ext.is_multiple_of(lanes)).then(|| ext.checked_next_multiple_of(lanes)).flatten()
+        (ext > 1 && !ext.is_multiple_of(lanes)).then(|| outermost_tile_limit(ext, lanes))
+    }
+
+    /// The lanes of a vector along axis `a` where, on a CPU, it is a
+    /// spatial axis that may carry the vector ([`Problem::vector_axes`])
+    /// with more than one lane: the axes the vector-only tile sizes are
+    /// offered on.
+    fn cpu_vector_lanes(&self, a: usize) -> Option<u64> {
+        let lanes = self.lanes.get(a).copied().unwrap_or(1);
+        (!self.gpu() && self.axes[a].spatial && self.vector_axes.contains(&a) && lanes > 1).then_some(lanes)
     }
 
     /// Does every outermost tile lie within its axis' extent, but for the
-    /// vector axis' rounded up to whole vectors of the point's width (what
-    /// the verifier allows)?
+    /// vector axis' rounded up to whole vectors of the point's width (the
+    /// verifier's [`outermost_tile_limit`])?
     pub fn tiles_within_extents(&self, cfg: &Config) -> bool {
         (0..self.axes.len()).all(|a| {
-            let ext = self.axes[a].extent;
-            let width = if cfg.vector == Some(a) { self.vector_width(cfg).max(1) } else { 1 };
-            cfg.tiles[a][0] <= ext.checked_next_multiple_of(width).unwrap_or(u64::MAX)
+            let width = if cfg.vector == Some(a) { self.vector_width(cfg) } else { 1 };
+            cfg.tiles[a][0] <= outermost_tile_limit(self.axes[a].extent, width)
         })
     }
 
@@ -584,8 +593,11 @@ impl Problem {
         } else {
             let parent = cfg.tiles[a][level - 1];
             let mut d = divisors(parent);
-            if level + 1 == self.levels {
-                d.extend((1..parent).filter(|&s| self.uneven_ok(cfg, a, parent, s)));
+            if level + 1 == self.levels
+                && let Some(lanes) = self.cpu_vector_lanes(a)
+            {
+                // Uneven sizes are whole vectors: only those are tried.
+                d.extend((lanes..parent).step_by(lanes as usize).take(self.target.isa.vector_registers as usize).filter(|&s| self.uneven_ok(cfg, a, parent, s)));
             }
             d.sort_unstable();
             d.dedup();
@@ -612,19 +624,9 @@ impl Problem {
     /// register tile along the vector axis, which pays without repacking
     /// an operand, and so grows little.)
     fn uneven_ok(&self, cfg: &Config, a: usize, parent: u64, size: u64) -> bool {
-        let ext = self.axes[a].extent;
-        let lanes = self.lanes.get(a).copied().unwrap_or(1);
+        let Some(lanes) = self.cpu_vector_lanes(a) else { return false };
         let plain = cfg.intrinsic.is_none() && cfg.vthreads.get(a).is_none_or(|&v| v <= 1);
-        !self.gpu()
-            && plain
-            && self.axes[a].spatial
-            && self.vector_axes.contains(&a)
-            && lanes > 1
-            && parent >= ext
-            && size < parent
-            && !parent.is_multiple_of(size.max(1))
-            && size.is_multiple_of(lanes)
-            && size <= lanes * u64::from(self.target.isa.vector_registers)
+        plain && parent >= self.axes[a].extent && size < parent && !parent.is_multiple_of(size.max(1)) && size.is_multiple_of(lanes) && size <= lanes * u64::from(self.target.isa.vector_registers)
     }
 
     /// Does every tile level split the level above into whole tiles, or
