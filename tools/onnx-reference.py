@@ -14,7 +14,10 @@ NAME=FILE.npy; with --random-inputs DIR, those not given are drawn first,
 float32 standard normal from numpy's default_rng(--seed), and written to
 DIR/<input name>.npy so that another tool can run the same inputs. --time-runs N times N runs
 after the first and prints their median (time.perf_counter around
-InferenceSession.run).
+InferenceSession.run); with --profile, each node's median over those runs
+too, in run order (onnxruntime's own profiler, which names the nodes after
+its graph rewrites: a Conv with its fused activation, in NCHWc layout, is
+`<name>_nchwc`), to set beside `tilec-run --profile`.
 
 --compare DIR_A DIR_B compares the .npy files of two folders by name, each
 tensor of A against B's as numpy.isclose does (|a - b| <= atol + rtol * |b|,
@@ -27,7 +30,9 @@ only. Run it with the pinned Python of tools/bench-env.sh:
 import argparse
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 
 try:
@@ -53,6 +58,11 @@ ONNXRUNTIME_DTYPES = {
     "tensor(uint64)": np.uint64,
     "tensor(bool)": np.bool_,
 }
+
+
+# Untimed runs before --time-runs (the first run, whose outputs are
+# written, included).
+WARMUP_RUNS = 3
 
 
 class UserError(Exception):
@@ -170,6 +180,10 @@ def run_model(args):
     options.inter_op_num_threads = 1
     # Warnings (unused initializers in old models) would bury the summary.
     options.log_severity_level = 3
+    if args.profile:
+        profile_dir = tempfile.mkdtemp(prefix="onnx-reference-profile")
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(profile_dir, "ort")
     try:
         session = onnxruntime.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own exception types
@@ -208,7 +222,11 @@ def run_model(args):
     try:
         results = session.run(None, feeds)
         if args.time_runs:
-            # The run above was the warm-up.
+            # The run above and these are the warm-up: onnxruntime's first
+            # runs after the session's creation are slower.
+            for _ in range(WARMUP_RUNS - 1):
+                session.run(None, feeds)
+            warm_runs = WARMUP_RUNS
             times = []
             for _ in range(args.time_runs):
                 start = time.perf_counter()
@@ -220,9 +238,12 @@ def run_model(args):
         times.sort()
         print(
             f"onnxruntime {onnxruntime.__version__}: median {times[len(times) // 2] * 1e3:.2f} ms "
-            f"of {args.time_runs} runs after a warm-up (min {times[0] * 1e3:.2f} ms), "
+            f"of {args.time_runs} runs after {warm_runs} warm-up runs (min {times[0] * 1e3:.2f} ms), "
             f"{args.threads} thread{'s' if args.threads != 1 else ''}"
         )
+    if args.profile:
+        print_profile(session.end_profiling(), warm_runs, args.time_runs)
+        shutil.rmtree(profile_dir, ignore_errors=True)
     make_dir(args.output_dir)
     output_names = [value.name for value in session.get_outputs()]
     paths = tensor_paths(args.output_dir, output_names, "outputs")
@@ -231,6 +252,32 @@ def run_model(args):
         save_npy(paths[name], array)
         print(f"output {name}: {array.dtype} {shape_text(array.shape)} -> {paths[name]}")
     return 0
+
+
+def print_profile(path, warm_runs, timed_runs):
+    """Each node's median time over the timed runs (the profile also holds
+    the warm-up runs, which come first), in run order."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)
+    times = {}
+    kinds = {}
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") == "Node" and name.endswith("_kernel_time"):
+            node = name[: -len("_kernel_time")]
+            times.setdefault(node, []).append(event["dur"] / 1e3)
+            kinds[node] = event.get("args", {}).get("op_name", "?")
+    print(f"nodes, in run order (medians of {timed_runs} runs):")
+    print(f"  {'#':>4}  {'node':<40} {'op':<20} {'ms':>10}")
+    total = 0.0
+    for i, (node, durations) in enumerate(times.items()):
+        timed = sorted(durations[warm_runs:]) or sorted(durations)
+        median = timed[len(timed) // 2]
+        total += median
+        print(f"  {i:>4}  {node:<40} {kinds[node]:<20} {median:>10.3f}")
+    print(f"  sum of the nodes' medians: {total:.3f} ms")
 
 
 def npy_files(folder):
@@ -301,6 +348,9 @@ def main():
     parser.add_argument(
         "--time-runs", type=int, default=0, metavar="N", help="also time N more runs and print their median"
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="with --time-runs, print each node's median time (onnxruntime's profiler)"
+    )
     parser.add_argument("--compare", nargs=2, metavar=("DIR_A", "DIR_B"))
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
@@ -318,6 +368,8 @@ def main():
             parser.error("--threads must be 1 or more")
         if args.time_runs < 0:
             parser.error("--time-runs must be 0 or more")
+        if args.profile and not args.time_runs:
+            parser.error("--profile needs --time-runs N")
         if args.seed < 0:
             parser.error("--seed must be 0 or more")
         action = run_model

@@ -37,6 +37,9 @@ unsafe impl Sync for CpuProgram {}
 pub struct CpuRun {
     pub results: Vec<Tensor>,
     pub kernel_seconds: f64,
+    /// Each kernel's wall time, in run order (`tilec-run --profile`);
+    /// they add up to `kernel_seconds`, less the loop between calls.
+    pub each_kernel_seconds: Vec<f64>,
 }
 
 /// Why a run of compiled code failed.
@@ -368,7 +371,9 @@ impl CpuProgram {
             budget.reserve(ty.size_bytes(), || format!("result {i} ({}, {ty})", self.name(r.value)))?;
         }
         let start = std::time::Instant::now();
+        let mut each_kernel_seconds = Vec::with_capacity(self.kernels.len());
         for (k, f) in &self.kernels {
+            let kernel_start = std::time::Instant::now();
             let ptrs: Vec<usize> = k.params.iter().map(|&v| ptr_of(&mut bufs, v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
             let threads = parts_of(k);
@@ -383,6 +388,7 @@ impl CpuProgram {
                 .map(|(lo, hi)| Part { f: *f as usize, ptrs: ptrs.clone(), lo: lo as i64, hi: hi as i64 })
                 .collect();
             run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))?;
+            each_kernel_seconds.push(kernel_start.elapsed().as_secs_f64());
         }
         let kernel_seconds = start.elapsed().as_secs_f64();
         let mut results = Vec::new();
@@ -398,7 +404,7 @@ impl CpuProgram {
             let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), bytes.len() as u64);
             results.push(Tensor::try_from_le_bytes(ty, bytes).map_err(|_| refused())?);
         }
-        Ok(CpuRun { results, kernel_seconds })
+        Ok(CpuRun { results, kernel_seconds, each_kernel_seconds })
     }
 }
 

@@ -8,6 +8,7 @@
 
 use clap::{Parser, ValueEnum};
 use serde_json::json;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use tilec::interp::compare::{Comparison, compare};
 use tilec::interp::memory::{format_bytes, parse_bytes};
 use tilec::interp::npy::{read_npy, write_npy};
 use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, run_function_with};
-use tilec::ir::{Function, Module, Type};
+use tilec::ir::{Function, Module, OpKind, Type};
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::{Target, TargetKind};
 use std::sync::Arc;
@@ -104,6 +105,12 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     warmup: usize,
 
+    /// Time each kernel (`--backend=cpu`): a table of the kernels in run
+    /// order, with their median time over the timed runs, their share of
+    /// the run, and GFLOP/s where the kernel's compute op is known.
+    #[arg(long)]
+    profile: bool,
+
     /// Print a JSON summary on stdout instead of text.
     #[arg(long)]
     json: bool,
@@ -152,9 +159,10 @@ enum Executable<'f> {
 
 impl Executable<'_> {
     /// The results and the time taken: by the kernels alone for compiled
-    /// code (no copies in or out), the whole call for the interpreter.
+    /// code (no copies in or out), the whole call for the interpreter; on
+    /// the CPU backend, each kernel's time too (in run order).
     /// `limits` bound the memory of the run, inputs and results included.
-    fn run(&self, inputs: &[Tensor], limits: &Limits, memory: &MemoryLimit) -> Result<(Vec<Tensor>, Duration), Diagnostic> {
+    fn run(&self, inputs: &[Tensor], limits: &Limits, memory: &MemoryLimit) -> Result<TimedRun, Diagnostic> {
         match self {
             Executable::Interp(f) => {
                 let start = Instant::now();
@@ -162,21 +170,71 @@ impl Executable<'_> {
                     Some(m) => memory.diagnostic("interpreter: ", m),
                     None => Diagnostic::error(format!("interpreter: {e}")),
                 })?;
-                Ok((results, start.elapsed()))
+                Ok(TimedRun { results, time: start.elapsed(), each_kernel: Vec::new() })
             }
             Executable::Cpu { program, threads } => {
                 let run = program.run_within(inputs, *threads, limits).map_err(|e| match e {
                     CpuRunError::Memory(m) => memory.diagnostic("compiled code: ", &m),
                     CpuRunError::Failed(why) => Diagnostic::error(format!("compiled code: {why}")),
                 })?;
-                Ok((run.results, Duration::from_secs_f64(run.kernel_seconds)))
+                let each_kernel = run.each_kernel_seconds.iter().map(|&s| Duration::from_secs_f64(s)).collect();
+                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel })
             }
             Executable::Cuda(program) => {
                 let run = program.run(inputs).map_err(|e| Diagnostic::error(format!("GPU: {e}")))?;
-                Ok((run.results, Duration::from_secs_f64(run.kernel_seconds)))
+                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel: Vec::new() })
             }
         }
     }
+}
+
+/// One run's results and times.
+struct TimedRun {
+    results: Vec<Tensor>,
+    time: Duration,
+    /// Each kernel's time, in run order (CPU backend only; else empty).
+    each_kernel: Vec<Duration>,
+}
+
+/// One row of `--profile`: a kernel of the compiled function.
+struct KernelProfile {
+    /// Its label (that of the compute op it came from), if any.
+    label: Option<String>,
+    /// The median of its times over the timed runs.
+    median: Duration,
+    /// The flops of the compute op it came from, where that is known.
+    flops: Option<u64>,
+}
+
+/// The `--profile` rows: `compiled`'s kernels in run order (as the CPU
+/// backend numbers them), with the median of their `times` (one vector
+/// per run). A kernel's flops are those of the compute op of `original`
+/// it came from: the n-th kernel labelled L is taken to come from the
+/// n-th compute op labelled L (tiling keeps the order of the ops); a
+/// kernel with no label, or more kernels than compute ops of a label,
+/// get none, and ops that fusion folded into a kernel's epilogue count
+/// only as the ops they were folded into.
+fn kernel_profile(original: &Function, compiled: &Function, times: &[Vec<Duration>]) -> Vec<KernelProfile> {
+    let mut flops_by_label: HashMap<&str, VecDeque<u64>> = HashMap::new();
+    for &op in &original.regions[original.body].ops {
+        if let OpKind::Compute(c) = &original.ops[op].kind
+            && let Some(label) = &c.label
+        {
+            flops_by_label.entry(label).or_default().push_back(tilec::ir::cost::op_flops(original, op));
+        }
+    }
+    let labels = compiled.regions[compiled.body].ops.iter().filter_map(|&op| match &compiled.ops[op].kind {
+        OpKind::Kernel(k) => Some(k.label.clone()),
+        _ => None,
+    });
+    labels
+        .enumerate()
+        .map(|(i, label)| {
+            let flops = label.as_deref().and_then(|l| flops_by_label.get_mut(l)).and_then(|q| q.pop_front());
+            let median = median(times.iter().filter_map(|run| run.get(i).copied()).collect());
+            KernelProfile { label, median, flops }
+        })
+        .collect()
 }
 
 /// The memory limit of the run and where it comes from (for messages).
@@ -545,7 +603,7 @@ fn peak_gflops(target: &Target, f: &Function, threads: usize) -> Option<f64> {
 
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
-    xs[xs.len() / 2]
+    xs.get(xs.len() / 2).copied().unwrap_or_default()
 }
 
 fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
@@ -570,6 +628,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     }
     if cli.backend == Backend::Cuda && cli.threads != 0 {
         return Err(Diagnostic::error("--threads is an option of `--backend=cpu`").into());
+    }
+    if cli.profile && cli.backend != Backend::Cpu {
+        return Err(Diagnostic::error("--profile is an option of `--backend=cpu`").with_help("each kernel is timed as the CPU backend runs it; pass --backend=cpu").into());
     }
     let target = match cli.backend {
         Backend::Cpu => Some(resolve_target(cli, sources, &module, TargetKind::Cpu)?),
@@ -612,14 +673,17 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         executable.run(&inputs, &limits, &memory)?;
     }
     let mut times = Vec::new();
+    let mut kernel_times = Vec::new();
     let mut results = Vec::new();
     for _ in 0..cli.repeat {
         // The last run's results are dropped first: a run's memory is its own.
         results.clear();
-        let (r, time) = executable.run(&inputs, &limits, &memory)?;
-        results = r;
-        times.push(time);
+        let run = executable.run(&inputs, &limits, &memory)?;
+        results = run.results;
+        times.push(run.time);
+        kernel_times.push(run.each_kernel);
     }
+    let profile = cli.profile.then(|| kernel_profile(original, f, &kernel_times));
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
@@ -638,7 +702,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         // The results are kept for the comparison: they count against the limit.
         let held = results.iter().map(|t| t.ty.size_bytes().unwrap_or(0)).fold(0u64, u64::saturating_add);
         let reference_limits = Limits { held_bytes: held, ..memory.limits() };
-        let (reference, _) = Executable::Interp(original).run(&inputs, &reference_limits, &memory)?;
+        let reference = Executable::Interp(original).run(&inputs, &reference_limits, &memory)?.results;
         results.iter().zip(&reference).map(|(got, want)| Some(compare(got, want))).collect()
     } else {
         vec![None; results.len()]
@@ -683,6 +747,22 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "outputs": outputs,
             "check": cli.check.then_some(passed),
         });
+        let mut summary = summary;
+        if let Some(rows) = &profile {
+            summary["kernels"] = rows
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    json!({
+                        "index": i,
+                        "label": k.label,
+                        "median_ms": ms(k.median),
+                        "flops": k.flops,
+                        "gflops": k.flops.filter(|_| !k.median.is_zero()).map(|fl| fl as f64 / k.median.as_secs_f64() / 1e9),
+                    })
+                })
+                .collect();
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&summary).unwrap_or_default()).ok();
     } else {
         write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
@@ -711,10 +791,32 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
                 .ok();
             }
         }
+        if let Some(rows) = &profile {
+            write_profile(&mut out, rows, med, cli.repeat);
+        }
     }
     // A closed pipe (`tilec-run ... | head`) is not an error worth reporting.
     let _ = std::io::stdout().write_all(out.as_bytes());
     Ok(passed)
+}
+
+/// The `--profile` table: each kernel's median, its share of the median
+/// run, and its GFLOP/s; then the kernels' sum against the run's median
+/// (the difference is the loop between calls and the runs' spread).
+fn write_profile(out: &mut String, rows: &[KernelProfile], run_median: Duration, runs: usize) {
+    let sum: Duration = rows.iter().map(|k| k.median).sum();
+    let share = |d: Duration| if run_median.is_zero() { 0.0 } else { 100.0 * d.as_secs_f64() / run_median.as_secs_f64() };
+    writeln!(out, "kernels, in run order (medians of {runs} run(s)):").ok();
+    writeln!(out, "  {:>4}  {:<32} {:>10} {:>7} {:>9}", "#", "label", "ms", "share", "GFLOP/s").ok();
+    for (i, k) in rows.iter().enumerate() {
+        let label = k.label.as_deref().map_or_else(|| "-".to_string(), |l| format!("\"{l}\""));
+        let gflops = match k.flops {
+            Some(fl) if !k.median.is_zero() => format!("{:.1}", fl as f64 / k.median.as_secs_f64() / 1e9),
+            _ => "-".to_string(),
+        };
+        writeln!(out, "  {i:>4}  {label:<32} {:>10.3} {:>6.1}% {gflops:>9}", ms(k.median), share(k.median)).ok();
+    }
+    writeln!(out, "  sum of the kernels' medians: {:.3} ms ({:.1}% of the median run)", ms(sum), share(sum)).ok();
 }
 
 fn ms(d: Duration) -> f64 {
