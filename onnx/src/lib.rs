@@ -34,6 +34,56 @@ pub struct ImportOptions {
     pub input_shapes: BTreeMap<String, Vec<u64>>,
     /// The function's name; by default the graph's, sanitised.
     pub func_name: Option<String>,
+    /// How convolutions lay out the activations they write.
+    pub layout: ActivationLayout,
+}
+
+/// How the importer lays out the (N, C, spatial...) activations that
+/// convolutions write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ActivationLayout {
+    /// As ONNX has them: N, C, then the spatial dimensions.
+    #[default]
+    Plain,
+    /// Channels in blocks of `b` ("NCHW8c" for `b = 8`): a tensor of
+    /// logical shape (N, C, H, W) is stored as (N, C/b, H, W, b), so that
+    /// `b` output channels are contiguous and a convolution can compute
+    /// them as one vector, with its weights repacked at import time to
+    /// (F/b, C/b, R, S, b, b). This is onnxruntime's NCHWc layout and
+    /// oneDNN's nChw8c. A convolution writes it where its output channels
+    /// divide into blocks and its weights are constants; pooling, ReLU and
+    /// other elementwise ops of blocked tensors keep it; any other op reads
+    /// a plain copy, made once per tensor (as are the graph's outputs).
+    Blocked(u64),
+}
+
+impl ActivationLayout {
+    /// `nchw`, or `nchw<b>c` for channel blocks of `b` (2 to 64).
+    pub fn parse(text: &str) -> Option<ActivationLayout> {
+        if text == "nchw" {
+            return Some(ActivationLayout::Plain);
+        }
+        let b: u64 = text.strip_prefix("nchw")?.strip_suffix('c')?.parse().ok()?;
+        (2..=64)
+            .contains(&b)
+            .then_some(ActivationLayout::Blocked(b))
+    }
+
+    fn block(self) -> Option<u64> {
+        match self {
+            ActivationLayout::Plain => None,
+            ActivationLayout::Blocked(b) => Some(b),
+        }
+    }
+}
+
+impl fmt::Display for ActivationLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActivationLayout::Plain => f.write_str("nchw"),
+            ActivationLayout::Blocked(b) => write!(f, "nchw{b}c"),
+        }
+    }
 }
 
 /// An imported model.

@@ -84,7 +84,13 @@ struct Const {
 
 #[derive(Clone, Debug)]
 enum Val {
-    Tensor { name: String, shape: Vec<u64> },
+    /// A runtime tensor of logical shape `shape`; with `block: Some(b)`,
+    /// stored blocked (`ActivationLayout::Blocked`): (N, C/b, spatial..., b).
+    Tensor {
+        name: String,
+        shape: Vec<u64>,
+        block: Option<u64>,
+    },
     Const(Rc<Const>),
 }
 
@@ -97,6 +103,30 @@ impl Val {
     }
 }
 
+/// A one-element f32 constant's value.
+fn scalar_const(v: &Val) -> Option<f32> {
+    match v {
+        Val::Const(c) => match &c.data {
+            ConstData::F32(d) if d.len() == 1 => Some(d[0]),
+            _ => None,
+        },
+        Val::Tensor { .. } => None,
+    }
+}
+
+/// The stored shape of a tensor of logical shape (N, C, spatial...) in
+/// blocks of `b` channels: (N, C/b, spatial..., b).
+fn blocked_shape(logical: &[u64], b: u64) -> Vec<u64> {
+    let mut s = vec![logical[0], logical[1] / b];
+    s.extend(&logical[2..]);
+    s.push(b);
+    s
+}
+
+/// How an elementwise result is stored: plain (`None`), or its logical
+/// shape and channel block.
+type Stored = Option<(Vec<u64>, u64)>;
+
 /// An operand of an elementwise op: a tensor read, or a one-element
 /// constant written into the body.
 enum Operand {
@@ -106,6 +136,7 @@ enum Operand {
 
 pub fn lower_graph(graph: &GraphProto, opset: i64, options: &ImportOptions) -> Result<Lowered> {
     let mut l = Lowerer::new(graph, opset);
+    l.block = options.layout.block();
     for init in &graph.initializer {
         let c = read_tensor_proto(init, &init.name)?;
         l.values.insert(init.name.clone(), Val::Const(Rc::new(c)));
@@ -146,6 +177,10 @@ struct Lowerer {
     compute_ops: usize,
     /// How many node inputs and graph outputs use each value.
     uses: HashMap<String, usize>,
+    /// The channel block of `ActivationLayout::Blocked`, if asked for.
+    block: Option<u64>,
+    /// The plain copy of each blocked tensor some op read as plain.
+    plain_copies: HashMap<String, String>,
 }
 
 impl Lowerer {
@@ -173,6 +208,8 @@ impl Lowerer {
             op_starts: Vec::new(),
             compute_ops: 0,
             uses,
+            block: None,
+            plain_copies: HashMap::new(),
         }
     }
 
@@ -212,8 +249,14 @@ impl Lowerer {
             let name = self.fresh_name(&input.name);
             self.params.push((name.clone(), shape.clone()));
             self.inputs.push((name.clone(), input.name.clone()));
-            self.values
-                .insert(input.name.clone(), Val::Tensor { name, shape });
+            self.values.insert(
+                input.name.clone(),
+                Val::Tensor {
+                    name,
+                    shape,
+                    block: None,
+                },
+            );
         }
         Ok(())
     }
@@ -242,12 +285,65 @@ impl Lowerer {
         cx.input(i).map(|name| self.value(cx, name)).transpose()
     }
 
-    /// The name of a tensor to read: a runtime value, or a constant written
-    /// as a weight on first use.
+    /// The name of a tensor to read in the plain layout: a runtime value
+    /// (a blocked one through its plain copy), or a constant written as a
+    /// weight on first use.
     fn tensor(&mut self, cx: &NodeCx, v: &Val) -> Result<String> {
         match v {
-            Val::Tensor { name, .. } => Ok(name.clone()),
+            Val::Tensor {
+                name,
+                shape,
+                block: Some(b),
+            } => Ok(self.plain_copy(cx, name, shape, *b)),
+            Val::Tensor {
+                name, block: None, ..
+            } => Ok(name.clone()),
             Val::Const(c) => self.weight(cx, c),
+        }
+    }
+
+    /// The plain copy of `name`, a tensor of logical shape `shape` stored
+    /// in blocks of `b` channels; written (one compute op) the first time
+    /// an op asks for it.
+    fn plain_copy(&mut self, cx: &NodeCx, name: &str, shape: &[u64], b: u64) -> String {
+        if let Some(p) = self.plain_copies.get(name) {
+            return p.clone();
+        }
+        let spatial_axes = axis_names("d", shape.len() - 2);
+        let mut axes = vec![
+            ("n".to_string(), shape[0]),
+            ("cb".to_string(), shape[1] / b),
+        ];
+        axes.extend(spatial_axes.iter().cloned().zip(shape[2..].iter().copied()));
+        axes.push(("cl".to_string(), b));
+        let mut read_index = vec!["n".to_string(), "cb".to_string()];
+        read_index.extend(spatial_axes.iter().cloned());
+        read_index.push("cl".to_string());
+        let mut out_index = vec!["n".to_string(), affine(&[(b as i64, "cb"), (1, "cl")], 0)];
+        out_index.extend(spatial_axes.iter().cloned());
+        let c = Compute {
+            label: format!("{}.to_nchw", cx.name),
+            spatial: axes,
+            reduce: None,
+            reads: vec![Read::new("xv", name, read_index)],
+            out_shape: shape.to_vec(),
+            out_index,
+            body: Body::default(),
+            result: "xv".into(),
+            epilogue: None,
+        };
+        let plain = self.fresh_name(&format!("{name}_nchw"));
+        self.body.push_str(&c.text(&plain));
+        self.compute_ops += 1;
+        self.plain_copies.insert(name.to_string(), plain.clone());
+        plain
+    }
+
+    /// A tensor to read as stored, blocked or not: its name and block.
+    fn stored_tensor(&mut self, cx: &NodeCx, v: &Val) -> Result<(String, Option<u64>)> {
+        match v {
+            Val::Tensor { name, block, .. } => Ok((name.clone(), *block)),
+            Val::Const(c) => Ok((self.weight(cx, c)?, None)),
         }
     }
 
@@ -286,32 +382,44 @@ impl Lowerer {
         )
         .unwrap();
         self.weights.push((key, tensor));
-        self.weight_values.insert(Rc::as_ptr(c), (c.clone(), name.clone()));
+        self.weight_values
+            .insert(Rc::as_ptr(c), (c.clone(), name.clone()));
         Ok(name)
     }
 
     fn operand(&mut self, cx: &NodeCx, v: &Val) -> Result<Operand> {
-        if let Val::Const(c) = v
-            && let ConstData::F32(d) = &c.data
-            && d.len() == 1
-        {
-            return Ok(Operand::Scalar(d[0]));
+        if let Some(x) = scalar_const(v) {
+            return Ok(Operand::Scalar(x));
         }
         Ok(Operand::Tensor(self.tensor(cx, v)?, v.shape().to_vec()))
     }
 
+    /// [`Lowerer::operand`], a blocked tensor read as it is stored.
+    fn stored_operand(&mut self, cx: &NodeCx, v: &Val) -> Result<Operand> {
+        match v {
+            Val::Tensor {
+                name,
+                shape,
+                block: Some(b),
+            } => Ok(Operand::Tensor(name.clone(), blocked_shape(shape, *b))),
+            _ => self.operand(cx, v),
+        }
+    }
+
     /// Writes a compute op defining ONNX value `out`.
     fn push(&mut self, c: Compute, out: &str) {
+        let shape = c.out_shape.clone();
+        self.push_stored(c, out, shape, None);
+    }
+
+    /// Writes a compute op defining ONNX value `out`, of logical shape
+    /// `shape`, stored in blocks of `block` channels (if some).
+    fn push_stored(&mut self, c: Compute, out: &str, shape: Vec<u64>, block: Option<u64>) {
         let name = self.fresh_name(out);
         self.body.push_str(&c.text(&name));
         self.compute_ops += 1;
-        self.values.insert(
-            out.to_string(),
-            Val::Tensor {
-                name,
-                shape: c.out_shape.clone(),
-            },
-        );
+        self.values
+            .insert(out.to_string(), Val::Tensor { name, shape, block });
     }
 
     fn define_const(&mut self, out: &str, key: String, shape: Vec<u64>, data: ConstData) {
@@ -984,6 +1092,47 @@ fn positive_list(cx: &NodeCx, name: &str, n: usize) -> Result<Vec<i64>> {
 
 /// Names of spatial output axes and kernel axes for 1 to 3 spatial
 /// dimensions.
+/// A convolution's weight `data` of shape `ws` = (F, C, kernel...) repacked
+/// for blocked activations (`ActivationLayout::Blocked`) of `b` channels:
+/// (F/b, C/b, kernel..., b, b) where the input is blocked too, else
+/// (F/b, C, kernel..., b); the output channel's lane is innermost. Returns
+/// the new shape and data.
+fn pack_conv_weight(data: &[f32], ws: &[u64], b: u64, blocked_input: bool) -> (Vec<u64>, Vec<f32>) {
+    let (f, c, b_) = (ws[0] as usize, ws[1] as usize, b as usize);
+    let kernel = product(&ws[2..]) as usize;
+    let at = |out_channel: usize, in_channel: usize, k: usize| {
+        data[(out_channel * c + in_channel) * kernel + k]
+    };
+    let mut packed = Vec::with_capacity(data.len());
+    let mut shape = vec![ws[0] / b];
+    if blocked_input {
+        shape.push(ws[1] / b);
+        shape.extend(&ws[2..]);
+        shape.extend([b, b]);
+        for fb in 0..f / b_ {
+            for cb in 0..c / b_ {
+                for k in 0..kernel {
+                    for cl in 0..b_ {
+                        packed.extend((0..b_).map(|fl| at(fb * b_ + fl, cb * b_ + cl, k)));
+                    }
+                }
+            }
+        }
+    } else {
+        shape.push(ws[1]);
+        shape.extend(&ws[2..]);
+        shape.push(b);
+        for fb in 0..f / b_ {
+            for ci in 0..c {
+                for k in 0..kernel {
+                    packed.extend((0..b_).map(|fl| at(fb * b_ + fl, ci, k)));
+                }
+            }
+        }
+    }
+    (shape, packed)
+}
+
 fn spatial_axes(n: usize) -> (Vec<String>, Vec<String>) {
     let (o, k): (&[&str], &[&str]) = match n {
         1 => (&["w"], &["s"]),
@@ -1057,6 +1206,40 @@ impl Lowerer {
         out: &str,
         f: impl FnOnce(&mut Body, &[String]) -> String,
     ) -> Result<()> {
+        self.elementwise_stored(cx, operands, out, None, f)
+    }
+
+    /// The operand of a one-input elementwise op: a blocked tensor as it is
+    /// stored (with its logical shape and block, for the result), anything
+    /// else plain.
+    fn unary_operand(&mut self, cx: &NodeCx, x: &Val) -> Result<(Operand, Stored)> {
+        Ok(match x {
+            Val::Tensor {
+                name,
+                shape,
+                block: Some(b),
+            } => (
+                Operand::Tensor(name.clone(), blocked_shape(shape, *b)),
+                Some((shape.clone(), *b)),
+            ),
+            _ => (
+                Operand::Tensor(self.tensor(cx, x)?, x.shape().to_vec()),
+                None,
+            ),
+        })
+    }
+
+    /// [`Lowerer::elementwise`] over operands that may be stored blocked:
+    /// with `stored` = (logical shape, block), the operands' shapes are
+    /// the stored ones and the result is stored the same way.
+    fn elementwise_stored(
+        &mut self,
+        cx: &NodeCx,
+        operands: Vec<Operand>,
+        out: &str,
+        stored: Stored,
+        f: impl FnOnce(&mut Body, &[String]) -> String,
+    ) -> Result<()> {
         let mut shape: Vec<u64> = Vec::new();
         for o in &operands {
             if let Operand::Tensor(_, s) = o {
@@ -1095,21 +1278,26 @@ impl Lowerer {
             result,
             epilogue: None,
         };
-        self.push(c, out);
+        match stored {
+            Some((logical, b)) => self.push_stored(c, out, logical, Some(b)),
+            None => self.push(c, out),
+        }
         Ok(())
     }
 
     fn unary(&mut self, cx: &NodeCx) -> Result<()> {
         cx.check_attributes(&[])?;
         let x = self.input(cx, 0)?;
-        let x = Operand::Tensor(self.tensor(cx, &x)?, x.shape().to_vec());
+        let (x, stored) = self.unary_operand(cx, &x)?;
         let op = cx.op().to_string();
-        self.elementwise(cx, vec![x], cx.output(0)?, |b, s| match op.as_str() {
-            "Reciprocal" => {
-                let one = b.konst(1.0);
-                b.op("div", &[&one, &s[0]])
+        self.elementwise_stored(cx, vec![x], cx.output(0)?, stored, |b, s| {
+            match op.as_str() {
+                "Reciprocal" => {
+                    let one = b.konst(1.0);
+                    b.op("div", &[&one, &s[0]])
+                }
+                other => b.op(&other.to_ascii_lowercase(), &[&s[0]]),
             }
-            other => b.op(&other.to_ascii_lowercase(), &[&s[0]]),
         })
     }
 
@@ -1125,8 +1313,8 @@ impl Lowerer {
                 .with_hint("Gelu's approximate is \"none\" or \"tanh\""));
         }
         let x = self.input(cx, 0)?;
-        let x = Operand::Tensor(self.tensor(cx, &x)?, x.shape().to_vec());
-        self.elementwise(cx, vec![x], cx.output(0)?, |b, s| {
+        let (x, stored) = self.unary_operand(cx, &x)?;
+        self.elementwise_stored(cx, vec![x], cx.output(0)?, stored, |b, s| {
             let x = &s[0];
             let inner = if approximate == "none" {
                 // 0.5 x (1 + erf(x / sqrt 2))
@@ -1156,8 +1344,8 @@ impl Lowerer {
         cx.check_attributes(&["alpha"])?;
         let alpha = cx.float("alpha", 0.01)?;
         let x = self.input(cx, 0)?;
-        let x = Operand::Tensor(self.tensor(cx, &x)?, x.shape().to_vec());
-        self.elementwise(cx, vec![x], cx.output(0)?, |b, s| {
+        let (x, stored) = self.unary_operand(cx, &x)?;
+        self.elementwise_stored(cx, vec![x], cx.output(0)?, stored, |b, s| {
             // max(x, 0) + alpha * min(x, 0)
             let zero = b.konst(0.0);
             let a = b.konst(alpha);
@@ -1198,8 +1386,8 @@ impl Lowerer {
         let lo = self.clip_bound(cx, 1, "min")?;
         let hi = self.clip_bound(cx, 2, "max")?;
         let x = self.input(cx, 0)?;
-        let x = Operand::Tensor(self.tensor(cx, &x)?, x.shape().to_vec());
-        self.elementwise(cx, vec![x], cx.output(0)?, |b, s| {
+        let (x, stored) = self.unary_operand(cx, &x)?;
+        self.elementwise_stored(cx, vec![x], cx.output(0)?, stored, |b, s| {
             let mut v = s[0].clone();
             if let Some(lo) = lo {
                 let c = b.konst(lo);
@@ -1231,8 +1419,43 @@ impl Lowerer {
         }
         let a = self.input(cx, 0)?;
         let b = self.input(cx, 1)?;
-        let a = self.operand(cx, &a)?;
-        let b = self.operand(cx, &b)?;
+        // Two tensors stored in the same blocks (a residual add), or one and
+        // a scalar, stay blocked; anything else is read plain.
+        let stored = match (&a, &b) {
+            (
+                Val::Tensor {
+                    shape: sa,
+                    block: Some(ba),
+                    ..
+                },
+                Val::Tensor {
+                    shape: sb,
+                    block: Some(bb),
+                    ..
+                },
+            ) if sa == sb && ba == bb => Some((sa.clone(), *ba)),
+            (
+                Val::Tensor {
+                    shape,
+                    block: Some(blk),
+                    ..
+                },
+                other,
+            )
+            | (
+                other,
+                Val::Tensor {
+                    shape,
+                    block: Some(blk),
+                    ..
+                },
+            ) if scalar_const(other).is_some() => Some((shape.clone(), *blk)),
+            _ => None,
+        };
+        let (a, b) = match &stored {
+            Some(_) => (self.stored_operand(cx, &a)?, self.stored_operand(cx, &b)?),
+            None => (self.operand(cx, &a)?, self.operand(cx, &b)?),
+        };
         if let (Operand::Scalar(_), Operand::Scalar(_)) = (&a, &b) {
             return Err(cx.err(format!(
                 "{} of two constants; tilec does not fold constant arithmetic",
@@ -1240,8 +1463,12 @@ impl Lowerer {
             )));
         }
         // Sum (variadic; here of two inputs) is Add.
-        let op = if cx.op() == "Sum" { "add".to_string() } else { cx.op().to_ascii_lowercase() };
-        self.elementwise(cx, vec![a, b], cx.output(0)?, |body, s| {
+        let op = if cx.op() == "Sum" {
+            "add".to_string()
+        } else {
+            cx.op().to_ascii_lowercase()
+        };
+        self.elementwise_stored(cx, vec![a, b], cx.output(0)?, stored, |body, s| {
             body.op(&op, &[&s[0], &s[1]])
         })
     }
@@ -1250,12 +1477,21 @@ impl Lowerer {
 
     /// A convolution's bias as an epilogue `add`, read along the output
     /// channel index `out_channel`.
-    fn bias_epilogue(&mut self, cx: &NodeCx, bias: Option<&Val>, out_channel: String) -> Result<Option<Epilogue>> {
+    fn bias_epilogue(
+        &mut self,
+        cx: &NodeCx,
+        bias: Option<&Val>,
+        out_channel: String,
+    ) -> Result<Option<Epilogue>> {
         let Some(b) = bias else { return Ok(None) };
         let bname = self.tensor(cx, b)?;
         let mut body = Body::default();
         let result = body.op("add", &[ACC, "bv"]);
-        Ok(Some(Epilogue { reads: vec![Read::new("bv", &bname, vec![out_channel])], body, result }))
+        Ok(Some(Epilogue {
+            reads: vec![Read::new("bv", &bname, vec![out_channel])],
+            body,
+            result,
+        }))
     }
 
     fn conv(&mut self, cx: &NodeCx, fold: Option<&NodeCx>) -> Result<()> {
@@ -1341,6 +1577,81 @@ impl Lowerer {
                 data: ConstData::F32(new_bias),
             })));
             out_name = bn.output(0)?;
+        }
+        if let Some(b) = self.block
+            && g == 1
+            && m % b == 0
+            && let Val::Const(wc) = &w
+            && let ConstData::F32(wd) = &wc.data
+        {
+            let (xname, x_block) = self.stored_tensor(cx, &x)?;
+            let (packed_shape, packed) = pack_conv_weight(wd, &ws, b, x_block.is_some());
+            let packed = Val::Const(Rc::new(Const {
+                key: sanitise_key(&format!("{}.nchw{b}c", wc.key)),
+                shape: packed_shape,
+                data: ConstData::F32(packed),
+            }));
+            let wname = self.tensor(cx, &packed)?;
+            let (oaxes, kaxes) = spatial_axes(sp);
+            let mut spatial = vec![("n".to_string(), xs[0]), ("fb".to_string(), m / b)];
+            let (mut reduce, mut x_index, mut w_index) = match x_block {
+                Some(_) => (
+                    vec![("cb".to_string(), c / b)],
+                    vec!["n".to_string(), "cb".to_string()],
+                    vec!["fb".to_string(), "cb".to_string()],
+                ),
+                None => (
+                    vec![("c".to_string(), c)],
+                    vec!["n".to_string(), "c".to_string()],
+                    vec!["fb".to_string(), "c".to_string()],
+                ),
+            };
+            let mut out_index = vec!["n".to_string(), "fb".to_string()];
+            for i in 0..sp {
+                spatial.push((oaxes[i].clone(), win.out[i]));
+                reduce.push((kaxes[i].clone(), ws[2 + i]));
+                x_index.push(affine(
+                    &[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])],
+                    -win.begin[i],
+                ));
+                w_index.push(kaxes[i].clone());
+                out_index.push(oaxes[i].clone());
+            }
+            spatial.push(("fl".to_string(), b));
+            if x_block.is_some() {
+                reduce.push(("cl".to_string(), b));
+                x_index.push("cl".to_string());
+                w_index.push("cl".to_string());
+            }
+            w_index.push("fl".to_string());
+            out_index.push("fl".to_string());
+            let padded = win.begin.iter().chain(&win.end).any(|&p| p > 0);
+            let mut xread = Read::new("xv", &xname, x_index);
+            if padded {
+                xread = xread.pad("0.0");
+            }
+            let mut body = Body::default();
+            let result = body.op("mul", &["xv", "wv"]);
+            let epilogue =
+                self.bias_epilogue(cx, bias.as_ref(), affine(&[(b as i64, "fb"), (1, "fl")], 0))?;
+            let mut out_shape = vec![xs[0], m / b];
+            out_shape.extend(&win.out);
+            out_shape.push(b);
+            let mut logical = vec![xs[0], m];
+            logical.extend(&win.out);
+            let c = Compute {
+                label: cx.name.clone(),
+                spatial,
+                reduce: Some((Combiner::Sum, reduce)),
+                reads: vec![xread, Read::new("wv", &wname, w_index)],
+                out_shape,
+                out_index,
+                body,
+                result,
+                epilogue,
+            };
+            self.push_stored(c, out_name, logical, Some(b));
+            return Ok(());
         }
         let xname = self.tensor(cx, &x)?;
         let wname = self.tensor(cx, &w)?;
@@ -1708,9 +2019,13 @@ impl Lowerer {
             .map(|i| (kernel[i] as u64 - 1) * dilations[i] as u64 + 1)
             .collect();
         let win = window(cx, &xs[2..], &extent, &strides, ceil_mode)?;
-        let xname = self.tensor(cx, &x)?;
+        // Each channel pools alone: blocked channels stay blocked.
+        let (xname, block) = self.stored_tensor(cx, &x)?;
         let (oaxes, kaxes) = spatial_axes(sp);
-        let mut spatial = vec![("n".to_string(), xs[0]), ("c".to_string(), xs[1])];
+        let mut spatial = vec![
+            ("n".to_string(), xs[0]),
+            ("c".to_string(), xs[1] / block.unwrap_or(1)),
+        ];
         let mut reduce = Vec::new();
         let mut x_index = vec!["n".to_string(), "c".to_string()];
         let mut out_index = x_index.clone();
@@ -1727,12 +2042,20 @@ impl Lowerer {
             let last = (win.out[i] as i64 - 1) * strides[i] + extent[i] as i64 - win.begin[i];
             reaches_out |= win.begin[i] > 0 || last > xs[2 + i] as i64;
         }
+        let mut out_shape = vec![xs[0], xs[1] / block.unwrap_or(1)];
+        out_shape.extend(&win.out);
+        let mut logical = vec![xs[0], xs[1]];
+        logical.extend(&win.out);
+        if let Some(b) = block {
+            spatial.push(("cl".to_string(), b));
+            x_index.push("cl".to_string());
+            out_index.push("cl".to_string());
+            out_shape.push(b);
+        }
         let mut read = Read::new("xv", &xname, x_index);
         if reaches_out {
             read = read.pad(if is_max { "-inf" } else { "0.0" });
         }
-        let mut out_shape = vec![xs[0], xs[1]];
-        out_shape.extend(&win.out);
         let mut epilogue = None;
         if !is_max {
             // The divisor of each window: its elements inside the input
@@ -1798,7 +2121,7 @@ impl Lowerer {
             result: "xv".into(),
             epilogue,
         };
-        self.push(c, cx.output(0)?);
+        self.push_stored(c, cx.output(0)?, logical, block);
         Ok(())
     }
 
@@ -1814,16 +2137,30 @@ impl Lowerer {
                 shape_text(&xs)
             )));
         }
-        let xname = self.tensor(cx, &x)?;
+        // Each channel pools alone: blocked channels stay blocked.
+        let (xname, block) = self.stored_tensor(cx, &x)?;
         let sp = xs.len() - 2;
         let raxes = axis_names("r", sp);
         let unit = axis_names("u", sp);
-        let mut spatial = vec![("n".to_string(), xs[0]), ("c".to_string(), xs[1])];
+        let mut spatial = vec![
+            ("n".to_string(), xs[0]),
+            ("c".to_string(), xs[1] / block.unwrap_or(1)),
+        ];
         spatial.extend(unit.iter().map(|u| (u.clone(), 1)));
         let mut x_index = vec!["n".to_string(), "c".to_string()];
         x_index.extend(raxes.iter().cloned());
         let mut out_index = vec!["n".to_string(), "c".to_string()];
         out_index.extend(unit.iter().cloned());
+        let mut out_shape = vec![xs[0], xs[1] / block.unwrap_or(1)];
+        out_shape.extend(std::iter::repeat_n(1, sp));
+        let mut logical = vec![xs[0], xs[1]];
+        logical.extend(std::iter::repeat_n(1, sp));
+        if let Some(b) = block {
+            spatial.push(("cl".to_string(), b));
+            x_index.push("cl".to_string());
+            out_index.push("cl".to_string());
+            out_shape.push(b);
+        }
         let epilogue = (!is_max).then(|| {
             let mut eb = Body::default();
             let n = eb.konst(product(&xs[2..]) as f32);
@@ -1834,8 +2171,6 @@ impl Lowerer {
                 result,
             }
         });
-        let mut out_shape = vec![xs[0], xs[1]];
-        out_shape.extend(std::iter::repeat_n(1, sp));
         let c = Compute {
             label: cx.name.clone(),
             spatial,
@@ -1850,7 +2185,7 @@ impl Lowerer {
             result: "xv".into(),
             epilogue,
         };
-        self.push(c, cx.output(0)?);
+        self.push_stored(c, cx.output(0)?, logical, block);
         Ok(())
     }
 
@@ -2045,15 +2380,25 @@ impl Lowerer {
         let x = self.input(cx, 0)?;
         let xs = x.shape().to_vec();
         if xs.len() < 3 {
-            return Err(cx.err(format!("LRN of a tensor of rank {}: it needs (N, C, spatial...)", xs.len())));
+            return Err(cx.err(format!(
+                "LRN of a tensor of rank {}: it needs (N, C, spatial...)",
+                xs.len()
+            )));
         }
         let size = cx.int("size", 0)?;
         if size < 1 {
             return Err(cx.attr_err("size", "LRN needs a size of at least 1"));
         }
-        let (alpha, beta, bias) = (cx.float("alpha", 1e-4)?, cx.float("beta", 0.75)?, cx.float("bias", 1.0)?);
+        let (alpha, beta, bias) = (
+            cx.float("alpha", 1e-4)?,
+            cx.float("beta", 0.75)?,
+            cx.float("bias", 1.0)?,
+        );
         if bias <= 0.0 {
-            return Err(cx.attr_err("bias", "LRN with a bias of 0 or less is not supported (the power of a base that may be 0)"));
+            return Err(cx.attr_err(
+                "bias",
+                "LRN with a bias of 0 or less is not supported (the power of a base that may be 0)",
+            ));
         }
         let xname = self.tensor(cx, &x)?;
         let axes = axis_names("d", xs.len());
@@ -2076,8 +2421,13 @@ impl Lowerer {
         };
         let sum_name = format!("{out}.square_sum");
         self.push(sum_c, &sum_name);
-        let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else { unreachable!() };
-        let x_and_sum = vec![Operand::Tensor(xname, xs.clone()), Operand::Tensor(sum_t, xs)];
+        let Some(Val::Tensor { name: sum_t, .. }) = self.values.get(&sum_name).cloned() else {
+            unreachable!()
+        };
+        let x_and_sum = vec![
+            Operand::Tensor(xname, xs.clone()),
+            Operand::Tensor(sum_t, xs),
+        ];
         self.elementwise(cx, x_and_sum, out, |body, s| {
             let scale = body.konst(alpha / size as f32);
             let shift = body.konst(bias);
@@ -2344,8 +2694,8 @@ impl Lowerer {
                 self.define_const(out, key, new_shape, data);
                 Ok(())
             }
-            Val::Tensor { name, .. } => {
-                let name = name.clone();
+            Val::Tensor { .. } => {
+                let name = self.tensor(cx, &x)?;
                 let c = reshape_copy(&cx.name, &name, &xs, &new_shape);
                 self.push(c, out);
                 Ok(())
@@ -2706,18 +3056,32 @@ impl Lowerer {
             return Err(cx.err("ConstantOfShape's shape must be an integer constant"));
         };
         if dims.iter().any(|&d| d <= 0) {
-            return Err(cx.err(format!("ConstantOfShape of shape {dims:?}: every dimension must be at least 1")));
+            return Err(cx.err(format!(
+                "ConstantOfShape of shape {dims:?}: every dimension must be at least 1"
+            )));
         }
         let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
-        let n = dims.iter().try_fold(1u64, |p, &d| p.checked_mul(d)).filter(|&n| n <= 1 << 31).ok_or_else(|| cx.err(format!("ConstantOfShape of shape {dims:?} is too large")))? as usize;
+        let n = dims
+            .iter()
+            .try_fold(1u64, |p, &d| p.checked_mul(d))
+            .filter(|&n| n <= 1 << 31)
+            .ok_or_else(|| cx.err(format!("ConstantOfShape of shape {dims:?} is too large")))?
+            as usize;
         let data = match cx.node.attribute.iter().find(|a| a.name == "value") {
             None => ConstData::F32(vec![0.0; n]),
             Some(a) => {
-                let t = a.t.as_ref().ok_or_else(|| cx.attr_err("value", "ConstantOfShape's value holds no tensor"))?;
+                let t = a.t.as_ref().ok_or_else(|| {
+                    cx.attr_err("value", "ConstantOfShape's value holds no tensor")
+                })?;
                 match read_tensor_proto(t, out)?.data {
                     ConstData::F32(v) if v.len() == 1 => ConstData::F32(vec![v[0]; n]),
                     ConstData::I64(v) if v.len() == 1 => ConstData::I64(vec![v[0]; n]),
-                    _ => return Err(cx.attr_err("value", "ConstantOfShape's value must be one f32 or integer element")),
+                    _ => {
+                        return Err(cx.attr_err(
+                            "value",
+                            "ConstantOfShape's value must be one f32 or integer element",
+                        ));
+                    }
                 }
             }
         };

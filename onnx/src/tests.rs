@@ -200,8 +200,12 @@ fn tensor(shape: &[u64], data: Vec<f32>) -> Tensor {
 /// Imports and runs the model on `inputs` (the weights appended), as
 /// `tilec-run` does.
 fn run(g: &Graph, inputs: Vec<Tensor>) -> (Imported, Vec<Vec<f32>>) {
-    let imported =
-        import_model(&g.bytes(), &ImportOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    run_with(g, inputs, &ImportOptions::default())
+}
+
+/// [`run`], imported with `options`.
+fn run_with(g: &Graph, inputs: Vec<Tensor>, options: &ImportOptions) -> (Imported, Vec<Vec<f32>>) {
+    let imported = import_model(&g.bytes(), options).unwrap_or_else(|e| panic!("{e}"));
     let (mut module, _) = tilec::syntax::parse_str("t.tile", &imported.module_text)
         .unwrap_or_else(|_| panic!("{}", imported.module_text));
     let f = &mut module.funcs[0];
@@ -590,6 +594,164 @@ fn pools_max_average_and_global() {
         })
         .collect();
     assert_close(&out[0], &want, 1e-6);
+}
+
+/// A small residual network: a stem conv (3 input channels: read plain),
+/// ReLU, max pooling, a bottleneck whose 1x1 (then a Clip), 3x3 (stride 2)
+/// and 1x1 convs have biases and whose residual is a strided 1x1 conv, the
+/// residual add, a product with a scalar and ReLU, a conv whose 6 output
+/// channels do not divide into blocks of 4 (then ReLU), global average
+/// pooling, Flatten and a Gemm.
+fn residual_block_graph() -> Graph {
+    let conv = |g: Graph,
+                name: &str,
+                input: &str,
+                output: &str,
+                ws: [u64; 4],
+                stride: i64,
+                pad: i64,
+                seed: u64| {
+        g.init(init(&format!("{name}.weight"), &ws, &random(&ws, seed)))
+            .init(init(
+                &format!("{name}.bias"),
+                &[ws[0]],
+                &random(&[ws[0]], seed + 1),
+            ))
+            .node(node(
+                "Conv",
+                name,
+                &[input, &format!("{name}.weight"), &format!("{name}.bias")],
+                &[output],
+                vec![
+                    ints("kernel_shape", &[ws[2] as i64, ws[3] as i64]),
+                    ints("strides", &[stride, stride]),
+                    ints("pads", &[pad; 4]),
+                ],
+            ))
+    };
+    let mut g = Graph::new(&[("data", &[1, 3, 12, 12])]);
+    g = conv(g, "stem", "data", "s", [8, 3, 3, 3], 1, 1, 100);
+    g = g
+        .node(node("Relu", "stem.relu", &["s"], &["sr"], vec![]))
+        .node(node(
+            "MaxPool",
+            "pool",
+            &["sr"],
+            &["p"],
+            vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+        ));
+    g = conv(g, "a", "p", "a", [4, 8, 1, 1], 1, 0, 110);
+    g = g
+        .init(init("lo", &[], &[0.0]))
+        .init(init("hi", &[], &[0.5]))
+        .node(node("Clip", "a.clip", &["a", "lo", "hi"], &["ar"], vec![]));
+    g = conv(g, "b", "ar", "b", [4, 4, 3, 3], 2, 1, 120);
+    g = g.node(node("Relu", "b.relu", &["b"], &["br"], vec![]));
+    g = conv(g, "c", "br", "c", [16, 4, 1, 1], 1, 0, 130);
+    g = conv(g, "down", "p", "d", [16, 8, 1, 1], 2, 0, 140);
+    g = g
+        .init(init("half", &[], &[0.5]))
+        .node(node("Add", "add", &["c", "d"], &["sum"], vec![]))
+        .node(node("Mul", "scale", &["sum", "half"], &["scaled"], vec![]))
+        .node(node("Relu", "relu", &["scaled"], &["r"], vec![]));
+    g = conv(g, "odd", "r", "o", [6, 16, 3, 3], 1, 1, 150);
+    g.node(node("Relu", "odd.relu", &["o"], &["or"], vec![]))
+        .node(node("GlobalAveragePool", "gap", &["or"], &["g"], vec![]))
+        .node(node("Flatten", "flatten", &["g"], &["f"], vec![]))
+        .init(init("fc.weight", &[5, 6], &random(&[5, 6], 300)))
+        .node(node(
+            "Gemm",
+            "fc",
+            &["f", "fc.weight"],
+            &["y"],
+            vec![int("transB", 1)],
+        ))
+        .output("y")
+        .output("r")
+}
+
+#[test]
+fn blocked_activations_compute_what_the_plain_ones_do() {
+    let g = residual_block_graph();
+    let x = tensor(&[1, 3, 12, 12], random(&[1, 3, 12, 12], 1));
+    let (plain, want) = run(&g, vec![x.clone()]);
+    assert!(!plain.module_text.contains("fl:"), "{}", plain.module_text);
+    let want: Vec<Vec<f64>> = want
+        .iter()
+        .map(|o| o.iter().map(|&v| v as f64).collect())
+        .collect();
+    for b in [4, 8] {
+        let options = ImportOptions {
+            layout: crate::ActivationLayout::Blocked(b),
+            ..ImportOptions::default()
+        };
+        let (blocked, got) = run_with(&g, vec![x.clone()], &options);
+        let text = &blocked.module_text;
+        // The outputs keep their ONNX shapes.
+        assert_eq!(blocked.outputs, plain.outputs);
+        for (got, want) in got.iter().zip(&want) {
+            assert_close(got, want, 1e-5);
+        }
+        // The stem reads the plain input and writes blocks; the weights are
+        // repacked, the input's channels unblocked where it is plain.
+        assert!(text.contains(&format!("compute \"stem\" (n: 1, fb: {}, h: 12, w: 12, fl: {b}) reduce sum (c: 3, r: 3, s: 3)", 8 / b)), "{text}");
+        assert!(
+            text.contains(&format!(
+                "weight \"stem.weight.nchw{b}c\" : tensor<{}x3x3x3x{b}xf32>",
+                8 / b
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "weight \"c.weight.nchw{b}c\" : tensor<{}x{}x1x1x{b}x{b}xf32>",
+                16 / b,
+                4 / b
+            )) == (4 % b == 0),
+            "{text}"
+        );
+        // Pooling, ReLU, the residual add and the product with a scalar keep
+        // the blocks; so does the Clip where its input is blocked.
+        assert!(
+            text.contains(&format!(
+                "compute \"pool\" (n: 1, c: {}, h: 6, w: 6, cl: {b})",
+                8 / b
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "compute \"add\" (d0: 1, d1: {}, d2: 3, d3: 3, d4: {b})",
+                16 / b
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "compute \"scale\" (d0: 1, d1: {}, d2: 3, d3: 3, d4: {b})",
+                16 / b
+            )),
+            "{text}"
+        );
+        assert_eq!(
+            text.contains("compute \"a.clip\" (d0: 1, d1: 1, d2: 6, d3: 6, d4: 4)"),
+            b == 4,
+            "{text}"
+        );
+        // Six channels do not divide into blocks: that conv, its ReLU and
+        // the pooling after it stay plain. The returned `r` is unblocked
+        // once (the conv after it reads the plain copy too); in blocks of 8,
+        // so is the pooled `p`, which the plain 4-channel conv `a` reads.
+        assert!(
+            text.contains("compute \"odd\" (n: 1, f: 6, h: 3, w: 3)"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches(".to_nchw\"").count(),
+            if b == 4 { 1 } else { 2 },
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -1032,37 +1194,82 @@ fn two_folded_batchnorms_keep_their_own_weights() {
         let s: Vec<f32> = random(&[c as u64], seed).iter().map(|v| v + 2.0).collect();
         let b = random(&[c as u64], seed + 1);
         let m = random(&[c as u64], seed + 2);
-        let v: Vec<f32> = random(&[c as u64], seed + 3).iter().map(|v| v.abs() + 0.5).collect();
-        let inits = [("s", s), ("b", b), ("m", m), ("v", v)].map(|(k, d)| init(&format!("{name}.{k}"), &[c as u64], &d));
+        let v: Vec<f32> = random(&[c as u64], seed + 3)
+            .iter()
+            .map(|v| v.abs() + 0.5)
+            .collect();
+        let inits = [("s", s), ("b", b), ("m", m), ("v", v)]
+            .map(|(k, d)| init(&format!("{name}.{k}"), &[c as u64], &d));
         (inits, [0, 1, 2, 3].map(|i| random(&[c as u64], seed + i)))
     };
     let (bn1, _) = bn("bn1", 3, 120);
     let (bn2, _) = bn("bn2", 4, 130);
-    let mut g = Graph::new(&[("x", &[1, 2, 5, 5])]).init(init("w1", &w1s, &w1)).init(init("w2", &w2s, &w2));
+    let mut g = Graph::new(&[("x", &[1, 2, 5, 5])])
+        .init(init("w1", &w1s, &w1))
+        .init(init("w2", &w2s, &w2));
     for t in bn1.iter().chain(&bn2) {
         g = g.init(t.clone());
     }
     let g = g
-        .node(node("Conv", "conv1", &["x", "w1"], &["c1"], vec![ints("pads", &[1, 1, 1, 1])]))
-        .node(node("BatchNormalization", "bn1", &["c1", "bn1.s", "bn1.b", "bn1.m", "bn1.v"], &["b1"], vec![]))
+        .node(node(
+            "Conv",
+            "conv1",
+            &["x", "w1"],
+            &["c1"],
+            vec![ints("pads", &[1, 1, 1, 1])],
+        ))
+        .node(node(
+            "BatchNormalization",
+            "bn1",
+            &["c1", "bn1.s", "bn1.b", "bn1.m", "bn1.v"],
+            &["b1"],
+            vec![],
+        ))
         .node(node("Conv", "conv2", &["b1", "w2"], &["c2"], vec![]))
-        .node(node("BatchNormalization", "bn2", &["c2", "bn2.s", "bn2.b", "bn2.m", "bn2.v"], &["y"], vec![]))
+        .node(node(
+            "BatchNormalization",
+            "bn2",
+            &["c2", "bn2.s", "bn2.b", "bn2.m", "bn2.v"],
+            &["y"],
+            vec![],
+        ))
         .output("y");
     let (imported, out) = run(&g, vec![tensor(&xs, x.clone())]);
     assert_eq!(imported.weights.len(), 4);
     let values = |t: &TensorProto| t.float_data.iter().map(|&v| v as f64).collect::<Vec<f64>>();
     let apply_bn = |conv: Vec<f64>, p: &[TensorProto; 4], hw: usize| -> Vec<f64> {
         let (s, b, m, v) = (values(&p[0]), values(&p[1]), values(&p[2]), values(&p[3]));
-        conv.iter().enumerate().map(|(i, &y)| {
-            let c = i / hw;
-            (y - m[c]) / (v[c] + 1e-5).sqrt() * s[c] + b[c]
-        }).collect()
+        conv.iter()
+            .enumerate()
+            .map(|(i, &y)| {
+                let c = i / hw;
+                (y - m[c]) / (v[c] + 1e-5).sqrt() * s[c] + b[c]
+            })
+            .collect()
     };
-    let p1 = ConvParams { group: 1, stride: [1, 1], pad: [1, 1], dilation: [1, 1] };
-    let b1 = apply_bn(conv2d_ref(&x, &xs, &w1, &w1s, None, &p1, &[1, 3, 5, 5]), &bn1, 25);
+    let p1 = ConvParams {
+        group: 1,
+        stride: [1, 1],
+        pad: [1, 1],
+        dilation: [1, 1],
+    };
+    let b1 = apply_bn(
+        conv2d_ref(&x, &xs, &w1, &w1s, None, &p1, &[1, 3, 5, 5]),
+        &bn1,
+        25,
+    );
     let b1f: Vec<f32> = b1.iter().map(|&v| v as f32).collect();
-    let p2 = ConvParams { group: 1, stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
-    let want = apply_bn(conv2d_ref(&b1f, &[1, 3, 5, 5], &w2, &w2s, None, &p2, &[1, 4, 5, 5]), &bn2, 25);
+    let p2 = ConvParams {
+        group: 1,
+        stride: [1, 1],
+        pad: [0, 0],
+        dilation: [1, 1],
+    };
+    let want = apply_bn(
+        conv2d_ref(&b1f, &[1, 3, 5, 5], &w2, &w2s, None, &p2, &[1, 4, 5, 5]),
+        &bn2,
+        25,
+    );
     assert_close(&out[0], &want, 1e-5);
 }
 
@@ -1080,14 +1287,23 @@ fn constant_of_shape_weights_and_a_two_input_sum() {
     };
     let g = Graph::new(&[("x", &[1, 2, 3])])
         .init(init_i64("shape", &[1, 2, 3]))
-        .node(node("ConstantOfShape", "fill", &["shape"], &["w"], vec![value]))
+        .node(node(
+            "ConstantOfShape",
+            "fill",
+            &["shape"],
+            &["w"],
+            vec![value],
+        ))
         .node(node("ConstantOfShape", "zeros", &["shape"], &["z"], vec![]))
         .node(node("Mul", "scale", &["x", "w"], &["a"], vec![]))
         .node(node("Sum", "sum", &["a", "z"], &["b"], vec![]))
         .node(node("Sum", "twice", &["b", "x"], &["y"], vec![]))
         .output("y");
     let (_, out) = run(&g, vec![tensor(&xs, x.clone())]);
-    let want: Vec<f64> = x.iter().map(|&v| (v * 0.25 + 0.0) as f64 + v as f64).collect();
+    let want: Vec<f64> = x
+        .iter()
+        .map(|&v| (v * 0.25 + 0.0) as f64 + v as f64)
+        .collect();
     assert_close(&out[0], &want, 1e-6);
     // A run-time shape is refused, naming the node.
     let g = Graph::new(&[("x", &[1, 2, 3])])
@@ -1096,7 +1312,11 @@ fn constant_of_shape_weights_and_a_two_input_sum() {
         .node(node("ConstantOfShape", "bad", &["rx"], &["y"], vec![]))
         .output("y");
     let e = import_err(&g, &ImportOptions::default());
-    assert!(e.to_string().contains("ConstantOfShape of a run-time shape"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("ConstantOfShape of a run-time shape"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -1105,7 +1325,18 @@ fn lrn_across_channels() {
     let x = random(&xs, 43);
     let (size, alpha, beta, bias) = (3i64, 0.5f32, 0.75f32, 2.0f32);
     let g = Graph::new(&[("x", &[1, 5, 2, 2])])
-        .node(node("LRN", "norm", &["x"], &["y"], vec![int("size", size), float("alpha", alpha), float("beta", beta), float("bias", bias)]))
+        .node(node(
+            "LRN",
+            "norm",
+            &["x"],
+            &["y"],
+            vec![
+                int("size", size),
+                float("alpha", alpha),
+                float("beta", beta),
+                float("bias", bias),
+            ],
+        ))
         .output("y");
     let (_, out) = run(&g, vec![tensor(&xs, x.clone())]);
     let mut want = Vec::new();
@@ -1113,8 +1344,13 @@ fn lrn_across_channels() {
         for p in 0..4usize {
             let lo = (c - (size - 1) / 2).max(0);
             let hi = (c + size / 2).min(4);
-            let sq: f64 = (lo..=hi).map(|i| (x[i as usize * 4 + p] as f64).powi(2)).sum();
-            want.push(x[c as usize * 4 + p] as f64 / (bias as f64 + alpha as f64 / size as f64 * sq).powf(beta as f64));
+            let sq: f64 = (lo..=hi)
+                .map(|i| (x[i as usize * 4 + p] as f64).powi(2))
+                .sum();
+            want.push(
+                x[c as usize * 4 + p] as f64
+                    / (bias as f64 + alpha as f64 / size as f64 * sq).powf(beta as f64),
+            );
         }
     }
     assert_close(&out[0], &want, 1e-5);

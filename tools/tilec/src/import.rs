@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use termcolor::StandardStream;
 use tilec::diag::{Diagnostic, SourceMap};
-use tilec_onnx::{ImportError, ImportOptions, import_model};
+use tilec_onnx::{ActivationLayout, ImportError, ImportOptions, import_model};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,9 +35,21 @@ struct ImportCli {
     #[arg(long = "func", value_name = "NAME")]
     func: Option<String>,
 
+    /// How convolutions store their outputs: `nchw` (as ONNX has them),
+    /// or `nchw<b>c` (e.g. `nchw8c`), channels in blocks of b, innermost,
+    /// with the weights repacked to match (docs/onnx.md). Blocks of the
+    /// target's vector width (8 for AVX2, 16 for AVX-512) let a
+    /// convolution compute b output channels as one vector.
+    #[arg(long, value_name = "LAYOUT", default_value = "nchw", value_parser = parse_layout)]
+    layout: ActivationLayout,
+
     /// Colour diagnostics: auto, always or never.
     #[arg(long, value_enum, default_value = "auto")]
     color: super::Color,
+}
+
+fn parse_layout(text: &str) -> Result<ActivationLayout, String> {
+    ActivationLayout::parse(text).ok_or_else(|| format!("`{text}` is not a layout: use nchw, or nchw<b>c with a channel block b from 2 to 64 (nchw8c, nchw16c)"))
 }
 
 /// Runs `tilec import` with the arguments after `import`.
@@ -85,6 +97,7 @@ fn run(cli: &ImportCli) -> Result<String, Box<Diagnostic>> {
     let mut options = ImportOptions {
         input_shapes: BTreeMap::new(),
         func_name: cli.func.clone(),
+        layout: cli.layout,
     };
     for spec in &cli.input_shapes {
         let (name, dims) = parse_input_shape(spec)?;
