@@ -23,24 +23,18 @@ NODE = re.compile(r'^\s+\d+\s+(\S+)\s+(\S+)\s+([0-9.]+)\s*$')
 CONV_LABEL = re.compile(r'(conv\d*|downsample\.\d+)$')
 
 
-def tilec_kernels(path):
-    rows = []
+def rows(path, pattern):
+    """The groups of every line of `path` that `pattern` matches."""
     with open(path) as f:
-        for line in f:
-            m = KERNEL.match(line)
-            if m:
-                rows.append((m.group(1).strip('"'), float(m.group(2))))
-    return rows
+        return [m.groups() for m in map(pattern.match, f) if m]
+
+
+def tilec_kernels(path):
+    return [(label.strip('"'), float(ms)) for label, ms in rows(path, KERNEL)]
 
 
 def ort_nodes(path):
-    rows = []
-    with open(path) as f:
-        for line in f:
-            m = NODE.match(line)
-            if m:
-                rows.append((m.group(1), m.group(2), float(m.group(3))))
-    return rows
+    return [(name, op, float(ms)) for name, op, ms in rows(path, NODE)]
 
 
 def main():

@@ -1578,118 +1578,94 @@ impl Lowerer {
             })));
             out_name = bn.output(0)?;
         }
-        if let Some(b) = self.block
-            && g == 1
-            && m % b == 0
-            && let Val::Const(wc) = &w
-            && let ConstData::F32(wd) = &wc.data
-        {
-            let (xname, x_block) = self.stored_tensor(cx, &x)?;
-            let (packed_shape, packed) = pack_conv_weight(wd, &ws, b, x_block.is_some());
-            let packed = Val::Const(Rc::new(Const {
-                key: sanitise_key(&format!("{}.nchw{b}c", wc.key)),
-                shape: packed_shape,
-                data: ConstData::F32(packed),
-            }));
-            let wname = self.tensor(cx, &packed)?;
-            let (oaxes, kaxes) = spatial_axes(sp);
-            let mut spatial = vec![("n".to_string(), xs[0]), ("fb".to_string(), m / b)];
-            let (mut reduce, mut x_index, mut w_index) = match x_block {
-                Some(_) => (
-                    vec![("cb".to_string(), c / b)],
-                    vec!["n".to_string(), "cb".to_string()],
-                    vec!["fb".to_string(), "cb".to_string()],
-                ),
-                None => (
-                    vec![("c".to_string(), c)],
-                    vec!["n".to_string(), "c".to_string()],
-                    vec!["fb".to_string(), "c".to_string()],
-                ),
-            };
-            let mut out_index = vec!["n".to_string(), "fb".to_string()];
-            for i in 0..sp {
-                spatial.push((oaxes[i].clone(), win.out[i]));
-                reduce.push((kaxes[i].clone(), ws[2 + i]));
-                x_index.push(affine(
-                    &[(strides[i], &oaxes[i]), (dilations[i], &kaxes[i])],
-                    -win.begin[i],
-                ));
-                w_index.push(kaxes[i].clone());
-                out_index.push(oaxes[i].clone());
+        // Blocked activations (`ActivationLayout::Blocked`): the output
+        // channels split into `fb` blocks of `fl` lanes, the weight is
+        // repacked to match, and a blocked input's channels split the same
+        // way (`cb`, `cl`); the spatial and kernel axes are as below.
+        let block = match (&w, self.block) {
+            (Val::Const(wc), Some(b)) if g == 1 && m % b == 0 => match &wc.data {
+                ConstData::F32(wd) => Some((b, wc.clone(), wd)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (xname, x_block) = match block {
+            Some(_) => self.stored_tensor(cx, &x)?,
+            None => (self.tensor(cx, &x)?, None),
+        };
+        let wname = match &block {
+            Some((b, wc, wd)) => {
+                let b = *b;
+                let (shape, packed) = pack_conv_weight(wd, &ws, b, x_block.is_some());
+                let key = sanitise_key(&format!("{}.nchw{b}c", wc.key));
+                self.tensor(
+                    cx,
+                    &Val::Const(Rc::new(Const {
+                        key,
+                        shape,
+                        data: ConstData::F32(packed),
+                    })),
+                )?
             }
-            spatial.push(("fl".to_string(), b));
-            if x_block.is_some() {
-                reduce.push(("cl".to_string(), b));
-                x_index.push("cl".to_string());
-                w_index.push("cl".to_string());
-            }
-            w_index.push("fl".to_string());
-            out_index.push("fl".to_string());
-            let padded = win.begin.iter().chain(&win.end).any(|&p| p > 0);
-            let mut xread = Read::new("xv", &xname, x_index);
-            if padded {
-                xread = xread.pad("0.0");
-            }
-            let mut body = Body::default();
-            let result = body.op("mul", &["xv", "wv"]);
-            let epilogue =
-                self.bias_epilogue(cx, bias.as_ref(), affine(&[(b as i64, "fb"), (1, "fl")], 0))?;
-            let mut out_shape = vec![xs[0], m / b];
-            out_shape.extend(&win.out);
-            out_shape.push(b);
-            let mut logical = vec![xs[0], m];
-            logical.extend(&win.out);
-            let c = Compute {
-                label: cx.name.clone(),
-                spatial,
-                reduce: Some((Combiner::Sum, reduce)),
-                reads: vec![xread, Read::new("wv", &wname, w_index)],
-                out_shape,
-                out_index,
-                body,
-                result,
-                epilogue,
-            };
-            self.push_stored(c, out_name, logical, Some(b));
-            return Ok(());
-        }
-        let xname = self.tensor(cx, &x)?;
-        let wname = self.tensor(cx, &w)?;
+            None => self.tensor(cx, &w)?,
+        };
+        let block = block.map(|(b, _, _)| b);
         let (oaxes, kaxes) = spatial_axes(sp);
         let mut spatial = vec![("n".to_string(), xs[0])];
-        let (in_channel, out_channel, mut reduce) = if g == 1 {
-            spatial.push(("f".into(), m));
-            ("c".to_string(), "f".to_string(), vec![("c".to_string(), c)])
-        } else {
-            spatial.push(("g".into(), g));
-            let out_channel = if mg > 1 {
-                spatial.push(("fg".into(), mg));
-                affine(&[(mg as i64, "g"), (1, "fg")], 0)
-            } else {
-                "g".to_string()
-            };
-            if cg > 1 {
+        let (mut reduce, mut x_index, mut w_index, mut out_index, out_channel) = match block {
+            Some(b) => {
+                spatial.push(("fb".to_string(), m / b));
+                let (channel, extent) = if x_block.is_some() {
+                    ("cb", c / b)
+                } else {
+                    ("c", c)
+                };
                 (
-                    affine(&[(cg as i64, "g"), (1, "cg")], 0),
-                    out_channel,
-                    vec![("cg".to_string(), cg)],
+                    vec![(channel.to_string(), extent)],
+                    vec!["n".to_string(), channel.to_string()],
+                    vec!["fb".to_string(), channel.to_string()],
+                    vec!["n".to_string(), "fb".to_string()],
+                    affine(&[(b as i64, "fb"), (1, "fl")], 0),
                 )
-            } else {
-                (affine(&[(cg as i64, "g")], 0), out_channel, vec![])
+            }
+            None => {
+                let (in_channel, out_channel, reduce) = if g == 1 {
+                    spatial.push(("f".into(), m));
+                    ("c".to_string(), "f".to_string(), vec![("c".to_string(), c)])
+                } else {
+                    spatial.push(("g".into(), g));
+                    let out_channel = if mg > 1 {
+                        spatial.push(("fg".into(), mg));
+                        affine(&[(mg as i64, "g"), (1, "fg")], 0)
+                    } else {
+                        "g".to_string()
+                    };
+                    if cg > 1 {
+                        (
+                            affine(&[(cg as i64, "g"), (1, "cg")], 0),
+                            out_channel,
+                            vec![("cg".to_string(), cg)],
+                        )
+                    } else {
+                        (affine(&[(cg as i64, "g")], 0), out_channel, vec![])
+                    }
+                };
+                let w_channel = if g == 1 {
+                    "c"
+                } else if cg > 1 {
+                    "cg"
+                } else {
+                    "0"
+                };
+                (
+                    reduce,
+                    vec!["n".to_string(), in_channel],
+                    vec![out_channel.clone(), w_channel.to_string()],
+                    vec!["n".to_string(), out_channel.clone()],
+                    out_channel,
+                )
             }
         };
-        let mut x_index = vec!["n".to_string(), in_channel];
-        let mut w_index = vec![
-            out_channel.clone(),
-            if g == 1 {
-                "c".into()
-            } else if cg > 1 {
-                "cg".into()
-            } else {
-                "0".into()
-            },
-        ];
-        let mut out_index = vec!["n".to_string(), out_channel.clone()];
         for i in 0..sp {
             spatial.push((oaxes[i].clone(), win.out[i]));
             reduce.push((kaxes[i].clone(), ws[2 + i]));
@@ -1700,16 +1676,28 @@ impl Lowerer {
             w_index.push(kaxes[i].clone());
             out_index.push(oaxes[i].clone());
         }
-        let padded = win.begin.iter().chain(&win.end).any(|&p| p > 0);
+        let mut out_shape = vec![xs[0], m / block.unwrap_or(1)];
+        out_shape.extend(&win.out);
+        let mut logical = vec![xs[0], m];
+        logical.extend(&win.out);
+        if let Some(b) = block {
+            spatial.push(("fl".to_string(), b));
+            if x_block.is_some() {
+                reduce.push(("cl".to_string(), b));
+                x_index.push("cl".to_string());
+                w_index.push("cl".to_string());
+            }
+            w_index.push("fl".to_string());
+            out_index.push("fl".to_string());
+            out_shape.push(b);
+        }
         let mut xread = Read::new("xv", &xname, x_index);
-        if padded {
+        if win.begin.iter().chain(&win.end).any(|&p| p > 0) {
             xread = xread.pad("0.0");
         }
         let mut body = Body::default();
         let result = body.op("mul", &["xv", "wv"]);
         let epilogue = self.bias_epilogue(cx, bias.as_ref(), out_channel)?;
-        let mut out_shape = vec![xs[0], m];
-        out_shape.extend(&win.out);
         let c = Compute {
             label: cx.name.clone(),
             spatial,
@@ -1721,7 +1709,7 @@ impl Lowerer {
             result,
             epilogue,
         };
-        self.push(c, out_name);
+        self.push_stored(c, out_name, logical, block);
         Ok(())
     }
 

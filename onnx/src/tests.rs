@@ -692,49 +692,47 @@ fn blocked_activations_compute_what_the_plain_ones_do() {
         for (got, want) in got.iter().zip(&want) {
             assert_close(got, want, 1e-5);
         }
+        let has = |needle: String| text.contains(&needle);
         // The stem reads the plain input and writes blocks; the weights are
         // repacked, the input's channels unblocked where it is plain.
-        assert!(text.contains(&format!("compute \"stem\" (n: 1, fb: {}, h: 12, w: 12, fl: {b}) reduce sum (c: 3, r: 3, s: 3)", 8 / b)), "{text}");
+        let (c8, c16) = (8 / b, 16 / b);
         assert!(
-            text.contains(&format!(
-                "weight \"stem.weight.nchw{b}c\" : tensor<{}x3x3x3x{b}xf32>",
-                8 / b
+            has(format!(
+                "compute \"stem\" (n: 1, fb: {c8}, h: 12, w: 12, fl: {b}) reduce sum (c: 3, r: 3, s: 3)"
             )),
             "{text}"
         );
         assert!(
-            text.contains(&format!(
-                "weight \"c.weight.nchw{b}c\" : tensor<{}x{}x1x1x{b}x{b}xf32>",
-                16 / b,
-                4 / b
-            )) == (4 % b == 0),
+            has(format!(
+                "weight \"stem.weight.nchw{b}c\" : tensor<{c8}x3x3x3x{b}xf32>"
+            )),
+            "{text}"
+        );
+        assert_eq!(
+            has(format!(
+                "weight \"c.weight.nchw{b}c\" : tensor<{c16}x1x1x1x{b}x{b}xf32>"
+            )),
+            b == 4,
             "{text}"
         );
         // Pooling, ReLU, the residual add and the product with a scalar keep
         // the blocks; so does the Clip where its input is blocked.
         assert!(
-            text.contains(&format!(
-                "compute \"pool\" (n: 1, c: {}, h: 6, w: 6, cl: {b})",
-                8 / b
+            has(format!(
+                "compute \"pool\" (n: 1, c: {c8}, h: 6, w: 6, cl: {b})"
             )),
             "{text}"
         );
-        assert!(
-            text.contains(&format!(
-                "compute \"add\" (d0: 1, d1: {}, d2: 3, d3: 3, d4: {b})",
-                16 / b
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!(
-                "compute \"scale\" (d0: 1, d1: {}, d2: 3, d3: 3, d4: {b})",
-                16 / b
-            )),
-            "{text}"
-        );
+        for op in ["add", "scale"] {
+            assert!(
+                has(format!(
+                    "compute \"{op}\" (d0: 1, d1: {c16}, d2: 3, d3: 3, d4: {b})"
+                )),
+                "{text}"
+            );
+        }
         assert_eq!(
-            text.contains("compute \"a.clip\" (d0: 1, d1: 1, d2: 6, d3: 6, d4: 4)"),
+            has("compute \"a.clip\" (d0: 1, d1: 1, d2: 6, d3: 6, d4: 4)".to_string()),
             b == 4,
             "{text}"
         );
