@@ -681,6 +681,13 @@ impl Search {
         };
         let (evaluator, recorder) = cx.evaluator_and_recorder();
         let evaluator = if self.measure_k > 0 || measures { evaluator } else { None };
+        // The model predicts for the cores the candidates run on (a search
+        // measured on one thread of two cores: `tilec-bench --threads=1`),
+        // or it charges schedules with fewer core-level tiles than cores
+        // for the idle ones (docs/search.md, "The cores the model predicts
+        // for").
+        let mut p = p;
+        p.model_cores = evaluator.as_ref().map(|e| e.threads()).filter(|&t| t < target.compute.units);
         if measures && evaluator.is_none() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` learns from measurements, and nothing measures here", self.strategy)))
                 .with_note(format!("no evaluator: {}", no_eval.as_deref().unwrap_or("none installed")))

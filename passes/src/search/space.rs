@@ -200,6 +200,11 @@ pub struct Problem {
     /// with (the search option `mapping=K`: one sub-task of GTA's dual-task
     /// scheduling, `dual_task.rs`); `None`: any option, or none.
     pub only_intrinsic: Option<usize>,
+    /// The cores the analytical model predicts for: the target's (`None`),
+    /// or fewer where the candidates are measured on fewer threads (the
+    /// `search` pass sets it from its evaluator). The space and the rules
+    /// keep to the target's: a schedule is valid for the target it names.
+    pub model_cores: Option<u32>,
 }
 
 /// The most axes of one kind (spatial, reduction) whose order the CPU space
@@ -378,6 +383,7 @@ impl Problem {
             intrinsics: Vec::new(),
             region_ops: regions.iter().map(|&r| f.region(r).ops.iter().map(|&o| f.op(o).kind.mnemonic()).collect()).collect(),
             only_intrinsic: None,
+            model_cores: None,
         })
     }
 
