@@ -790,7 +790,7 @@ impl Problem {
     pub fn predict(&self, cfg: &Config) -> f64 {
         let t = &self.target;
         let peak = self.kernel_peak_gflops(cfg).max(1e-3) * 1e9 * self.core_share();
-        let units = self.model_cores();
+        let units = self.cores_predicted_for();
         let par_eff = self.parallel_efficiency(cfg);
         let mut eff = par_eff;
         if self.gpu() {
@@ -900,7 +900,7 @@ impl Problem {
     /// The share of the cores the outermost (core) tiles keep busy: tiles
     /// over the waves of them the cores run times the cores.
     fn parallel_efficiency(&self, cfg: &Config) -> f64 {
-        let units = self.model_cores();
+        let units = self.cores_predicted_for();
         let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
         let waves = (par / units).ceil().max(1.0);
         par / (waves * units)
@@ -911,21 +911,21 @@ impl Problem {
     /// alone; a shared level's is the device's, up to what that many cores
     /// can draw.
     fn drawn_bandwidth(&self, m: &MemoryLevel, par_eff: f64) -> f64 {
-        let units = self.model_cores();
+        let units = self.cores_predicted_for();
         if m.per != Per::Device { m.bandwidth_gbs * 1e9 * self.core_share() * par_eff } else { Target::bandwidth_for_units(m, units * par_eff) * 1e9 }
     }
 
     /// The cores the model predicts for ([`Problem::model_cores`]: the
     /// target's, or the fewer the candidates are measured on).
-    pub(super) fn model_cores(&self) -> f64 {
+    pub(super) fn cores_predicted_for(&self) -> f64 {
         let units = self.target.compute.units.max(1);
         self.model_cores.map_or(units, |c| c.clamp(1, units)) as f64
     }
 
-    /// [`Problem::model_cores`] over the target's cores: the share of the
+    /// [`Problem::cores_predicted_for`] over the target's cores: the share of the
     /// chip's peak and per-core bandwidths the prediction gets.
     fn core_share(&self) -> f64 {
-        self.model_cores() / self.target.compute.units.max(1) as f64
+        self.cores_predicted_for() / self.target.compute.units.max(1) as f64
     }
 
     /// What packed copies of read `r` at tile level `level` cost per byte
@@ -943,7 +943,7 @@ impl Problem {
             to_bandwidth: self.drawn_bandwidth(m, par_eff),
             elem_bytes: self.info.reads[r].tensor.elem.size_bytes().max(1) as f64,
             cycles_per_element: self.pack_cycles_per_element(cfg, r),
-            cycles_per_second: t.compute.clock_ghz.max(1e-3) * 1e9 * self.model_cores() * par_eff,
+            cycles_per_second: t.compute.clock_ghz.max(1e-3) * 1e9 * self.cores_predicted_for() * par_eff,
         }
     }
 
@@ -992,7 +992,7 @@ impl Problem {
     /// classes of orders are weighed without a whole prediction each.)
     pub fn order_seconds(&self, cfg: &Config) -> f64 {
         let par_eff = self.parallel_efficiency(cfg);
-        let cores = self.model_cores() * par_eff;
+        let cores = self.cores_predicted_for() * par_eff;
         let mut seconds = 0.0;
         for level in 0..self.levels {
             seconds += self.fill_rate(level, par_eff).seconds(self.reused_traffic(cfg, level));
@@ -1099,7 +1099,7 @@ impl Problem {
                 // A cache that holds all the op's data, or twice this
                 // read's (whatever else streams through, lines in use
                 // stay), misses each of its bytes once.
-                let share = if m.per == Per::Device { m.capacity_bytes as f64 / self.model_cores() } else { m.capacity_bytes as f64 };
+                let share = if m.per == Per::Device { m.capacity_bytes as f64 / self.cores_predicted_for() } else { m.capacity_bytes as f64 };
                 let once = !m.managed && (unique <= total || 2.0 * tensor <= share);
                 Some(MissLevel { at_most: if once { tensor } else { f64::INFINITY }, line_bytes: from.line_bytes.max(1) as f64, latency_ns: from.latency_ns })
             })
@@ -1120,7 +1120,7 @@ impl Problem {
     /// What memory `m` holds for the whole op: a per-core level's capacity
     /// times the cores, a shared level's once.
     fn capacity_of(&self, m: &MemoryLevel) -> f64 {
-        if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * self.model_cores() }
+        if m.per == Per::Device { m.capacity_bytes as f64 } else { m.capacity_bytes as f64 * self.cores_predicted_for() }
     }
 
     /// The bytes between read `r`'s elements at consecutive steps of the
@@ -1285,7 +1285,7 @@ impl Problem {
         let (spatial_first, reduction_first) = (spatial.1, reduction.1);
         let k_class = &view.k_class;
         let par_eff = self.parallel_efficiency(cfg);
-        let cores = self.model_cores() * par_eff;
+        let cores = self.cores_predicted_for() * par_eff;
         let fresh_at = |r: usize, l: usize, si: usize, ri: usize| {
             let c = cached[l * nreads + r];
             c.copies(si, ri) * c.bytes

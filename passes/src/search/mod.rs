@@ -656,7 +656,7 @@ impl Search {
         let start = Instant::now();
         let p = Problem::new(f, op, target.clone(), self.unroll).ok_or_else(|| at(Diagnostic::error("not a well-formed compute op")))?;
         let p = if self.intrinsics { p.with_intrinsics(f) } else { p };
-        let p = match self.mapping {
+        let mut p = match self.mapping {
             Some(k) => p.restricted_to_intrinsic(k).map_err(|m| at(Diagnostic::error(m)).with_help("mapping=-1 searches every option; strategy=dual-task tunes them in turn"))?,
             None => p,
         };
@@ -686,7 +686,6 @@ impl Search {
         // or it charges schedules with fewer core-level tiles than cores
         // for the idle ones (docs/search.md, "The cores the model predicts
         // for").
-        let mut p = p;
         p.model_cores = evaluator.as_ref().map(|e| e.threads()).filter(|&t| t < target.compute.units);
         if measures && evaluator.is_none() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` learns from measurements, and nothing measures here", self.strategy)))

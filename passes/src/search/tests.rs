@@ -1343,10 +1343,10 @@ fn the_model_predicts_for_the_cores_the_candidates_run_on() {
     let (one_tile, four_tiles) = (cfg(512), cfg(128));
     assert!(p.valid(&one_tile) && p.valid(&four_tiles));
     let ratio = |p: &space::Problem| p.predict(&one_tile) / p.predict(&four_tiles);
-    assert_eq!(p.model_cores(), 2.0);
+    assert_eq!(p.cores_predicted_for(), 2.0);
     assert!(ratio(&p) > 1.6, "for 2 cores: {}", ratio(&p));
     p.model_cores = Some(1);
-    assert_eq!(p.model_cores(), 1.0);
+    assert_eq!(p.cores_predicted_for(), 1.0);
     assert!((0.8..1.25).contains(&ratio(&p)), "for 1 core: {}", ratio(&p));
     // For one core, the whole op takes longer than for two.
     let mut both = p.clone();
@@ -1354,5 +1354,5 @@ fn the_model_predicts_for_the_cores_the_candidates_run_on() {
     assert!(p.predict(&four_tiles) > 1.6 * both.predict(&four_tiles));
     // More cores than the target has are the target's.
     p.model_cores = Some(8);
-    assert_eq!(p.model_cores(), 2.0);
+    assert_eq!(p.cores_predicted_for(), 2.0);
 }

@@ -206,6 +206,13 @@ struct KernelProfile {
     flops: Option<u64>,
 }
 
+impl KernelProfile {
+    /// Its GFLOP/s, where its flops are known and it took any time.
+    fn gflops(&self) -> Option<f64> {
+        self.flops.filter(|_| !self.median.is_zero()).map(|fl| fl as f64 / self.median.as_secs_f64() / 1e9)
+    }
+}
+
 /// The `--profile` rows: `compiled`'s kernels in run order (as the CPU
 /// backend numbers them), with the median of their `times` (one vector
 /// per run). A kernel's flops are those of the compute op of `original`
@@ -728,7 +735,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
                 o
             })
             .collect();
-        let summary = json!({
+        let mut summary = json!({
             "file": cli.input,
             "function": func_name,
             "backend": cli.backend.name(),
@@ -747,7 +754,6 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "outputs": outputs,
             "check": cli.check.then_some(passed),
         });
-        let mut summary = summary;
         if let Some(rows) = &profile {
             summary["kernels"] = rows
                 .iter()
@@ -758,7 +764,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
                         "label": k.label,
                         "median_ms": ms(k.median),
                         "flops": k.flops,
-                        "gflops": k.flops.filter(|_| !k.median.is_zero()).map(|fl| fl as f64 / k.median.as_secs_f64() / 1e9),
+                        "gflops": k.gflops(),
                     })
                 })
                 .collect();
@@ -810,10 +816,7 @@ fn write_profile(out: &mut String, rows: &[KernelProfile], run_median: Duration,
     writeln!(out, "  {:>4}  {:<32} {:>10} {:>7} {:>9}", "#", "label", "ms", "share", "GFLOP/s").ok();
     for (i, k) in rows.iter().enumerate() {
         let label = k.label.as_deref().map_or_else(|| "-".to_string(), |l| format!("\"{l}\""));
-        let gflops = match k.flops {
-            Some(fl) if !k.median.is_zero() => format!("{:.1}", fl as f64 / k.median.as_secs_f64() / 1e9),
-            _ => "-".to_string(),
-        };
+        let gflops = k.gflops().map_or_else(|| "-".to_string(), |g| format!("{g:.1}"));
         writeln!(out, "  {i:>4}  {label:<32} {:>10.3} {:>6.1}% {gflops:>9}", ms(k.median), share(k.median)).ok();
     }
     writeln!(out, "  sum of the kernels' medians: {:.3} ms ({:.1}% of the median run)", ms(sum), share(sum)).ok();
