@@ -311,19 +311,21 @@ fn compile_gpu_with(mlir: &str, chip: &str, features: &str, toolkit: Option<&Pat
     parse_pass_pipeline(pm.as_operation_pass_manager(), &gpu_pipeline(chip, features, toolkit)).map_err(|_| CompileError(format!("bad MLIR pipeline:\n{}", drain(&messages))))?;
     pm.run(&mut module).map_err(|_| CompileError(format!("MLIR lowering to PTX failed:\n{}", drain(&messages))))?;
     let lowered = module.as_operation().to_string();
-    let mut ptx = String::new();
+    let mut binaries = Vec::new();
     let body = module.body();
     let mut op: Option<OperationRef> = body.first_operation();
     while let Some(o) = op {
         if o.name().as_string_ref().as_str().ok() == Some("gpu.binary") {
-            ptx.push_str(&binary_object_text(&o)?);
+            binaries.push(binary_object_text(&o)?);
         }
         op = o.next_in_block();
     }
-    if ptx.is_empty() {
-        return Err(CompileError("no gpu.binary produced".into()));
+    // One gpu.module (`gpu_module_text`), so one PTX module: two could not
+    // be joined into one text the driver loads.
+    match <[String; 1]>::try_from(binaries) {
+        Ok([ptx]) => Ok((lowered, ptx)),
+        Err(binaries) => Err(CompileError(format!("{} gpu.binary ops where one was expected (a tilec bug)", binaries.len()))),
     }
-    Ok((lowered, ptx))
 }
 
 /// The PTX held by a `gpu.binary` op's first object.

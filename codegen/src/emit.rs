@@ -299,12 +299,15 @@ impl<'f> Emitter<'f> {
                 }
                 e.hoisted.splice(0..0, views);
             } else {
+                // 16-byte aligned, for the vector loads and stores of
+                // cooperative copies and intrinsic operands.
                 for (name, ty) in e.shared.iter() {
-                    workgroup.push(format!("{name}: {ty}"));
+                    workgroup.push(format!("{name}: {ty} {{llvm.align = 16 : i64}}"));
                 }
             }
             let wg = if workgroup.is_empty() { String::new() } else { format!(" workgroup({})", workgroup.join(", ")) };
-            writeln!(text, "  gpu.module @{symbol}_module {{").unwrap();
+            // The kernel alone: `gpu_module_text` puts a program's kernels
+            // in one gpu.module, so they become one PTX module.
             writeln!(text, "    gpu.func @{symbol}({}){wg} kernel attributes {{known_block_size = array<i32: {}, {}, {}>}} {{", sig.join(", "), abi.block[0], abi.block[1], abi.block[2]).unwrap();
             for h in &e.hoisted {
                 writeln!(text, "      {h}").unwrap();
@@ -312,7 +315,6 @@ impl<'f> Emitter<'f> {
             text.push_str(&e.out);
             writeln!(text, "      gpu.return").unwrap();
             writeln!(text, "    }}").unwrap();
-            writeln!(text, "  }}").unwrap();
         } else {
             writeln!(text, "  func.func @{symbol}({}, %lo: index, %hi: index) attributes {{llvm.emit_c_interface}} {{", sig.join(", ")).unwrap();
             for h in &e.hoisted {
@@ -324,6 +326,38 @@ impl<'f> Emitter<'f> {
         }
         Ok((text, abi))
     }
+}
+
+/// The elements a cooperative GPU copy moves per 16-byte vector load and
+/// store, where it can: a box whose innermost dimension runs along both
+/// memrefs' last dimensions (stride 1, not permuted, split or padded) in
+/// whole vectors, from and to 16-byte aligned places (the rows and both
+/// offsets along them multiples of a vector; kernel buffers are at least
+/// 256-byte aligned, shared ones 16). Else None: element by element.
+fn cooperative_vector_width(c: &CopyOp, src: (&[u64], ElemType, &[AffineExpr<Value>], &str), dst: (&[u64], ElemType, &[AffineExpr<Value>], &str)) -> Option<u64> {
+    let (s_shape, elem, s_off, s_ty) = src;
+    let (d_shape, d_elem, d_off, d_ty) = dst;
+    let bytes = elem.size_bytes();
+    let width = 16 / bytes.max(1);
+    let (last, d_last) = (c.sizes.len().checked_sub(1)?, d_shape.len().checked_sub(1)?);
+    let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % width as i64 == 0 && e.terms().iter().all(|&(_, k)| k % width as i64 == 0);
+    let whole = |n: u64| n % width == 0;
+    (width > 1
+        && 16 % bytes == 0
+        && d_elem == elem
+        && c.split.is_none()
+        && c.pad.is_none()
+        && c.box_dim(d_last) == last
+        && c.stride_of(last) == 1
+        && s_shape.len() == c.sizes.len()
+        && whole(c.sizes[last])
+        && whole(s_shape[last])
+        && whole(d_shape[d_last])
+        && aligned(s_off.get(last)?)
+        && aligned(d_off.get(d_last)?)
+        && !s_ty.contains("strided")
+        && !d_ty.contains("strided"))
+    .then_some(width)
 }
 
 /// Every op inside `op`'s regions.
@@ -912,6 +946,100 @@ impl<'f> Emitter<'f> {
         self.store_tile_vector(op, &x.acc, lanes, &r, ec)
     }
 
+    /// Lane `(g, t)`'s fragment of `mma.sync` operand `i` (`a`: 1, `b`: 2)
+    /// of 16-bit elements through one `ldmatrix` (`nvgpu.ldmatrix`), in the
+    /// scalar path's order (register, then element), or None where it does
+    /// not apply. The fragment is 8 × 8 matrices of 16-bit elements: `a`
+    /// four (rows `m` 0-7 and 8-15 by `k` 0-7, then by `k` 8-15), `b` two
+    /// (rows `n` 0-7 by `k` 0-7 and 8-15). Lane `l` gives the address of
+    /// row `l % 8` of matrix `l / 8`. `ldmatrix` reads each row as 16
+    /// contiguous, 16-byte aligned bytes: with `k` along the buffer's last
+    /// dimension the rows are the operand's rows; with the rows' axis
+    /// there (a `[k][n]` `b`), the rows are `k`'s and `.trans` hands each
+    /// lane the transposed pairs. So: a shared buffer, no padding, `k` and
+    /// the rows' axis each stepping one dimension by 1, one of them the
+    /// last, whose extent and the origin's index in it are multiples of 8
+    /// (the buffer is 16-byte aligned).
+    fn ldmatrix_fragment(&mut self, op: Op, i: usize, tile: &TileOperand, (g, t): (&AffineExpr<Value>, &AffineExpr<Value>), per_reg: i64) -> Result<Option<Vec<String>>, EmitError> {
+        let f = self.f;
+        let buf = f.ops[op].operands[i];
+        let Type::Buffer(b) = f.value_type(buf) else {
+            return Ok(None);
+        };
+        let rows_axis = if i == 1 { 0 } else { 1 };
+        let unit_dim = |steps: &[i64]| -> Option<usize> {
+            let moving: Vec<usize> = (0..steps.len()).filter(|&d| steps[d] != 0).collect();
+            match moving.as_slice() {
+                [d] if steps[*d] == 1 => Some(*d),
+                _ => None,
+            }
+        };
+        let last = b.shape.len().saturating_sub(1);
+        let (Some(dk), Some(dr)) = (unit_dim(&tile.steps[2]), unit_dim(&tile.steps[rows_axis])) else {
+            return Ok(None);
+        };
+        let origin: Vec<AffineExpr<Value>> = tile.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
+        let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % 8 == 0 && e.terms().iter().all(|&(_, k)| k % 8 == 0);
+        let other_still = tile.steps[1 - rows_axis].iter().all(|&s| s == 0);
+        if per_reg != 2
+            || b.scope != MemScope::Shared
+            || tile.pad.is_some()
+            || b.elem.size_bytes() != 2
+            || dk == dr
+            || !(dk == last || dr == last)
+            || !other_still
+            || b.shape[last] % 8 != 0
+            || origin.iter().any(|e| e.divisor() != 1)
+            || !aligned(&origin[last])
+        {
+            return Ok(None);
+        }
+        let transpose = dr == last;
+        let tiles: i64 = if i == 1 { 4 } else { 2 };
+        let (m, mty) = self.memref_of(buf)?;
+        let mut idx: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
+        // Lane l = 4g + t (the lane loops' split), its matrix q and row w.
+        let (gs, ts) = (self.numerator(g)?, self.numerator(t)?);
+        let (four, eight, used, two) = (self.constant_index(4), self.constant_index(8), self.constant_index(8 * tiles), self.constant_index(2));
+        let lines = |this: &mut Self, prefix: &str, text: String| {
+            let v = this.fresh(prefix);
+            this.line(&format!("{v} = {text}"));
+            v
+        };
+        let g4 = lines(self, "lm", format!("arith.muli {gs}, {four} : index"));
+        let lane = lines(self, "ln", format!("arith.addi {g4}, {ts} : index"));
+        let l = lines(self, "ln", format!("arith.remui {lane}, {used} : index"));
+        let q = lines(self, "lq", format!("arith.divui {l}, {eight} : index"));
+        let w = lines(self, "lw", format!("arith.remui {l}, {eight} : index"));
+        // Matrix q's first row and k: `a` (8·(q % 2), 8·(q / 2)), `b` (0, 8·q).
+        let (row0, k0) = if i == 1 {
+            let (qr, qk) = (lines(self, "lq", format!("arith.remui {q}, {two} : index")), lines(self, "lq", format!("arith.divui {q}, {two} : index")));
+            (Some(lines(self, "lr", format!("arith.muli {qr}, {eight} : index"))), lines(self, "lk", format!("arith.muli {qk}, {eight} : index")))
+        } else {
+            (None, lines(self, "lk", format!("arith.muli {q}, {eight} : index")))
+        };
+        // Non-transposed: row w of the operand's rows; transposed: k's row w.
+        let (row, k) = if transpose {
+            (row0, lines(self, "lk", format!("arith.addi {k0}, {w} : index")))
+        } else {
+            (Some(row0.map_or(w.clone(), |r| lines(self, "lr", format!("arith.addi {r}, {w} : index")))), k0)
+        };
+        if let Some(row) = row {
+            idx[dr] = lines(self, "li", format!("arith.addi {}, {row} : index", idx[dr]));
+        }
+        idx[dk] = lines(self, "li", format!("arith.addi {}, {k} : index", idx[dk]));
+        let et = mlir_elem(b.elem);
+        let vty = format!("vector<{tiles}x2x{et}>");
+        let v = lines(self, "ldm", format!("nvgpu.ldmatrix {m}[{}] {{numTiles = {tiles} : i32, transpose = {transpose}}} : {mty} -> {vty}", idx.join(", ")));
+        let mut parts = Vec::new();
+        for r in 0..tiles {
+            for e in 0..2 {
+                parts.push(lines(self, "lx", format!("vector.extract {v}[{r}, {e}] : {et} from {vty}")));
+            }
+        }
+        Ok(Some(parts))
+    }
+
     /// A warp's `mma.sync` (`nvgpu.mma.sync`), in lane `(g, t)` of the
     /// warp: the lane loads its fragments of `a` and `b` from memory, in
     /// PTX's layouts ("Matrix Fragments for mma.m16n8k16 / m16n8k32"), and
@@ -956,20 +1084,34 @@ impl<'f> Emitter<'f> {
             this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad)
         };
         let zero = AffineExpr::constant(0);
-        let mut a_parts = Vec::new();
-        for r in 0..4 {
-            for e in 0..per_reg {
-                let (row, col) = (affine(&g, 1, 8 * (r % 2))?, affine(&t, per_reg, e + 4 * per_reg * (r / 2))?);
-                a_parts.push(element(self, 1, &x.a, [row, zero.clone(), col])?);
+        // 16-bit fragments in shared memory come from `ldmatrix` where the
+        // layout allows; else element by element.
+        let a_parts = match self.ldmatrix_fragment(op, 1, &x.a, (&g, &t), per_reg)? {
+            Some(parts) => parts,
+            None => {
+                let mut parts = Vec::new();
+                for r in 0..4 {
+                    for e in 0..per_reg {
+                        let (row, col) = (affine(&g, 1, 8 * (r % 2))?, affine(&t, per_reg, e + 4 * per_reg * (r / 2))?);
+                        parts.push(element(self, 1, &x.a, [row, zero.clone(), col])?);
+                    }
+                }
+                parts
             }
-        }
-        let mut b_parts = Vec::new();
-        for r in 0..2 {
-            for e in 0..per_reg {
-                let krow = affine(&t, per_reg, e + 4 * per_reg * r)?;
-                b_parts.push(element(self, 2, &x.b, [zero.clone(), g.clone(), krow])?);
+        };
+        let b_parts = match self.ldmatrix_fragment(op, 2, &x.b, (&g, &t), per_reg)? {
+            Some(parts) => parts,
+            None => {
+                let mut parts = Vec::new();
+                for r in 0..2 {
+                    for e in 0..per_reg {
+                        let krow = affine(&t, per_reg, e + 4 * per_reg * r)?;
+                        parts.push(element(self, 2, &x.b, [zero.clone(), g.clone(), krow])?);
+                    }
+                }
+                parts
             }
-        }
+        };
         // The accumulator fragment: 2 × 2 elements at constant offsets.
         let acc_buf = operands[0];
         let (m, mty) = self.memref_of(acc_buf)?;
@@ -1161,15 +1303,21 @@ impl<'f> Emitter<'f> {
             (Some((lin, n)), true) => (lin.clone(), *n as i64),
             _ => return self.copy_nested(c, (&sm, &smty, &st.shape, st.elem), (&dm, &dmty), &so_n, &do_n),
         };
-        let (hi, st_c) = (self.constant_index(total as i64), self.constant_index(step));
+        let dt = f.value_type(dst).readable().ok_or_else(|| EmitError("copy to a non-buffer".into()))?;
+        let width = cooperative_vector_width(c, (&st.shape, st.elem, &so, &smty), (&dt.shape, dt.elem, &d_o, &dmty));
+        // Each thread takes every `step`-th element, or 16-byte vector.
+        let mut units = sizes.clone();
+        let last = units.len() - 1;
+        units[last] /= width.unwrap_or(1);
+        let (hi, st_c) = (self.constant_index((total / width.unwrap_or(1)) as i64), self.constant_index(step));
         let e = self.fresh("e");
         self.line(&format!("scf.for {e} = {first} to {hi} step {st_c} {{"));
         self.depth += 1;
-        // Expanded box coordinates of element e, innermost fastest.
-        let mut coords = vec![String::new(); sizes.len()];
+        // Expanded box coordinates of unit e, innermost fastest.
+        let mut coords = vec![String::new(); units.len()];
         let mut rem = e.clone();
-        for d in (0..sizes.len()).rev() {
-            let n = self.constant_index(sizes[d] as i64);
+        for d in (0..units.len()).rev() {
+            let n = self.constant_index(units[d] as i64);
             let x = self.fresh("bx");
             self.line(&format!("{x} = arith.remui {rem}, {n} : index"));
             let q = self.fresh("bq");
@@ -1177,9 +1325,23 @@ impl<'f> Emitter<'f> {
             coords[d] = x;
             rem = q;
         }
+        if let Some(width) = width {
+            let (w, x) = (self.constant_index(width as i64), self.fresh("bv"));
+            self.line(&format!("{x} = arith.muli {}, {w} : index", coords[last]));
+            coords[last] = x;
+        }
         let (s_idx, d_idx) = self.copy_indices(c, &so_n, &do_n, &coords);
-        let v = self.padded_load_names(&sm, &smty, &st.shape, st.elem, &s_idx, c.pad)?;
-        self.line(&format!("memref.store {v}, {dm}[{}] : {dmty}", d_idx.join(", ")));
+        match width {
+            Some(width) => {
+                let (vty, v) = (format!("vector<{width}x{}>", mlir_elem(st.elem)), self.fresh("cv"));
+                self.line(&format!("{v} = vector.load {sm}[{}] {{alignment = 16}} : {smty}, {vty}", s_idx.join(", ")));
+                self.line(&format!("vector.store {v}, {dm}[{}] {{alignment = 16}} : {dmty}, {vty}", d_idx.join(", ")));
+            }
+            None => {
+                let v = self.padded_load_names(&sm, &smty, &st.shape, st.elem, &s_idx, c.pad)?;
+                self.line(&format!("memref.store {v}, {dm}[{}] : {dmty}", d_idx.join(", ")));
+            }
+        }
         self.depth -= 1;
         self.line("}");
         Ok(())

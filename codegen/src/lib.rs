@@ -86,9 +86,12 @@ pub struct GpuCompiled {
     pub kernels: Vec<KernelAbi>,
 }
 
-/// Wraps GPU kernels' MLIR in a container module.
+/// Wraps GPU kernels' MLIR (`gpu.func`s) in a container module with one
+/// `gpu.module`: `gpu-module-to-binary` makes one PTX module of each
+/// gpu.module, and the runtime loads the program's PTX as one module (PTX
+/// modules cannot be concatenated: each has its own `.version` header).
 pub fn gpu_module_text(kernels: &str) -> String {
-    format!("module attributes {{gpu.container_module}} {{\n{kernels}}}\n")
+    format!("module attributes {{gpu.container_module}} {{\n  gpu.module @tilec_kernels {{\n{kernels}  }}\n}}\n")
 }
 
 /// Compiles the kernels of `f` to PTX for CUDA target `target`: its chip
