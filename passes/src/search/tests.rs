@@ -826,7 +826,7 @@ fn show_gemm_predictions() {
     }
 }
 
-/// Prints the model's view of the schedules (for `host`) of the tile
+/// Prints the model's view of the schedules (for `$TARGET`, default `host`) of the tile
 /// files in `FILES` (separated by spaces): the prediction, the micro-kernel
 /// terms, the terms the loop order decides, and per tile level the traffic
 /// and each read's packed or fresh bytes. A diagnostic, not a check:
@@ -834,7 +834,7 @@ fn show_gemm_predictions() {
 #[test]
 #[ignore]
 fn show_predictions() {
-    let target = tilec::target::builtin("host").unwrap();
+    let target = tilec::target::builtin(&std::env::var("TARGET").unwrap_or_else(|_| "host".into())).unwrap();
     for path in std::env::var("FILES").unwrap_or_default().split_whitespace() {
         let m = parse(&std::fs::read_to_string(path).unwrap());
         let f = &m.funcs[0];
