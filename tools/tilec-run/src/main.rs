@@ -20,7 +20,7 @@ use tilec::interp::compare::{Comparison, compare};
 use tilec::interp::memory::{format_bytes, parse_bytes};
 use tilec::interp::npy::{read_npy, write_npy};
 use tilec::interp::{Limits, MemoryBudget, MemoryError, Tensor, run_function_with};
-use tilec::ir::{Function, Module, OpKind, Type};
+use tilec::ir::{ElemType, Function, Module, OpKind, Type};
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::{Target, TargetKind};
 use std::sync::Arc;
@@ -602,10 +602,27 @@ fn build_cuda(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) 
     Ok(tilec_runtime::CudaProgram::load(&compiled.ptx, compiled.kernels, tilec_runtime::HostPlan::of(f)).map_err(Diagnostic::error)?)
 }
 
-/// The target's peak for `f`'s element type, in GFLOP/s, for the cores a
-/// CPU run uses (all of a GPU).
+/// The target's peak for the element type `f` computes in, in GFLOP/s,
+/// for the cores a CPU run uses (all of a GPU).
 fn peak_gflops(target: &Target, f: &Function, threads: usize) -> Option<f64> {
-    target.nominal_peak_gflops(f.result_types.first()?.elem.name(), threads)
+    peak_elem(target, f).and_then(|elem| target.nominal_peak_gflops(elem, threads))
+}
+
+/// The element type that sets `f`'s peak: the operands of its largest
+/// compute op where the target lists a peak for them (an f16 × f16 → f32
+/// GEMM runs at the f16 Tensor Core rate, not the f32 one; u8 × i8 → i32
+/// at the i8 dot-product rate), else `f`'s result type.
+fn peak_elem(target: &Target, f: &Function) -> Option<&'static str> {
+    let largest = f.walk().into_iter().filter(|&o| f.ops[o].kind.as_compute().is_some()).max_by_key(|&o| f.ops[o].kind.as_compute().and_then(|c| c.iteration_points()).unwrap_or(0));
+    let operands = largest.and_then(|o| {
+        let c = f.ops[o].kind.as_compute()?;
+        let elems: Vec<ElemType> = f.ops[o].operands[..c.reads.len()].iter().filter_map(|&v| f.value_type(v).readable().map(|t| t.elem)).collect();
+        // u8 × i8 is the i8 rate (VNNI multiplies unsigned by signed bytes).
+        let key = |e: ElemType| if e == ElemType::U8 { ElemType::I8 } else { e };
+        let first = key(*elems.first()?);
+        elems.iter().all(|&e| key(e) == first).then_some(first.name())
+    });
+    operands.filter(|e| target.peak_gflops.contains_key(*e)).or_else(|| Some(f.result_types.first()?.elem.name()))
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
