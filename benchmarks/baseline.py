@@ -175,10 +175,40 @@ def torch_cuda_case(header):
         return {"skipped": "torch sees no GPU"}
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # Tensor-core workloads (benchmarks/tensor-cores) name their element
+    # types, "f16 x f16 -> f32": the inputs are made in that type and the
+    # library sums in f32 (no reduced-precision reductions) or exactly in
+    # i32 (torch._int_mm, cuBLAS's int8 GEMM).
+    types = re.search(r"; (\w+) x (\w+) -> (\w+);", header)
+    torch_type = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i8": torch.int8}
+    if types and not all(t in torch_type or t == "i32" for t in types.groups()):
+        return {"skipped": f"no CUDA baseline for {types.group(0).strip('; ')}"}
+    in_type = torch_type[types.group(1)] if types else torch.float32
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     gen = torch.Generator(device="cuda").manual_seed(0)
-    rand = lambda *shape: torch.rand(*shape, generator=gen, device="cuda", dtype=torch.float32)
+    if in_type == torch.int8:
+        rand = lambda *shape: torch.randint(-128, 128, shape, generator=gen, device="cuda", dtype=torch.int8)
+    else:
+        rand = lambda *shape: torch.rand(*shape, generator=gen, device="cuda", dtype=torch.float32).to(in_type)
     n = numbers(header)
-    if header.startswith("C[b, i, j]"):
+    how = f" ({types.group(1)})" if types else ""
+    if types and header.startswith("C[i, j]"):
+        a, b = rand(n["M"], n["K"]), rand(n["K"], n["N"])
+        if in_type == torch.int8:
+            fn = lambda: torch._int_mm(a, b)
+            how = " (torch._int_mm)"
+        else:
+            # f16/bf16 into f32 where this torch has mm's out_dtype; else
+            # into the input type (the same cuBLAS kernels, f32 sums).
+            try:
+                torch.mm(a, b, out_dtype=torch.float32)
+                fn = lambda: torch.mm(a, b, out_dtype=torch.float32)
+                how = f" ({types.group(1)} into f32)"
+            except (TypeError, RuntimeError):
+                fn = lambda: a @ b
+                how = f" ({types.group(1)} into {types.group(1)})"
+    elif header.startswith("C[b, i, j]"):
         batch = int(re.search(r"batch (\d+)", header).group(1))
         a, b = rand(batch, n["M"], n["K"]), rand(batch, n["K"], n["N"])
         fn = lambda: torch.bmm(a, b)
@@ -216,7 +246,7 @@ def torch_cuda_case(header):
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     times.sort()
-    return {"library": f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}", "median_s": times[len(times) // 2]}
+    return {"library": f"torch {torch.__version__}{how} on {torch.cuda.get_device_name(0)}", "median_s": times[len(times) // 2]}
 
 
 def baseline(workload, threads, device):
