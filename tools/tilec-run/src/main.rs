@@ -712,10 +712,13 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
     // On CPUs, this machine's f32 peak where `tilec-bench --peak` measured
-    // it (cached per machine and thread count) for an f32 result; else the
-    // target's nominal figure, and the output says which.
-    let f32_result = original.result_types.first().is_some_and(|t| t.elem == tilec::ir::ElemType::F32);
-    let measured = (cli.backend == Backend::Cpu && f32_result).then(|| tilec::calibration::load(threads)).flatten();
+    // it (cached per machine and thread count) for f32 arithmetic; else the
+    // target's nominal figure for the arithmetic's type, and the output
+    // says which.
+    let arithmetic = target.as_ref().and_then(|t| peak_elem(t, original));
+    let measured = (cli.backend == Backend::Cpu && arithmetic == Some("f32")).then(|| tilec::calibration::load(threads)).flatten();
+    // Integer arithmetic counts operations, not floating-point ones.
+    let unit = if arithmetic.is_some_and(|e| e.starts_with('i') || e.starts_with('u')) { "GOP/s" } else { "GFLOP/s" };
     let peak_source = if measured.is_some() { "measured" } else { "nominal" };
     let peak = match &measured {
         Some(c) => Some(c.gflops),
@@ -788,11 +791,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&summary).unwrap_or_default()).ok();
     } else {
-        write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} GFLOP/s", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
+        write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} {unit}", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
         match (&target, peak) {
-            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} GFLOP/s, tilec-bench --peak)", 100.0 * gflops / p).ok(),
-            (Some(t), Some(p)) if cli.backend == Backend::Cpu => write!(out, ", {:.1}% of `{}`'s nominal peak for {threads} core(s) ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
-            (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal peak ({p:.0} GFLOP/s)", 100.0 * gflops / p, t.name).ok(),
+            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p).ok(),
+            (Some(t), Some(p)) if cli.backend == Backend::Cpu => write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok(),
+            (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal {} peak ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok(),
             _ => None,
         };
         writeln!(out).ok();
