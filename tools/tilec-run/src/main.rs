@@ -794,7 +794,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} {unit}", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
         match (&target, peak) {
             (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p).ok(),
-            (Some(t), Some(p)) if cli.backend == Backend::Cpu => write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok(),
+            (Some(t), Some(p)) if cli.backend == Backend::Cpu => {
+                write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok()
+            }
             (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal {} peak ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok(),
             _ => None,
         };
