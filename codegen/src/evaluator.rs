@@ -1,15 +1,16 @@
-//! The CPU evaluator: compiles a candidate with LLVM, runs it in a
-//! `tilec-worker` process with a time limit, checks its results against a
-//! reference, and reports the median and spread of its run times.
+//! The evaluator: compiles a candidate with LLVM (a shared library for a
+//! CPU, PTX for a CUDA GPU), runs it in a `tilec-worker` process with a
+//! time limit, checks its results against a reference, and reports the
+//! median and spread of its run times.
 
-use crate::{CpuCompiled, LlvmTarget, compile_function_cpu, link_shared};
+use crate::{CpuCompiled, GpuCompiled, LlvmTarget, compile_function_cpu, compile_function_gpu, link_shared};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tilec::interp::{Tensor, compare::compare, npy::read_npy};
 use tilec::ir::Module;
 use tilec::measure::{Evaluator, Failure, Measurement, Timing};
-use tilec_runtime::worker::{Job, WorkerFailure, run_in_worker};
+use tilec_runtime::worker::{Code, Job, WorkerFailure, run_in_worker};
 
 /// Where the worker executable is: `$TILEC_WORKER`, else next to the
 /// running executable (cargo puts all of tilec's binaries in one folder).
@@ -22,8 +23,16 @@ pub fn find_worker() -> Option<PathBuf> {
     [dir.join("tilec-worker"), dir.join("../tilec-worker")].into_iter().find(|p| p.is_file())
 }
 
-pub struct CpuEvaluator {
-    pub target: LlvmTarget,
+/// What candidates are compiled for.
+pub enum Machine {
+    /// This machine's CPU (`threads` of its cores).
+    Cpu(LlvmTarget),
+    /// GPU 0, through the CUDA driver: the target gives the chip.
+    Cuda(Box<tilec::target::Target>),
+}
+
+pub struct WorkerEvaluator {
+    pub machine: Machine,
     pub worker: PathBuf,
     pub dir: PathBuf,
     pub timeout: Duration,
@@ -55,28 +64,46 @@ pub struct CpuEvaluator {
     compiled: HashMap<String, Compiled>,
 }
 
-/// A candidate's kernels, host plan and linked library.
+/// A candidate's kernels, host plan and code (a linked library or a PTX
+/// file).
 struct Compiled {
     kernels: Vec<crate::KernelAbi>,
     plan: tilec_runtime::HostPlan,
-    library: PathBuf,
+    code: Code,
 }
 
-impl CpuEvaluator {
+impl WorkerEvaluator {
+    /// An evaluator of CPU candidates for `target` (this machine's CPU).
     pub fn new(target: LlvmTarget, worker: PathBuf, dir: PathBuf) -> Self {
-        CpuEvaluator { target, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, best_median_s: None, count: 0, compiled: HashMap::new() }
+        Self::for_machine(Machine::Cpu(target), worker, dir)
+    }
+
+    /// An evaluator of candidates for `machine`.
+    pub fn for_machine(machine: Machine, worker: PathBuf, dir: PathBuf) -> Self {
+        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, best_median_s: None, count: 0, compiled: HashMap::new() }
     }
 
     /// The time limit for the next candidate: the fixed timeout, or less
-    /// once a fast candidate is known (never under a second, which covers
-    /// starting the worker and loading the library).
+    /// once a fast candidate is known (never under the worker's setup:
+    /// starting it and loading the code, [`WorkerEvaluator::setup_seconds`]).
     fn time_limit(&self) -> Duration {
         match self.best_median_s {
             Some(best) if self.cutoff_factor > 0.0 => {
                 let runs = (self.warmup + self.repeat.max(1)) as f64;
-                Duration::from_secs_f64((best * runs * self.cutoff_factor).max(1.0)).min(self.timeout)
+                Duration::from_secs_f64((best * runs * self.cutoff_factor).max(self.setup_seconds())).min(self.timeout)
             }
             _ => self.timeout,
+        }
+    }
+
+    /// Seconds a worker may take before its first run: a second on a CPU
+    /// (start, load the library, make the inputs); ten on a GPU, where it
+    /// also opens a CUDA context, has the driver compile the PTX (seconds
+    /// for a large unrolled kernel) and copies the inputs over.
+    fn setup_seconds(&self) -> f64 {
+        match self.machine {
+            Machine::Cpu(_) => 1.0,
+            Machine::Cuda(_) => 10.0,
         }
     }
 
@@ -84,7 +111,10 @@ impl CpuEvaluator {
     pub fn new_op(&mut self) {
         self.best_median_s = None;
         for (_, c) in self.compiled.drain() {
-            let _ = std::fs::remove_file(&c.library);
+            let _ = match &c.code {
+                Code::Cpu { library } => std::fs::remove_file(library),
+                Code::Cuda { ptx } => std::fs::remove_file(ptx),
+            };
         }
     }
 
@@ -102,14 +132,28 @@ impl CpuEvaluator {
         Ok(())
     }
 
-    /// Compiles and links `candidate`, or finds it compiled for this op.
+    /// Compiles (and, for a CPU, links) `candidate`, or finds it compiled
+    /// for this op.
     fn compile(&mut self, candidate: &Module, func: &str) -> Result<&Compiled, Failure> {
         let key = format!("{func}\n{}", tilec::syntax::print_module(candidate));
         if !self.compiled.contains_key(&key) {
             let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
-            let CpuCompiled { artifacts, kernels, plan, .. } = compile_function_cpu(f, &self.target).map_err(|e| Failure::Compile(e.0))?;
-            let library = link_shared(&artifacts.object, &self.dir, &format!("cand{}", self.count)).map_err(|e| Failure::Compile(e.0))?;
-            self.compiled.insert(key.clone(), Compiled { kernels, plan, library });
+            let name = format!("cand{}", self.count);
+            let compiled = match &self.machine {
+                Machine::Cpu(target) => {
+                    let CpuCompiled { artifacts, kernels, plan, .. } = compile_function_cpu(f, target).map_err(|e| Failure::Compile(e.0))?;
+                    let library = link_shared(&artifacts.object, &self.dir, &name).map_err(|e| Failure::Compile(e.0))?;
+                    Compiled { kernels, plan, code: Code::Cpu { library } }
+                }
+                Machine::Cuda(target) => {
+                    let GpuCompiled { ptx, kernels, .. } = compile_function_gpu(f, target).map_err(|e| Failure::Compile(e.0))?;
+                    std::fs::create_dir_all(&self.dir).map_err(|e| Failure::Other(format!("cannot create {}: {e}", self.dir.display())))?;
+                    let path = self.dir.join(format!("{name}.ptx"));
+                    std::fs::write(&path, ptx).map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))?;
+                    Compiled { kernels, plan: tilec_runtime::HostPlan::of(f), code: Code::Cuda { ptx: path } }
+                }
+            };
+            self.compiled.insert(key.clone(), compiled);
         }
         Ok(&self.compiled[&key])
     }
@@ -119,7 +163,7 @@ impl CpuEvaluator {
 /// evaluators sharing a folder never overwrite each other's files.
 static CANDIDATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-impl Evaluator for CpuEvaluator {
+impl Evaluator for WorkerEvaluator {
     fn threads(&self) -> u32 {
         self.threads.max(1) as u32
     }
@@ -134,7 +178,7 @@ impl Evaluator for CpuEvaluator {
             std::fs::create_dir_all(d).map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
         }
         let job = Job {
-            library: compiled.library.clone(),
+            code: compiled.code.clone(),
             kernels: compiled.kernels.clone(),
             plan: compiled.plan.clone(),
             inputs: Vec::new(),
@@ -180,13 +224,30 @@ fn check_results(reference: &[Tensor], dir: &Path) -> Result<(), Failure> {
 }
 
 /// The evaluator for a pipeline whose `search` measures (`measure-top-k`
-/// above 0): a CPU evaluator when the target's code runs on this machine
-/// and the worker is found. `Ok(None)`: nothing measures; `Err`: why there
-/// is no evaluator (the search report says it).
+/// above 0): a CPU evaluator when the target's code runs on this machine,
+/// a GPU one for a CUDA target when the driver sees a GPU, and the worker
+/// is found. `Ok(None)`: nothing measures; `Err`: why there is no
+/// evaluator (the search report says it).
 pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec::target::Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
     let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && tilec_passes::search::measures(&p.options));
     let Some(t) = target.filter(|_| measures) else { return Ok(None) };
-    cpu_evaluator(t, 1).map(Some)
+    match t.kind {
+        tilec::target::TargetKind::Cuda => cuda_evaluator(t).map(Some),
+        _ => cpu_evaluator(t, 1).map(Some),
+    }
+}
+
+/// The checking evaluator of candidates for CUDA target `t` on GPU 0, each
+/// run in a worker; `Err` says why there is none (no CUDA driver or GPU,
+/// no `tilec-worker`).
+pub fn cuda_evaluator(t: &tilec::target::Target) -> Result<Box<dyn tilec::measure::Evaluator>, String> {
+    if t.kind != tilec::target::TargetKind::Cuda {
+        return Err(format!("`{}` is not a CUDA target", t.name));
+    }
+    tilec_runtime::cuda::driver_status().map_err(|why| format!("`{}` is a GPU target, and {why}", t.name))?;
+    let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
+    let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
+    Ok(Box::new(CheckedEvaluator(WorkerEvaluator::for_machine(Machine::Cuda(Box::new(t.clone())), worker, dir))))
 }
 
 /// The checking CPU evaluator for `target`, timing candidates on `threads`
@@ -194,20 +255,20 @@ pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec:
 /// cannot run, no `tilec-worker`).
 pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<Box<dyn tilec::measure::Evaluator>, String> {
     if t.kind != tilec::target::TargetKind::Cpu {
-        return Err(format!("`{}` is a GPU target; only CPU candidates are measured here", t.name));
+        return Err(format!("`{}` is a GPU target: its candidates are measured by `cuda_evaluator`", t.name));
     }
     let llvm = crate::driver::llvm_target_of(t);
     crate::driver::host_can_run(&llvm).map_err(|missing| format!("this machine cannot run code for `{}` (it lacks {missing})", t.name))?;
     let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
     let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
-    let mut e = CpuEvaluator::new(llvm, worker, dir);
+    let mut e = WorkerEvaluator::new(llvm, worker, dir);
     e.threads = threads;
     Ok(Box::new(CheckedEvaluator(e)))
 }
 
-/// The CPU evaluator, checking results against the interpreter when the
-/// op is small enough for it.
-pub struct CheckedEvaluator(pub CpuEvaluator);
+/// The worker evaluator, checking results against the interpreter when
+/// the op is small enough for it.
+pub struct CheckedEvaluator(pub WorkerEvaluator);
 
 /// Iteration points above which the interpreter would take too long to
 /// compute a reference (it runs about a million points a second).
@@ -234,7 +295,7 @@ impl tilec::measure::Evaluator for CheckedEvaluator {
     }
 }
 
-impl Drop for CpuEvaluator {
+impl Drop for WorkerEvaluator {
     fn drop(&mut self) {
         self.new_op();
     }

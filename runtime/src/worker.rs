@@ -2,9 +2,11 @@
 //! process (`tilec-worker`): a kernel that crashes, hangs or scribbles over
 //! memory costs that one candidate, not the tuner. The parent sends a
 //! [`Job`] as JSON on the worker's stdin and reads a [`Report`] from its
-//! stdout; it kills the worker when it overruns its time.
+//! stdout; it kills the worker when it overruns its time. A GPU kernel
+//! that faults leaves its CUDA context unusable and one that hangs holds
+//! the GPU until its process dies, so GPU candidates run in workers too.
 
-use crate::{CpuProgram, HostPlan, KernelAbi};
+use crate::{CpuProgram, CudaProgram, HostPlan, KernelAbi};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,7 +16,7 @@ use tilec::interp::Tensor;
 /// What to run and how often.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Job {
-    pub library: PathBuf,
+    pub code: Code,
     pub kernels: Vec<KernelAbi>,
     pub plan: HostPlan,
     /// Inputs: `.npy` files in parameter order, or generated from `seed`
@@ -34,10 +36,21 @@ pub struct Job {
     /// moment's. None: `repeat` runs.
     #[serde(default)]
     pub min_time_s: Option<f64>,
+    /// CPU threads (unused by a CUDA job).
     pub threads: usize,
     /// If set, the results of the last run are written here as
     /// `result<i>.npy`, for the parent to check.
     pub outputs_dir: Option<PathBuf>,
+}
+
+/// The compiled code a job runs.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Code {
+    /// A shared library of CPU kernels.
+    Cpu { library: PathBuf },
+    /// A PTX module of the program's kernels, run on GPU 0; each run's
+    /// time is the GPU's between CUDA events around the launches.
+    Cuda { ptx: PathBuf },
 }
 
 /// The most timed runs `min_time_s` asks for.
@@ -58,8 +71,22 @@ pub fn run_job(job: &Job) -> Report {
     }
 }
 
+/// One run of a loaded program: its results and its kernels' seconds.
+type RunOnce<'a> = Box<dyn Fn(&[Tensor]) -> Result<(Vec<Tensor>, f64), String> + 'a>;
+
 fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
-    let program = CpuProgram::load(&job.library, job.kernels.clone(), job.plan.clone())?;
+    let run_once: RunOnce = match &job.code {
+        Code::Cpu { library } => {
+            let program = CpuProgram::load(library, job.kernels.clone(), job.plan.clone())?;
+            let threads = job.threads;
+            Box::new(move |inputs| program.run_timed(inputs, threads).map(|r| (r.results, r.kernel_seconds)))
+        }
+        Code::Cuda { ptx } => {
+            let text = std::fs::read_to_string(ptx).map_err(|e| format!("cannot read {}: {e}", ptx.display()))?;
+            let program = CudaProgram::load(&text, job.kernels.clone(), job.plan.clone())?;
+            Box::new(move |inputs| program.run(inputs).map(|r| (r.results, r.kernel_seconds)))
+        }
+    };
     let inputs: Vec<Tensor> = if job.inputs.is_empty() {
         job.plan
             .params
@@ -71,17 +98,17 @@ fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
         job.plan.params.iter().zip(&job.inputs).map(|(p, path)| tilec::interp::npy::read_npy(path, &p.tensor_type()?)).collect::<Result<_, _>>()?
     };
     for _ in 0..job.warmup {
-        program.run(&inputs, job.threads)?;
+        run_once(&inputs)?;
     }
     let mut times = Vec::new();
     let repeat = job.repeat.max(1) as usize;
     let last = loop {
-        let run = program.run_timed(&inputs, job.threads)?;
-        times.push(run.kernel_seconds);
+        let (results, seconds) = run_once(&inputs)?;
+        times.push(seconds);
         let spent: f64 = times.iter().sum();
         let enough = times.len() >= repeat && job.min_time_s.is_none_or(|min| spent >= min);
         if enough || times.len() >= MAX_RUNS.max(repeat) || job.time_budget_s.is_some_and(|budget| spent >= budget) {
-            break run.results;
+            break results;
         }
     };
     if let Some(dir) = &job.outputs_dir {

@@ -47,7 +47,7 @@ use tilec::ir::*;
 use tilec::measure::{Evaluator, Measurement};
 use tilec::pass::{OptionDecl, OptionKind, Pass, PassContext, PassDecl, PassOptions, Recorder};
 use tilec::records::{Latency, Record, RecordSchedule};
-use tilec::target::{Target, TargetKind};
+use tilec::target::Target;
 
 pub use learned::LearnedModel;
 pub use model::{AnalyticModel, CostModel};
@@ -611,14 +611,13 @@ fn median(times: &[f64]) -> f64 {
     tilec::measure::Timing::median_of(times).expect("a finalist has its first timing")
 }
 
-/// The scheduling passes a measured candidate goes through (the orders of
-/// docs/scheduling.md), with their default options.
+/// The scheduling passes a measured candidate goes through (the default
+/// pipeline's after `search`, docs/codegen.md, for CPUs and GPUs alike:
+/// a GPU candidate with a warp intrinsic is tensorized as the final
+/// kernel will be), with their default options.
 fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), String> {
-    let decls: &[&PassDecl] = if target.kind == TargetKind::Cuda {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::unroll::DECL, &crate::vectorize::DECL]
-    } else {
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL]
-    };
+    let decls: &[&PassDecl] =
+        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL];
     let mut cx = PassContext::with_target(Some(target.clone()));
     for d in decls {
         let mut pass = (d.create)(&PassOptions::defaults(d.options));
@@ -690,7 +689,7 @@ impl Search {
         if measures && evaluator.is_none() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` learns from measurements, and nothing measures here", self.strategy)))
                 .with_note(format!("no evaluator: {}", no_eval.as_deref().unwrap_or("none installed")))
-                .with_help("run it for a CPU target this machine runs (e.g. --target=host); markov and roller construct without measuring"));
+                .with_help("run it where candidates can be measured: for a CPU target this machine runs (e.g. --target=host), or a CUDA target on a machine with an NVIDIA GPU; markov and roller construct without measuring"));
         }
         if self.model.learns() {
             // The records of this op teach the model before the search

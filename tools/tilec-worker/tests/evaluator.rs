@@ -7,7 +7,7 @@ use std::time::Duration;
 use tilec::ir::Module;
 use tilec::measure::{Evaluator, Failure};
 use tilec_codegen::LlvmTarget;
-use tilec_codegen::evaluator::CpuEvaluator;
+use tilec_codegen::evaluator::WorkerEvaluator;
 
 fn parse(src: &str) -> Module {
     let (m, sm) = tilec::syntax::parse_str("test.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
@@ -44,10 +44,10 @@ fn good() -> Module {
     candidate(64, "      %a = load %x[%i] : f32\n      %c = const 3.0 : f32\n      %0 = mul %a, %c : f32\n      store %0, %y[%i]")
 }
 
-fn evaluator() -> CpuEvaluator {
+fn evaluator() -> WorkerEvaluator {
     let worker = PathBuf::from(env!("CARGO_BIN_EXE_tilec-worker"));
     let dir = std::env::temp_dir().join(format!("tilec-eval-test-{}", std::process::id()));
-    let mut e = CpuEvaluator::new(LlvmTarget::host(), worker, dir);
+    let mut e = WorkerEvaluator::new(LlvmTarget::host(), worker, dir);
     e.timeout = Duration::from_secs(3);
     e.repeat = 3;
     e.set_reference_from(&parse(REFERENCE), "f").expect("reference");
@@ -136,4 +136,35 @@ fn timing_stops_once_its_budget_is_spent() {
     e.time_budget_s = 0.0;
     let t = e.evaluate(&good(), "f").expect("measured");
     assert_eq!(t.runs, 1, "one run spends a zero budget");
+}
+
+/// A GPU candidate (the sm90 GEMM example, scheduled by the default
+/// pipeline's passes after `search`) goes to a worker as PTX: measured
+/// where the CUDA driver sees a GPU, else one failed measurement that
+/// says why, never a crash of the tuner.
+#[test]
+fn a_cuda_candidate_is_measured_in_a_worker_or_fails_with_the_reason() {
+    let target = tilec::target::builtin("sm90").expect("sm90");
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gemm_sm90.tile")).expect("example");
+    let mut m = parse(&src);
+    let pipeline = "builtin.module(tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)";
+    let registry = tilec_codegen::registry();
+    let mut sm = tilec::diag::SourceMap::new();
+    let file = sm.add("<pipeline>", pipeline);
+    let p = tilec::pass::parse_pipeline(pipeline, file, &registry).unwrap_or_else(|d| panic!("{}", sm.render(&d.0)));
+    let mut pm = tilec::pass::PassManager::new(p);
+    pm.set_target(target.clone());
+    pm.run(&mut m).unwrap_or_else(|d| panic!("{}", sm.render(&d.0)));
+    let worker = PathBuf::from(env!("CARGO_BIN_EXE_tilec-worker"));
+    let dir = std::env::temp_dir().join(format!("tilec-eval-cuda-test-{}", std::process::id()));
+    let machine = tilec_codegen::evaluator::Machine::Cuda(Box::new((*target).clone()));
+    let mut e = WorkerEvaluator::for_machine(machine, worker, dir);
+    e.repeat = 3;
+    let func = m.funcs[0].name.clone();
+    match (tilec_runtime::cuda::driver_status(), e.evaluate(&m, &func)) {
+        (Ok(_), Ok(t)) => assert!(t.runs >= 3 && t.median_s > 0.0, "{t:?}"),
+        (Ok(gpu), Err(f)) => panic!("a GPU is here ({gpu}) but the candidate failed: {f:?}"),
+        (Err(why), Err(Failure::Crash(message))) => assert!(message.contains(&why), "{message}"),
+        (Err(why), other) => panic!("no GPU here ({why}), yet: {other:?}"),
+    }
 }
