@@ -6,6 +6,7 @@
 use super::*;
 use crate::testing::{CPU, GPU, check_equivalent, parse, target};
 use tilec::measure::{Failure, Timing};
+use tilec::target::TargetKind;
 
 mod language;
 mod toy;
