@@ -6,7 +6,7 @@
 #   tools/gpu-check.sh BIN_DIR OUT_DIR [TARGET]
 #
 # BIN_DIR holds tilec-run; TARGET is a CUDA target name (default sm90).
-# Five phases, each writing as it goes, so a run cut short still says
+# Six phases, each writing as it goes, so a run cut short still says
 # what it reached:
 #   1. correctness: the CPU-sized workloads (`*_small.tile`) and the
 #      examples scheduled for TARGET, compiled by the default pipeline
@@ -26,18 +26,21 @@
 #      instructions counted.
 #   5. the f16 GEMM 4096^3 by hand over a grid of block, warp and k
 #      tiles (benchmarks/tensor-cores/sweep.py), timed.
-# GPU_CHECK_PHASES (default 12345) picks phases, GPU_CHECK_JOBS the runs at
+#   6. the Tensor Core workloads tuned on the GPU: markov with
+#      GPU_CHECK_MEASURE (default 8) candidates measured, each in a
+#      tilec-worker (BIN_DIR must hold it too), then timed.
+# GPU_CHECK_PHASES (default 123456) picks phases, GPU_CHECK_JOBS the runs at
 # a time in phases 1 and 3, GPU_CHECK_FULL_LIMIT phase 3's seconds per run.
 # OUT_DIR gets check-small.tsv, speed.tsv (and speed.baseline.jsonl),
-# check-full.tsv, check-tensor-cores.tsv, speed-tensor-cores.tsv and
-# speed-sweep.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
+# check-full.tsv, check-tensor-cores.tsv, speed-tensor-cores.tsv,
+# speed-sweep.tsv and speed-tuned.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
 # OUT_DIR/logs).
 set -u
 bin=$(realpath "$1")
 out=$(realpath -m "$2")
 target=${3:-sm90}
 jobs=${GPU_CHECK_JOBS:-8}
-phases=${GPU_CHECK_PHASES:-12345}
+phases=${GPU_CHECK_PHASES:-123456}
 cd "$(dirname "$0")/.."
 logs=$(realpath -m "${GPU_CHECK_LOGS:-$out/logs}")
 mkdir -p "$out" "$logs"
@@ -74,6 +77,8 @@ export -f check_one check_row
 
 # Times each workload alone (median of 20 runs after 3 warm-ups) beside
 # PyTorch's; writes TABLE and TABLE's baselines (.jsonl beside it).
+# $speed_pipeline, if set, is the pipeline (else the default one),
+# $speed_limit the seconds a run may take, $speed_suffix names its logs.
 speed_table() {
   table=$1
   shift
@@ -81,7 +86,7 @@ speed_table() {
   printf 'workload\ttilec_ms\tgflops\tpeak_pct\tbaseline_ms\tlibrary\ttilec_vs_baseline\n' >"$table"
   for f in "$@"; do
     name=$(basename "$f" .tile)
-    json=$(timeout 120 "$bin/tilec-run" --backend=cuda --target="$target" --repeat=20 --warmup=3 --json --keep-dir "$logs/$name.kernels" "$f" 2>"$logs/$name.speed.err")
+    json=$(timeout "${speed_limit:-120}" "$bin/tilec-run" --backend=cuda --target="$target" ${speed_pipeline:+--pass-pipeline="$speed_pipeline"} --repeat=20 --warmup=3 --json --keep-dir "$logs/$name${speed_suffix:-}.kernels" "$f" 2>"$logs/$name${speed_suffix:-}.speed.err")
     rc=$?
     echo "$json" | python3 -c '
 import json, sys
@@ -151,4 +156,10 @@ if [[ $phases == *5* ]]; then
   sweep=$(mktemp -d)
   python3 benchmarks/tensor-cores/sweep.py "$sweep"
   speed_table "$out/speed-sweep.tsv" "$sweep"/*.tile
+fi
+
+if [[ $phases == *6* ]]; then
+  echo "== 6. the Tensor Core workloads tuned on the GPU, then timed"
+  speed_pipeline="builtin.module(collapse-axes,search{strategy=markov measure-top-k=${GPU_CHECK_MEASURE:-8}},tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)" \
+    speed_limit=600 speed_suffix=.tuned speed_table "$out/speed-tuned.tsv" benchmarks/tensor-cores/*.tile
 fi

@@ -678,9 +678,18 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         let registry = tilec_codegen::registry();
         let file = sources.add("<pass-pipeline>", text.clone());
         let pipeline = parse_pipeline(text, file, &registry)?;
+        // A search that measures gets the evaluator `tilec` installs: its
+        // candidates run in workers on this machine's CPU, or on its GPU
+        // for a CUDA target, so one `tilec-run` tunes and times.
+        let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, target.as_deref());
         let mut pm = PassManager::new(pipeline);
         if let Some(t) = &target {
             pm.set_target(t.clone());
+        }
+        match evaluator {
+            Ok(Some(e)) => pm.set_evaluator(e),
+            Ok(None) => {}
+            Err(why) => pm.set_no_evaluator_reason(why),
         }
         pm.run(&mut transformed)?;
     }
