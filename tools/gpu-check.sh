@@ -6,7 +6,7 @@
 #   tools/gpu-check.sh BIN_DIR OUT_DIR [TARGET]
 #
 # BIN_DIR holds tilec-run; TARGET is a CUDA target name (default sm90).
-# Six phases, each writing as it goes, so a run cut short still says
+# Seven phases, each writing as it goes, so a run cut short still says
 # what it reached:
 #   1. correctness: the CPU-sized workloads (`*_small.tile`) and the
 #      examples scheduled for TARGET, compiled by the default pipeline
@@ -29,18 +29,20 @@
 #   6. the Tensor Core workloads tuned on the GPU: markov with
 #      GPU_CHECK_MEASURE (default 8) candidates measured, each in a
 #      tilec-worker (BIN_DIR must hold it too), then timed.
-# GPU_CHECK_PHASES (default 123456) picks phases, GPU_CHECK_JOBS the runs at
+#   7. phases 4 and 5's timings again with the shared tiles padded
+#      against bank conflicts (tensorize{pad-shared=true}), to compare.
+# GPU_CHECK_PHASES (default 1234567) picks phases, GPU_CHECK_JOBS the runs at
 # a time in phases 1 and 3, GPU_CHECK_FULL_LIMIT phase 3's seconds per run.
 # OUT_DIR gets check-small.tsv, speed.tsv (and speed.baseline.jsonl),
 # check-full.tsv, check-tensor-cores.tsv, speed-tensor-cores.tsv,
-# speed-sweep.tsv and speed-tuned.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
+# speed-sweep.tsv, speed-tuned.tsv and speed-padded.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
 # OUT_DIR/logs).
 set -u
 bin=$(realpath "$1")
 out=$(realpath -m "$2")
 target=${3:-sm90}
 jobs=${GPU_CHECK_JOBS:-8}
-phases=${GPU_CHECK_PHASES:-123456}
+phases=${GPU_CHECK_PHASES:-1234567}
 cd "$(dirname "$0")/.."
 logs=$(realpath -m "${GPU_CHECK_LOGS:-$out/logs}")
 mkdir -p "$out" "$logs"
@@ -162,4 +164,12 @@ if [[ $phases == *6* ]]; then
   echo "== 6. the Tensor Core workloads tuned on the GPU, then timed"
   speed_pipeline="builtin.module(collapse-axes,search{strategy=markov measure-top-k=${GPU_CHECK_MEASURE:-8}},tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)" \
     speed_limit=600 speed_suffix=.tuned speed_table "$out/speed-tuned.tsv" benchmarks/tensor-cores/*.tile
+fi
+
+if [[ $phases == *7* ]]; then
+  echo "== 7. phases 4 and 5 with padded shared tiles (tensorize{pad-shared=true})"
+  sweep=$(mktemp -d)
+  python3 benchmarks/tensor-cores/sweep.py "$sweep"
+  speed_pipeline="builtin.module(collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize{pad-shared=true},unroll,hoist-guards)" \
+    speed_suffix=.padded speed_table "$out/speed-padded.tsv" benchmarks/tensor-cores/*.tile benchmarks/tensor-cores/hand/*.tile "$sweep"/*.tile
 fi

@@ -60,16 +60,24 @@ follow each other and code generation loads them as one vector.",
         OptionDecl { name: "m", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `m`" },
         OptionDecl { name: "n", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `n`" },
         OptionDecl { name: "k", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the op axis on `k`" },
+        OptionDecl {
+            name: "pad-shared",
+            kind: OptionKind::Bool,
+            default: "false",
+            help: "pad each row of the shared tiles warp intrinsics read by 16 bytes where its pitch is an even multiple of 16 (ldmatrix bank conflicts; not measured yet)",
+        },
     ],
     statistics: &[
         ("tensorized", "contraction statements rewritten into intrinsic calls"),
         ("packed", "staged operands of `dot` intrinsics repacked with their `k` elements innermost (VNNI's layout)"),
+        ("padded", "shared tiles of warp intrinsics with their rows padded by 16 bytes (`pad-shared`)"),
     ],
     create: |o: &PassOptions| {
         let axis = |name: &str| o.str(name).split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
         Box::new(Tensorize {
             forced: (!o.str("intrinsic").is_empty())
                 .then(|| Choice { name: o.str("intrinsic").to_string(), a: o.str("a").to_string(), axes: [axis("m"), axis("n"), axis("k")] }),
+            pad_shared: o.bool("pad-shared"),
         })
     },
 };
@@ -106,12 +114,14 @@ impl Choice {
 
 pub struct Tensorize {
     forced: Option<Choice>,
+    /// Pad the shared tiles warp intrinsics read (`banks.rs`).
+    pad_shared: bool,
 }
 
 impl Tensorize {
     /// The pass with `choice` for every kernel, whatever its schedule says.
     pub fn with(choice: Choice) -> Tensorize {
-        Tensorize { forced: Some(choice) }
+        Tensorize { forced: Some(choice), pad_shared: false }
     }
 }
 
@@ -151,6 +161,9 @@ impl Pass for Tensorize {
                     Ok(r) => {
                         cx.bump("tensorized", r.statements);
                         cx.bump("packed", r.packed);
+                        if self.pad_shared {
+                            cx.bump("padded", banks::pad_shared_operands(f, kernel));
+                        }
                     }
                     Err(d) => diags.push(d),
                 }
@@ -423,6 +436,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
     Ok(())
 }
 
+mod banks;
 mod pack;
 mod warp;
 
