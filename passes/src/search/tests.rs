@@ -836,8 +836,10 @@ fn show_gemm_predictions() {
 #[ignore]
 fn show_predictions() {
     let target = tilec::target::builtin(&std::env::var("TARGET").unwrap_or_else(|_| "host".into())).unwrap();
+    // Relative paths are the workspace root's (cargo runs tests in the crate's folder).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for path in std::env::var("FILES").unwrap_or_default().split_whitespace() {
-        let m = parse(&std::fs::read_to_string(path).unwrap());
+        let m = parse(&std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}")));
         let f = &m.funcs[0];
         let op = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
         let p = space::Problem::new(f, op, target.clone(), 16).unwrap();
