@@ -5,7 +5,8 @@
 #
 #   tools/gpu-check.sh BIN_DIR OUT_DIR [TARGET]
 #
-# BIN_DIR holds tilec-run; TARGET is a CUDA target name (default sm90).
+# BIN_DIR holds tilec-run and tilec-worker, or their .xz files from
+# tools/gpu-pack.sh; TARGET is a CUDA target name (default sm90).
 # Seven phases, each writing as it goes, so a run cut short still says
 # what it reached:
 #   1. correctness: the CPU-sized workloads (`*_small.tile`) and the
@@ -39,6 +40,14 @@
 # OUT_DIR/logs).
 set -u
 bin=$(realpath "$1")
+# Binaries packed by tools/gpu-pack.sh (xz) are unpacked first.
+if [ ! -x "$bin/tilec-run" ] && [ -f "$bin/tilec-run.xz" ]; then
+  unpacked=$(mktemp -d)
+  for b in tilec-run tilec-worker; do
+    [ -f "$bin/$b.xz" ] && xz -dc "$bin/$b.xz" >"$unpacked/$b" && chmod +x "$unpacked/$b"
+  done
+  bin=$unpacked
+fi
 out=$(realpath -m "$2")
 target=${3:-sm90}
 jobs=${GPU_CHECK_JOBS:-8}
