@@ -30,13 +30,14 @@
 #   6. the Tensor Core workloads tuned on the GPU: markov with
 #      GPU_CHECK_MEASURE (default 8) candidates measured, each in a
 #      tilec-worker (BIN_DIR must hold it too), then timed.
-#   7. phases 4 and 5's timings again with the shared tiles padded
-#      against bank conflicts (tensorize{pad-shared=true}), to compare.
+#   7. phases 4 and 5's timings again without the padding of shared
+#      tiles against bank conflicts (tensorize{pad-shared=false}), to
+#      compare.
 # GPU_CHECK_PHASES (default 1234567) picks phases, GPU_CHECK_JOBS the runs at
 # a time in phases 1 and 3, GPU_CHECK_FULL_LIMIT phase 3's seconds per run.
 # OUT_DIR gets check-small.tsv, speed.tsv (and speed.baseline.jsonl),
 # check-full.tsv, check-tensor-cores.tsv, speed-tensor-cores.tsv,
-# speed-sweep.tsv, speed-tuned.tsv and speed-padded.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
+# speed-sweep.tsv, speed-tuned.tsv and speed-unpadded.tsv; each run's stderr goes to $GPU_CHECK_LOGS (default
 # OUT_DIR/logs).
 set -u
 bin=$(realpath "$1")
@@ -176,9 +177,9 @@ if [[ $phases == *6* ]]; then
 fi
 
 if [[ $phases == *7* ]]; then
-  echo "== 7. phases 4 and 5 with padded shared tiles (tensorize{pad-shared=true})"
+  echo "== 7. phases 4 and 5 without padded shared tiles (tensorize{pad-shared=false})"
   sweep=$(mktemp -d)
   python3 benchmarks/tensor-cores/sweep.py "$sweep"
-  speed_pipeline="builtin.module(collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize{pad-shared=true},unroll,hoist-guards)" \
-    speed_suffix=.padded speed_table "$out/speed-padded.tsv" benchmarks/tensor-cores/*.tile benchmarks/tensor-cores/hand/*.tile "$sweep"/*.tile
+  speed_pipeline="builtin.module(collapse-axes,search,tile,cache,vthread,bind,vectorize,tensorize{pad-shared=false},unroll,hoist-guards)" \
+    speed_suffix=.unpadded speed_table "$out/speed-unpadded.tsv" benchmarks/tensor-cores/*.tile benchmarks/tensor-cores/hand/*.tile "$sweep"/*.tile
 fi

@@ -63,8 +63,8 @@ follow each other and code generation loads them as one vector.",
         OptionDecl {
             name: "pad-shared",
             kind: OptionKind::Bool,
-            default: "false",
-            help: "pad each row of the shared tiles warp intrinsics read by 16 bytes where its pitch is an even multiple of 16 (ldmatrix bank conflicts; not measured yet)",
+            default: "true",
+            help: "pad the rows of the shared tiles warp intrinsics read by 16 bytes where their pitch puts ldmatrix's rows in the same banks (within the target's shared memory)",
         },
     ],
     statistics: &[
@@ -114,14 +114,14 @@ impl Choice {
 
 pub struct Tensorize {
     forced: Option<Choice>,
-    /// Pad the shared tiles warp intrinsics read (`banks.rs`).
+    /// Pad the shared tiles warp intrinsics read (`banks.rs`; the default).
     pad_shared: bool,
 }
 
 impl Tensorize {
     /// The pass with `choice` for every kernel, whatever its schedule says.
     pub fn with(choice: Choice) -> Tensorize {
-        Tensorize { forced: Some(choice), pad_shared: false }
+        Tensorize { forced: Some(choice), pad_shared: true }
     }
 }
 
@@ -162,7 +162,7 @@ impl Pass for Tensorize {
                         cx.bump("tensorized", r.statements);
                         cx.bump("packed", r.packed);
                         if self.pad_shared {
-                            cx.bump("padded", banks::pad_shared_operands(f, kernel));
+                            cx.bump("padded", banks::pad_shared_operands(f, kernel, &target));
                         }
                     }
                     Err(d) => diags.push(d),
