@@ -1084,34 +1084,28 @@ impl<'f> Emitter<'f> {
             this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad)
         };
         let zero = AffineExpr::constant(0);
-        // 16-bit fragments in shared memory come from `ldmatrix` where the
-        // layout allows; else element by element.
-        let a_parts = match self.ldmatrix_fragment(op, 1, &x.a, (&g, &t), per_reg)? {
-            Some(parts) => parts,
-            None => {
-                let mut parts = Vec::new();
-                for r in 0..4 {
-                    for e in 0..per_reg {
-                        let (row, col) = (affine(&g, 1, 8 * (r % 2))?, affine(&t, per_reg, e + 4 * per_reg * (r / 2))?);
-                        parts.push(element(self, 1, &x.a, [row, zero.clone(), col])?);
-                    }
-                }
-                parts
+        // Operand `i`'s fragment, register by register: 16-bit ones in
+        // shared memory from one `ldmatrix` where the layout allows, else
+        // element by element (`a`: 4 registers, `b`: 2; the layouts above).
+        let fragment = |this: &mut Self, i: usize, tile: &TileOperand| -> Result<Vec<String>, EmitError> {
+            if let Some(parts) = this.ldmatrix_fragment(op, i, tile, (&g, &t), per_reg)? {
+                return Ok(parts);
             }
-        };
-        let b_parts = match self.ldmatrix_fragment(op, 2, &x.b, (&g, &t), per_reg)? {
-            Some(parts) => parts,
-            None => {
-                let mut parts = Vec::new();
-                for r in 0..2 {
-                    for e in 0..per_reg {
-                        let krow = affine(&t, per_reg, e + 4 * per_reg * r)?;
-                        parts.push(element(self, 2, &x.b, [zero.clone(), g.clone(), krow])?);
-                    }
+            let mut parts = Vec::new();
+            for r in 0..if i == 1 { 4 } else { 2 } {
+                for e in 0..per_reg {
+                    let point = if i == 1 {
+                        [affine(&g, 1, 8 * (r % 2))?, zero.clone(), affine(&t, per_reg, e + 4 * per_reg * (r / 2))?]
+                    } else {
+                        [zero.clone(), g.clone(), affine(&t, per_reg, e + 4 * per_reg * r)?]
+                    };
+                    parts.push(element(this, i, tile, point)?);
                 }
-                parts
             }
+            Ok(parts)
         };
+        let a_parts = fragment(self, 1, &x.a)?;
+        let b_parts = fragment(self, 2, &x.b)?;
         // The accumulator fragment: 2 × 2 elements at constant offsets.
         let acc_buf = operands[0];
         let (m, mty) = self.memref_of(acc_buf)?;

@@ -111,10 +111,7 @@ impl WorkerEvaluator {
     pub fn new_op(&mut self) {
         self.best_median_s = None;
         for (_, c) in self.compiled.drain() {
-            let _ = match &c.code {
-                Code::Cpu { library } => std::fs::remove_file(library),
-                Code::Cuda { ptx } => std::fs::remove_file(ptx),
-            };
+            let _ = std::fs::remove_file(c.code.path());
         }
     }
 
@@ -245,9 +242,14 @@ pub fn cuda_evaluator(t: &tilec::target::Target) -> Result<Box<dyn tilec::measur
         return Err(format!("`{}` is not a CUDA target", t.name));
     }
     tilec_runtime::cuda::driver_status().map_err(|why| format!("`{}` is a GPU target, and {why}", t.name))?;
-    let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
-    let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
+    let (worker, dir) = worker_and_folder()?;
     Ok(Box::new(CheckedEvaluator(WorkerEvaluator::for_machine(Machine::Cuda(Box::new(t.clone())), worker, dir))))
+}
+
+/// The worker executable, and the folder this process's candidates go in.
+fn worker_and_folder() -> Result<(PathBuf, PathBuf), String> {
+    let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
+    Ok((worker, std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()))))
 }
 
 /// The checking CPU evaluator for `target`, timing candidates on `threads`
@@ -259,8 +261,7 @@ pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<Box<dy
     }
     let llvm = crate::driver::llvm_target_of(t);
     crate::driver::host_can_run(&llvm).map_err(|missing| format!("this machine cannot run code for `{}` (it lacks {missing})", t.name))?;
-    let worker = find_worker().ok_or("the `tilec-worker` executable was not found next to `tilec` (set TILEC_WORKER)")?;
-    let dir = std::env::temp_dir().join(format!("tilec-search-{}", std::process::id()));
+    let (worker, dir) = worker_and_folder()?;
     let mut e = WorkerEvaluator::new(llvm, worker, dir);
     e.threads = threads;
     Ok(Box::new(CheckedEvaluator(e)))

@@ -53,6 +53,16 @@ pub enum Code {
     Cuda { ptx: PathBuf },
 }
 
+impl Code {
+    /// The file that holds the code.
+    pub fn path(&self) -> &Path {
+        match self {
+            Code::Cpu { library } => library,
+            Code::Cuda { ptx } => ptx,
+        }
+    }
+}
+
 /// The most timed runs `min_time_s` asks for.
 pub const MAX_RUNS: usize = 1000;
 

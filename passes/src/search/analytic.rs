@@ -42,10 +42,14 @@ impl PackedStrides<'_> {
 pub const PREFETCH_WINDOW_BYTES: u64 = 4096;
 
 /// The speed of a GPU block whose registers spill, relative to the share
-/// of them the register file holds (`Problem::register_file_share`): one
-/// measurement so far (an H200, 2026-11-28, f16 `mma` GEMM 4096^3: 16
-/// warps of 64 x 64 over the file at 14.5 TFLOP/s, 8 warps of the same
-/// tiles within it at 61-71, while the estimate was 9% over the file).
+/// of them the register file holds (`Problem::register_file_share`):
+/// spilled accumulators make every `mma` a round trip to local memory. One
+/// measurement so far (an H200, 2026-11-28, f16 `mma` GEMM 4096^3): 16
+/// warps of 64 x 64 (128 accumulator registers a lane, the estimate 9%
+/// over the file) ran at 14.5 TFLOP/s, 8 warps of the same tiles within
+/// it at 61-71, so 0.2-0.24. That kernel also had its `mma` loops rolled
+/// (an unroll limit of 16), which alone puts the fragments in local
+/// memory, so the figure mixes both causes.
 const SPILLED_SHARE: f64 = 0.2;
 
 /// Do `rows` runs, `stride` bytes apart, evict each other from cache `m`
@@ -793,32 +797,24 @@ impl Problem {
         copies as f64
     }
 
-    /// Predicted run time in seconds (the roofline of the module docs).
     /// The share of a GPU block's per-thread register estimate that one
     /// SM's register file (`registers_per_unit`) holds for all its threads
     /// (1 where it holds all): a block over it still runs, with `ptxas`
     /// capping each thread's registers for the block size (`.maxntid`) and
     /// spilling the rest to local memory, so it is priced, not ruled out
-    /// (the verifier accepts it). Measured on an H200, 2026-11-28: 16 warps
-    /// of 64 x 64 f16 `mma` tiles (128 accumulator registers a lane, 32 KB
-    /// of estimate for 512 threads) ran a 4096^3 GEMM at 14.5 TFLOP/s with
-    /// its accumulators in local memory; 8 warps of 64 x 64, within the
-    /// file, at 61-71.
+    /// (the verifier accepts it); see [`SPILLED_SHARE`].
     fn register_file_share(&self, cfg: &Config) -> f64 {
         let file = self.target.compute.registers_per_unit as f64;
         if file <= 0.0 {
             return 1.0;
         }
-        let plan = self.resource_plan(cfg);
         let inner = self.levels - 1;
-        let per_thread: u64 = self.resources().register_parts(&[], &|a| self.range_of(cfg, a.index(), inner), plan.lanes).iter().map(|(_, n)| *n).sum();
+        let per_thread: u64 = self.resources().register_parts(&[], &|a| self.range_of(cfg, a.index(), inner), self.lanes_per_tile(cfg)).iter().map(|(_, n)| *n).sum();
         let need = per_thread as f64 * self.threads(cfg) as f64;
-        // Spilled accumulators make every `mma` (or FMA) a round trip to
-        // local memory: the measured block over the file ran at 0.2-0.24
-        // of the same warp tiles within it.
         if need <= file { 1.0 } else { SPILLED_SHARE * file / need }
     }
 
+    /// Predicted run time in seconds (the roofline of the module docs).
     pub fn predict(&self, cfg: &Config) -> f64 {
         let t = &self.target;
         let peak = self.kernel_peak_gflops(cfg).max(1e-3) * 1e9 * self.core_share();

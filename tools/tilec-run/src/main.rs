@@ -602,17 +602,11 @@ fn build_cuda(cli: &Cli, f: &Function, target: &Target, pipeline: Option<&str>) 
     Ok(tilec_runtime::CudaProgram::load(&compiled.ptx, compiled.kernels, tilec_runtime::HostPlan::of(f)).map_err(Diagnostic::error)?)
 }
 
-/// The target's peak for the element type `f` computes in, in GFLOP/s,
-/// for the cores a CPU run uses (all of a GPU).
-fn peak_gflops(target: &Target, f: &Function, threads: usize) -> Option<f64> {
-    peak_elem(target, f).and_then(|elem| target.nominal_peak_gflops(elem, threads))
-}
-
 /// The element type that sets `f`'s peak: the operands of its largest
 /// compute op where the target lists a peak for them (an f16 × f16 → f32
 /// GEMM runs at the f16 Tensor Core rate, not the f32 one; u8 × i8 → i32
 /// at the i8 dot-product rate), else `f`'s result type.
-fn peak_elem(target: &Target, f: &Function) -> Option<&'static str> {
+fn peak_elem(target: &Target, f: &Function) -> Option<ElemType> {
     let largest = f.walk().into_iter().filter(|&o| f.ops[o].kind.as_compute().is_some()).max_by_key(|&o| f.ops[o].kind.as_compute().and_then(|c| c.iteration_points()).unwrap_or(0));
     let operands = largest.and_then(|o| {
         let c = f.ops[o].kind.as_compute()?;
@@ -620,9 +614,9 @@ fn peak_elem(target: &Target, f: &Function) -> Option<&'static str> {
         // u8 × i8 is the i8 rate (VNNI multiplies unsigned by signed bytes).
         let key = |e: ElemType| if e == ElemType::U8 { ElemType::I8 } else { e };
         let first = key(*elems.first()?);
-        elems.iter().all(|&e| key(e) == first).then_some(first.name())
+        elems.iter().all(|&e| key(e) == first).then_some(first)
     });
-    operands.filter(|e| target.peak_gflops.contains_key(*e)).or_else(|| Some(f.result_types.first()?.elem.name()))
+    operands.filter(|e| target.peak_gflops.contains_key(e.name())).or_else(|| Some(f.result_types.first()?.elem))
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -725,13 +719,14 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     // target's nominal figure for the arithmetic's type, and the output
     // says which.
     let arithmetic = target.as_ref().and_then(|t| peak_elem(t, original));
-    let measured = (cli.backend == Backend::Cpu && arithmetic == Some("f32")).then(|| tilec::calibration::load(threads)).flatten();
+    let measured = (cli.backend == Backend::Cpu && arithmetic == Some(ElemType::F32)).then(|| tilec::calibration::load(threads)).flatten();
     // Integer arithmetic counts operations, not floating-point ones.
-    let unit = if arithmetic.is_some_and(|e| e.starts_with('i') || e.starts_with('u')) { "GOP/s" } else { "GFLOP/s" };
+    let unit = if arithmetic.is_some_and(ElemType::is_int) { "GOP/s" } else { "GFLOP/s" };
     let peak_source = if measured.is_some() { "measured" } else { "nominal" };
     let peak = match &measured {
         Some(c) => Some(c.gflops),
-        None => target.as_ref().and_then(|t| peak_gflops(t, original, if cli.backend == Backend::Cpu { threads } else { 1 })),
+        // For the cores a CPU run uses (all of a GPU).
+        None => target.as_ref().zip(arithmetic).and_then(|(t, e)| t.nominal_peak_gflops(e.name(), if cli.backend == Backend::Cpu { threads } else { 1 })),
     };
 
     let checks: Vec<Option<Comparison>> = if cli.check {
@@ -804,9 +799,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         match (&target, peak) {
             (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p).ok(),
             (Some(t), Some(p)) if cli.backend == Backend::Cpu => {
-                write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok()
+                write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.map_or("f32", ElemType::name)).ok()
             }
-            (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal {} peak ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.unwrap_or("f32")).ok(),
+            (Some(t), Some(p)) => write!(out, ", {:.1}% of `{}`'s nominal {} peak ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.map_or("f32", ElemType::name)).ok(),
             _ => None,
         };
         writeln!(out).ok();
