@@ -41,7 +41,7 @@
 use super::registry::StrategyDecl;
 use super::rng::Rng;
 use super::model::CostModel;
-use super::space::{Config, Problem};
+use super::space::{self, Config, Problem};
 use super::{SearchCx, Steps, Strategy};
 use tilec::pass::{OptionDecl, OptionKind, PassOptions};
 
@@ -113,9 +113,12 @@ pub fn polish(p: &Problem, model: &dyn CostModel, start: Config) -> (Config, u64
                     continue;
                 }
                 let (up, down) = steps(&p.walk_choices(&cur, a, level), cur.tiles[a][level]);
-                for s in up.into_iter().chain(down) {
+                let single = up.into_iter().chain(down).map(|s| {
                     let mut n = cur.clone();
                     n.tiles[a][level] = s;
+                    n
+                });
+                for n in single.chain(reblocked_rows(p, &cur, a, level)) {
                     if !(0..p.levels).all(|l| p.fits(&n, l) && p.keeps_parallelism(&cur, &n, l)) {
                         continue;
                     }
@@ -142,6 +145,38 @@ pub fn polish(p: &Problem, model: &dyn CostModel, start: Config) -> (Config, u64
         }
     }
     (cur, evaluated)
+}
+
+/// Polish's moves that change a middle tile level and the register tile
+/// below it together: the middle level to the nearest sizes of 3 · 2^p
+/// above and below its own (which a middle level may take under a tile
+/// covering its axis, [`space::multiples_of_three`]), the register tile to
+/// each of that size's divisors from half to twice its own. A register
+/// tile of 6 rows needs a parent that 6 divides, and neither move alone
+/// predicts faster (the parent's size alone changes little; the register
+/// tile cannot change first), so descent by single steps never reaches
+/// it, nor do walks, whose steps double and halve sizes.
+fn reblocked_rows(p: &Problem, cur: &Config, a: usize, level: usize) -> Vec<Config> {
+    let register = p.levels - 1;
+    if level == 0 || level + 1 != register || p.fixed(a, register) || cur.vector == Some(a) {
+        return Vec::new();
+    }
+    let (size, rows) = (cur.tiles[a][level], cur.tiles[a][register]);
+    let threes: Vec<u64> = p.walk_choices(cur, a, level).into_iter().filter(|s| s % 3 == 0).collect();
+    let above = threes.iter().copied().find(|&s| s > size);
+    let below = threes.iter().copied().rev().find(|&s| s < size);
+    let mut out = Vec::new();
+    for s in above.into_iter().chain(below) {
+        for r in space::divisors(s).into_iter().filter(|&r| r != rows && 2 * r >= rows && r <= 2 * rows) {
+            let mut n = cur.clone();
+            n.tiles[a][level] = s;
+            n.tiles[a][register] = r;
+            if p.tiles_fit(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
 }
 
 /// The sizes a `tile` and an `invTile` step move a tile of size `cur` to,

@@ -296,6 +296,13 @@ pub fn divisors(n: u64) -> Vec<u64> {
     d
 }
 
+/// The sizes 3 · 2^p (p ≥ 1) below `parent` that do not divide it: what
+/// a middle tile level may take under a tile covering its axis
+/// ([`Problem::uneven_middle_ok`]), for register tiles of 3, 6 or 12.
+pub fn multiples_of_three(parent: u64) -> impl Iterator<Item = u64> {
+    (1..u64::BITS - 2).map(|p| 3u64 << p).take_while(move |&s| s < parent).filter(move |&s| !parent.is_multiple_of(s))
+}
+
 /// The greatest common divisor of `a` and `b` (1 when both are 0, so it
 /// can divide).
 pub fn gcd(a: u64, b: u64) -> u64 {
@@ -605,12 +612,15 @@ impl Problem {
                 // Uneven sizes are whole vectors: only those are tried.
                 d.extend((lanes..parent).step_by(lanes as usize).take(self.target.isa.vector_registers as usize).filter(|&s| self.uneven_ok(cfg, a, parent, s)));
             }
+            if level + 1 < self.levels && self.uneven_middle_ok(cfg, a, parent) {
+                d.extend(multiples_of_three(parent));
+            }
             d.sort_unstable();
             d.dedup();
             d
         };
         let below = if level + 1 < self.levels { cfg.tiles[a][level + 1] } else { self.innermost_unit(cfg, a) };
-        c.retain(|&s| s % below.max(1) == 0 || (level + 2 == self.levels && self.uneven_ok(cfg, a, s, below)));
+        c.retain(|&s| s % below.max(1) == 0 || (level + 2 == self.levels && self.uneven_ok(cfg, a, s, below)) || (level + 2 < self.levels && self.uneven_middle(cfg, a, s, below)));
         c
     }
 
@@ -635,12 +645,39 @@ impl Problem {
         plain && parent >= self.axes[a].extent && size < parent && !parent.is_multiple_of(size.max(1)) && size.is_multiple_of(lanes) && size <= lanes * u64::from(self.target.isa.vector_registers)
     }
 
+    /// May a middle tile level (neither the outermost nor the register
+    /// tile) of axis `a` split its `parent` unevenly? On CPUs, where the
+    /// parent covers the whole axis (the verifier's rule: the overhang
+    /// lies past the extent, where the guards stop it), on a spatial axis
+    /// without virtual threads or an intrinsic. The space offers such a
+    /// level only sizes of 3 · 2^p ([`multiples_of_three`]): they carry
+    /// register tiles of 3, 6 or 12 rows, which divide no power of two.
+    /// With 16 vector registers a register tile of 6 rows by 2 vectors
+    /// keeps 12 accumulators (BLIS's 6 x 16 on AVX2) where rows dividing
+    /// 1024 allow 8 (4 x 2) or 16, which leaves no register for the
+    /// operands; with 32 registers, 6 x 4 or 12 x 2 keep 24. Measured on
+    /// a Zen 3 VM (docs/performance.md, "Register tiles of 6 rows"):
+    /// GEMM 1024 with `i = [1024, 96, 6]` ran 2-4% faster than with
+    /// `i = [512, 64, 4]`, the same schedule otherwise.
+    fn uneven_middle_ok(&self, cfg: &Config, a: usize, parent: u64) -> bool {
+        let plain = cfg.intrinsic.is_none() && cfg.vthreads.get(a).is_none_or(|&v| v <= 1);
+        !self.gpu() && self.axes[a].spatial && plain && parent >= self.axes[a].extent
+    }
+
+    /// Is `size` one of the uneven sizes a middle level under `parent`
+    /// may take ([`Problem::uneven_middle_ok`], [`multiples_of_three`])?
+    fn uneven_middle(&self, cfg: &Config, a: usize, parent: u64, size: u64) -> bool {
+        self.uneven_middle_ok(cfg, a, parent) && multiples_of_three(parent).any(|s| s == size)
+    }
+
     /// Does every tile level split the level above into whole tiles, or
-    /// the innermost unevenly where [`Problem::uneven_ok`] allows it?
+    /// the innermost unevenly where [`Problem::uneven_ok`] allows it, or a
+    /// middle one where [`Problem::uneven_middle_ok`] does?
     pub fn tiles_nest(&self, cfg: &Config) -> bool {
         (0..self.axes.len()).all(|a| {
             let t = &cfg.tiles[a];
-            (1..t.len()).all(|l| t[l - 1].is_multiple_of(t[l].max(1)) || (l + 1 == t.len() && self.uneven_ok(cfg, a, t[l - 1], t[l])))
+            (1..t.len())
+                .all(|l| t[l - 1].is_multiple_of(t[l].max(1)) || (l + 1 == t.len() && self.uneven_ok(cfg, a, t[l - 1], t[l])) || (l + 1 < t.len() && self.uneven_middle(cfg, a, t[l - 1], t[l])))
         })
     }
 
@@ -655,12 +692,13 @@ impl Problem {
     /// tile past the extent, which only it may take; an uneven register
     /// tile, whose whole vectors pay only along it) where `cfg`'s vector
     /// is on another axis: what a walk that has chosen its vector steps
-    /// through.
+    /// through. (An uneven middle level stays: it carries register tiles
+    /// of 3, 6 or 12 rows off the vector axis.)
     pub fn walk_choices(&self, cfg: &Config, a: usize, level: usize) -> Vec<u64> {
         let mut c = self.choices(cfg, a, level);
         if cfg.vector != Some(a) {
             let ext = self.axes[a].extent;
-            c.retain(|&s| if level == 0 { s <= ext } else { cfg.tiles[a][level - 1].is_multiple_of(s.max(1)) });
+            c.retain(|&s| if level == 0 { s <= ext } else { cfg.tiles[a][level - 1].is_multiple_of(s.max(1)) || (level + 1 < self.levels && self.uneven_middle(cfg, a, cfg.tiles[a][level - 1], s)) });
         }
         c
     }

@@ -446,6 +446,14 @@ fn zen1_vm() -> Arc<tilec::target::Target> {
     Arc::new(vm)
 }
 
+/// `x86-avx2` cut to the Zen 3 VM of 2026-11-28: 2 cores and 32 MiB of L3.
+fn zen3_vm() -> Arc<tilec::target::Target> {
+    let mut vm = (*tilec::target::builtin("x86-avx2").unwrap()).clone();
+    vm.compute.units = 2;
+    vm.memory.iter_mut().filter(|m| m.name == "l3").for_each(|m| m.capacity_bytes = 32 << 20);
+    Arc::new(vm)
+}
+
 fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space::Problem {
     let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let m = parse(&src);
@@ -773,6 +781,61 @@ fn a_tile_that_covers_its_axis_may_be_split_unevenly() {
     // runs such tiles against the interpreter).
     let s = p.schedule(&uneven);
     assert_eq!(s.tiles.iter().find(|(n, _)| n == "p").map(|(_, t)| t.clone()), Some(vec![56, 56, 24]));
+}
+
+/// Under a tile covering its axis, a middle level may take the sizes 3 ·
+/// 2^p that do not divide it, so that register tiles of 6 rows exist
+/// along a 1024-row axis (`i = [1024, 96, 6]`: 6 x 16, 12 accumulators on
+/// AVX2, which ran GEMM 1024 2-4% faster than `[512, 64, 4]` on a Zen 3
+/// VM); under a tile that does not cover it, divisors only; and markov's
+/// polish reaches such a tile from the 4-row one, which single steps (that
+/// double or halve a size) cannot. (On a 2-core target with the Zen 3
+/// VM's 32 MiB of L3: a 64-core one wants more core tiles than a
+/// covering `i` leaves.)
+#[test]
+fn a_middle_level_under_a_covering_tile_may_carry_six_rows() {
+    let p = workload_problem_on("gemm_1024", zen3_vm());
+    let cfg =
+        |i: [u64; 3]| Config { tiles: vec![i.to_vec(), vec![256, 256, 16], vec![1024, 256, 256]], vthreads: vec![1; 3], pack: vec![2, 1], order: vec![1, 0, 2], vector: Some(1), intrinsic: None };
+    assert_eq!(space::multiples_of_three(1024).collect::<Vec<_>>(), vec![6, 12, 24, 48, 96, 192, 384, 768]);
+    assert_eq!(space::multiples_of_three(96).count(), 0, "3 · 2^p below 96 all divide it");
+    let four = cfg([1024, 64, 4]);
+    assert!(p.choices(&four, 0, 1).contains(&96), "1024 covers `i`");
+    assert!(!p.choices(&cfg([512, 64, 4]), 0, 1).contains(&96), "512 does not cover `i`");
+    assert!(p.walk_choices(&four, 0, 1).contains(&96), "off the vector axis too");
+    let six = cfg([1024, 96, 6]);
+    assert!(p.valid(&six), "6 divides 96, and 96 splits the covering 1024 unevenly");
+    assert!(!p.valid(&cfg([1024, 100, 4])), "only 3 · 2^p");
+    assert!(!p.valid(&cfg([512, 96, 6])), "512 does not cover `i`");
+    assert_eq!(p.register_tile(&six).0, 12.0);
+    assert!(p.predict(&six) < p.predict(&four), "12 accumulators against 8");
+    let (polished, _) = markov::polish(&p, &AnalyticModel, four.clone());
+    assert_eq!(polished.tiles[0][2] % 3, 0, "polish re-blocks the rows: {:?}", polished.tiles);
+}
+
+/// The loads of a read that does not use the register tile's outermost
+/// point loop are held in registers across it (LLVM loads them once), the
+/// others stream: GEMM's 6 x 16 holds B's 2 vectors beside its 12
+/// accumulators (15 registers with a broadcast of A), and a convolution
+/// tile of 3 rows (outermost) x 4 output channels x 1 vector holds the 4
+/// broadcasts of the weights (17 with the input's row: LLVM spilled two
+/// accumulators every step, ResNet-50 R8 at 9.6 ms against 5.6 for its
+/// 8-accumulator tile on a Zen 3 VM), so the model charges it for the
+/// registers it lacks.
+#[test]
+fn the_loads_that_the_outer_point_loop_reuses_are_held_in_registers() {
+    let gemm = workload_problem_on("gemm_1024", zen3_vm());
+    let six = Config { tiles: vec![vec![1024, 96, 6], vec![256, 256, 16], vec![1024, 256, 256]], vthreads: vec![1; 3], pack: vec![2, 1], order: vec![1, 0, 2], vector: Some(1), intrinsic: None };
+    assert_eq!(gemm.register_tile(&six), (12.0, 8.0, 2.0), "6 broadcasts and 2 vectors a step, the vectors held");
+    assert_eq!(gemm.kernel_terms(&six)[2], 1.0, "15 of 16 registers");
+    let conv = workload_problem("conv2d_resnet50_r8", "x86-avx2");
+    // n, f, oh, ow, c, r, s; the vector along `ow`, `oh` outermost.
+    let tiles = |f: u64, oh: u64| vec![vec![1, 1, 1], vec![256, 128, f], vec![14, 12, oh], vec![8, 8, 8], vec![256, 64, 1], vec![3, 3, 3], vec![3, 3, 3]];
+    let cfg = |f: u64, oh: u64| Config { tiles: tiles(f, oh), vthreads: vec![1; 7], pack: vec![0, 0], order: vec![2, 3, 1, 0, 4, 5, 6], vector: Some(3), intrinsic: None };
+    let (acc, _, held) = conv.register_tile(&cfg(4, 3));
+    assert_eq!((acc, held), (12.0, 4.0), "the weights' 4 broadcasts are held, the input's rows stream");
+    assert!(conv.kernel_terms(&cfg(4, 3))[2] < 1.0, "12 + 4 + 1 registers do not fit in 16");
+    assert_eq!(conv.kernel_terms(&cfg(2, 3))[2], 1.0, "6 accumulators and 2 broadcasts fit");
 }
 
 /// A read with a stride packs densely (the `cache` pass's `copy ...
