@@ -7,12 +7,14 @@ Each LIB is a shared library made by `tilec FILE --emit=lib -o LIB` (with
 its call metadata LIB.json, docs/codegen.md, "C ABI"); its kernels run in
 order over their whole parallel range on one thread, as one call. With
 --ort-conv, onnxruntime (one thread) runs a convolution with those
-dimensions as another entry. Every round calls each entry once, in turn
+dimensions as another entry; with --numpy-gemm, numpy's `a @ b` (set
+OPENBLAS_NUM_THREADS=1 for one thread) does. Every round calls each entry once, in turn
 (every other round in reverse order); the figures are per-call medians
 and first quartiles in milliseconds, and each entry's speed against
 onnxruntime's where it ran.
 
     benchmarks/interleave.py --rounds 300 --ort-conv 1,512,7,7,2048,1,1,1,0 a.so b.so
+    OPENBLAS_NUM_THREADS=1 benchmarks/interleave.py --rounds 30 --numpy-gemm 1024,1024,1024 gemm.so
 
 Needs numpy, and onnx and onnxruntime for --ort-conv (tools/bench-env.sh
 installs them).
@@ -24,7 +26,7 @@ import time
 
 import numpy as np
 
-from kernel_lib import kernel_calls
+from kernel_lib import kernel_calls, run_on_kernel_stack
 
 
 def kernel_call(path):
@@ -62,34 +64,56 @@ def ort_conv_call(spec):
     return lambda: session.run(None, {"x": x})
 
 
+def numpy_gemm_call(spec):
+    """numpy's `a @ b` for an M x K by K x N product of f32."""
+    m, n, k = map(int, spec.split(","))
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    out = np.empty((m, n), np.float32)
+    return lambda: np.matmul(a, b, out=out)
+
+
+def time_in_turns(entries, rounds, warmup):
+    """Calls each (name, call) of `entries` once per round, in turn (every
+    other round in reverse order), after `warmup` rounds; each name's
+    seconds per call."""
+    for _ in range(warmup):
+        for _, call in entries:
+            call()
+    times = {name: [] for name, _ in entries}
+    for i in range(rounds):
+        for name, call in entries if i % 2 == 0 else entries[::-1]:
+            t = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("libs", nargs="+", help="shared libraries from `tilec --emit=lib`")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--ort-conv", metavar="N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime on this convolution")
+    ap.add_argument("--numpy-gemm", metavar="M,N,K", help="also time numpy on this f32 GEMM")
     args = ap.parse_args()
     entries = [(lib, kernel_call(lib)) for lib in args.libs]
     if args.ort_conv:
         entries.append(("onnxruntime", ort_conv_call(args.ort_conv)))
-    for _ in range(args.warmup):
-        for _, call in entries:
-            call()
-    times = {name: [] for name, _ in entries}
-    for i in range(args.rounds):
-        for name, call in entries if i % 2 == 0 else entries[::-1]:
-            t = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - t)
-    base = statistics.median(times["onnxruntime"]) if args.ort_conv else None
+    if args.numpy_gemm:
+        entries.append(("numpy", numpy_gemm_call(args.numpy_gemm)))
+    times = time_in_turns(entries, args.rounds, args.warmup)
+    baseline = "onnxruntime" if args.ort_conv else "numpy" if args.numpy_gemm else None
+    base = statistics.median(times[baseline]) if baseline else None
     for name, _ in entries:
         med = statistics.median(times[name])
         q1 = float(np.percentile(times[name], 25))
         line = f"{name:32s} median {med * 1e3:8.3f} ms  p25 {q1 * 1e3:8.3f} ms"
         if base:
-            line += f"  onnxruntime/this {base / med:5.2f}"
+            line += f"  {baseline}/this {base / med:5.2f}"
         print(line)
 
 
 if __name__ == "__main__":
-    main()
+    run_on_kernel_stack(main)

@@ -5,6 +5,7 @@ kernel its symbol, parallel trip count and parameter shapes. Shared by
 
 import ctypes
 import json
+import threading
 
 import numpy as np
 
@@ -34,3 +35,30 @@ def kernel_calls(path):
         fn.argtypes = [ctypes.c_void_p] * len(ptrs) + [ctypes.c_int64, ctypes.c_int64]
         calls.append((fn, ptrs, k["parallel_trip"]))
     return calls, buffers
+
+
+# A kernel keeps its packed copies and accumulator tiles on its stack
+# (`stack_bytes` in the metadata: 8 MiB for a GEMM whose B is packed per
+# core tile, more than a process's main thread gets), so the scripts run on
+# a thread with room to spare; the pages are only reserved.
+KERNEL_STACK_BYTES = 1 << 30
+
+
+def run_on_kernel_stack(fn):
+    """Runs `fn()` on a thread whose stack has KERNEL_STACK_BYTES, and
+    returns its result (or raises its exception)."""
+    out = {}
+
+    def body():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # re-raised in the caller's thread
+            out["error"] = e
+
+    threading.stack_size(KERNEL_STACK_BYTES)
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")

@@ -13,7 +13,7 @@ import argparse
 import json
 import time
 
-from kernel_lib import kernel_calls
+from kernel_lib import kernel_calls, run_on_kernel_stack
 
 
 def main():
@@ -33,4 +33,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_on_kernel_stack(main)
