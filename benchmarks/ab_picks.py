@@ -84,7 +84,7 @@ def main():
         base_col = f"{base:9.3f}" if base else f"{'-':>9s}"
         # The time ratio: above 1 means the new build's kernel is slower.
         print(f"{name:28s} {med['old']:9.3f} {med['new']:9.3f} {base_col} {ratio('old')} {ratio('new')} {med['new'] / med['old']:8.3f}", flush=True)
-    print(f"# ratios to the baseline ({'numpy or onnxruntime'}): baseline time / tilec time (above 1: tilec faster); new/old: time ratio")
+    print("# ratios to the baseline (numpy or onnxruntime): baseline time / tilec time (above 1: tilec faster); new/old: time ratio")
 
 
 if __name__ == "__main__":

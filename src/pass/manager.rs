@@ -56,6 +56,17 @@ impl PassManager {
         self.no_evaluator_reason = Some(why.into());
     }
 
+    /// Installs what a driver's evaluator lookup found: an evaluator, none
+    /// (the pipeline measures nothing), or why there is none where it
+    /// would measure.
+    pub fn install_evaluator(&mut self, found: Result<Option<Box<dyn crate::measure::Evaluator>>, String>) {
+        match found {
+            Ok(Some(e)) => self.set_evaluator(e),
+            Ok(None) => {}
+            Err(why) => self.set_no_evaluator_reason(why),
+        }
+    }
+
     /// Records the driver read from `file`, for `apply-records{file=...}`.
     pub fn add_records(&mut self, file: impl Into<String>, records: std::sync::Arc<Vec<crate::records::Record>>) {
         self.records.push((file.into(), records));

@@ -369,23 +369,23 @@ impl Problem {
                 if !streamed {
                     vector_loads += v;
                 }
-            } else if outer.is_some() && !streamed && !read.indices.iter().any(|e| cfg.vector.is_some_and(|v| e.uses(AxisId::new(v)))) {
-                // Broadcasts held across the outer point loop.
-                loads += elems as f64;
-                vector_loads += elems as f64;
-            } else if w > 1 && cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) {
+                continue;
+            }
+            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v))));
+            if w > 1 && uses_vector {
                 // Lanes gathered one element at a time.
                 loads += elems as f64 * self.target.model.gather_load_cost;
             } else {
                 loads += elems as f64;
-                // A broadcast that feeds a single FMA (a register tile one
-                // vector wide) becomes that FMA's destination register:
-                // LLVM issues the step's loads ahead of its FMAs, so each
-                // is held meanwhile. (An 8x8 GEMM register tile, 8
+                // Broadcasts are held across the outer point loop they do
+                // not use. A broadcast that feeds a single FMA (a register
+                // tile one vector wide) becomes that FMA's destination
+                // register: LLVM issues the step's loads ahead of its FMAs,
+                // so each is held meanwhile. (An 8x8 GEMM register tile, 8
                 // accumulators, 1 vector and 8 such broadcasts, spilled an
                 // accumulator and ran at 41 GFLOP/s against 81 for 4x16 on
                 // the AMD EPYC host.)
-                if acc <= elems as f64 {
+                if (outer.is_some() && !streamed && !uses_vector) || acc <= elems as f64 {
                     vector_loads += elems as f64;
                 }
             }

@@ -657,7 +657,7 @@ impl Problem {
     /// 1024 allow 8 (4 x 2) or 16, which leaves no register for the
     /// operands; with 32 registers, 6 x 4 or 12 x 2 keep 24. Measured on
     /// a Zen 3 VM (docs/performance.md, "Register tiles of 6 rows"):
-    /// GEMM 1024 with `i = [1024, 96, 6]` ran 2-4% faster than with
+    /// GEMM 1024 with `i = [1024, 96, 6]` ran 1.6-2.8% faster than with
     /// `i = [512, 64, 4]`, the same schedule otherwise.
     fn uneven_middle_ok(&self, cfg: &Config, a: usize, parent: u64) -> bool {
         let plain = cfg.intrinsic.is_none() && cfg.vthreads.get(a).is_none_or(|&v| v <= 1);

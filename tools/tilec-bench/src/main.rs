@@ -330,16 +330,12 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target));
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
-    match evaluator {
-        Ok(Some(e)) => pm.set_evaluator(e),
-        Ok(None) => {}
-        Err(why) => {
-            // The search options ask for measurements: a figure from
-            // construction alone must not pass for one.
-            eprintln!("warning: the search measures no candidate here: {why}");
-            pm.set_no_evaluator_reason(why)
-        }
+    if let Err(why) = &evaluator {
+        // The search options ask for measurements: a figure from
+        // construction alone must not pass for one.
+        eprintln!("warning: the search measures no candidate here: {why}");
     }
+    pm.install_evaluator(evaluator);
     let mut scheduled = module.clone();
     let start = Instant::now();
     if let Some(w) = watch {

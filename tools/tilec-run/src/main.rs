@@ -680,11 +680,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         if let Some(t) = &target {
             pm.set_target(t.clone());
         }
-        match evaluator {
-            Ok(Some(e)) => pm.set_evaluator(e),
-            Ok(None) => {}
-            Err(why) => pm.set_no_evaluator_reason(why),
-        }
+        pm.install_evaluator(evaluator);
         pm.run(&mut transformed)?;
     }
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;

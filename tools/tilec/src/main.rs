@@ -505,11 +505,7 @@ impl Driver {
             pm.set_record_sink(Box::new(file.clone()));
         }
         pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
-        match tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()) {
-            Ok(Some(e)) => pm.set_evaluator(e),
-            Ok(None) => {}
-            Err(why) => pm.set_no_evaluator_reason(why),
-        }
+        pm.install_evaluator(tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()));
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
             after_all: cli.print_ir_after_all,
