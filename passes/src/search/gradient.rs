@@ -94,6 +94,12 @@ pub const DECL: StrategyDecl = StrategyDecl {
             default: "level",
             help: "gradient: how a hop moves a tile size: chain (to the next size the axis may take at that level, its other levels repaired to stay nested) or level (to the next size that fits between the levels above and below)",
         },
+        OptionDecl {
+            name: "constructed-starts",
+            kind: OptionKind::UInt,
+            default: "4",
+            help: "gradient: markov's best constructed states (its walks on the model, measured nothing) measured as start points beside the predicted ones (0: none, the random samples alone)",
+        },
         OptionDecl { name: "restart", kind: OptionKind::Enum(&["random", "predicted"]), default: "random", help: "gradient: where to go at a local minimum: a random point (the paper's), or the best predicted of start-samples fresh random points (descended on the model as the first start is)" },
     ],
     measures: true,
@@ -108,6 +114,8 @@ pub const DECL: StrategyDecl = StrategyDecl {
             start_samples: o.uint("start-samples") as usize,
             starts: o.uint("starts") as usize,
             start_descent: o.bool("start-descent"),
+            constructed_starts: o.uint("constructed-starts") as usize,
+            constructor: Some((super::markov::DECL.create)(o)),
             restart_predicted: o.str("restart") == "predicted",
             tile_moves: if o.str("tile-moves") == "chain" { TileMoves::Chain } else { TileMoves::Level },
         })
@@ -125,6 +133,11 @@ pub struct Gradient {
     /// `starts`: predicted start points measured before the first descent.
     pub starts: usize,
     pub start_descent: bool,
+    /// `constructed-starts`: markov's best constructed states measured as
+    /// start points too.
+    pub constructed_starts: usize,
+    /// What constructs them: markov, with the pass's markov options.
+    pub constructor: Option<Box<dyn Strategy>>,
     /// `restart=predicted`: restart at the best predicted of fresh
     /// samples, not a random point.
     pub restart_predicted: bool,
@@ -209,6 +222,25 @@ impl Gradient {
         starts
     }
 
+    /// Up to `constructed-starts` start points: markov's best constructed
+    /// states (its walks and polish on the current model, nothing
+    /// measured) that are points of the knob space and not measured yet.
+    /// Markov's construction puts whole register tiles, tile levels and
+    /// packing together as random draws seldom do; a start there spends
+    /// the descent's measurements near the model's best instead of
+    /// climbing to it. (It is what evolutionary's first batch gets from
+    /// the model too: its best predicted points.)
+    fn constructed_starts(&mut self, p: &Problem, space: &KnobSpace, cx: &mut SearchCx, measured: &BTreeSet<Config>) -> Result<Vec<Config>, String> {
+        if self.constructed_starts == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(markov) = self.constructor.as_mut() else { return Ok(Vec::new()) };
+        let mut ranked = markov.run(p, cx)?;
+        ranked.retain(|c| space.valid(c) && !measured.contains(c));
+        ranked.truncate(self.constructed_starts);
+        Ok(ranked)
+    }
+
     /// Steepest descent on the model alone: from `start`, to the best
     /// predicted of the neighbours within `hops` while that beats the
     /// current point's prediction (at most [`MAX_MODEL_STEPS`] steps). No
@@ -270,7 +302,12 @@ impl Strategy for Gradient {
         // window of the best predicted samples (each descended on the
         // model first).
         let mut resume: Option<(Config, f64)> = if best > 0.0 { cx.ranked_by_measurement(p, Vec::new()).into_iter().next().map(|c| (c, best)) } else { None };
-        let mut starts = if resume.is_some() { Vec::new() } else { self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts) };
+        let mut starts = Vec::new();
+        if resume.is_none() {
+            starts = self.constructed_starts(p, &space, cx, &measured)?;
+            let predicted = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts.saturating_sub(starts.len()));
+            starts.extend(predicted.into_iter().filter(|c| !starts.contains(c)).collect::<Vec<_>>());
+        }
         let (mut moves, mut restarts) = (0u64, 0u64);
         while !cx.trials_spent() && (resume.is_some() || !starts.is_empty()) {
             let mut start: Option<(Config, f64)> = resume.take();
@@ -354,7 +391,7 @@ mod tests {
     use super::*;
 
     fn gradient() -> Gradient {
-        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, starts: 16, start_descent: true, restart_predicted: false, tile_moves: TileMoves::Level }
+        Gradient { hops: 3, window: 3, score_threshold: 0.6, measure_threshold: 0.6, init_samples: 64, init_measured: false, start_samples: 1024, starts: 16, start_descent: true, constructed_starts: 0, constructor: None, restart_predicted: false, tile_moves: TileMoves::Level }
     }
 
     /// Points standing in for configurations (only their order and the

@@ -1048,6 +1048,23 @@ fn learning_strategies_spend_their_trials_survive_failures_and_repeat_themselves
     }
 }
 
+/// Gradient's first measurements are markov's best constructed states
+/// (`constructed-starts`), before any predicted random sample; with none,
+/// its first measurement is another point.
+#[test]
+fn gradient_measures_markovs_construction_first() {
+    let mut m = parse(GEMM);
+    let mut cx = PassContext::with_target(Some(tilec::target::builtin("x86-avx2").unwrap()));
+    search("markov", &[]).run(&mut m, &mut cx).unwrap();
+    let f = &m.funcs[0];
+    let constructed = RecordSchedule::of(f.walk().into_iter().find_map(|o| f.ops[o].kind.as_compute()).unwrap().schedule.as_ref().unwrap());
+    let (records, report, _) = learning_search("gradient", &[("trials", "6"), ("start-samples", "64"), ("constructed-starts", "2")], None);
+    assert_eq!(records[0].schedule, constructed, "{report}");
+    assert_eq!(records.len(), 6);
+    let (records, report, _) = learning_search("gradient", &[("trials", "6"), ("start-samples", "64"), ("constructed-starts", "0")], None);
+    assert_ne!(records[0].schedule, constructed, "{report}");
+}
+
 #[test]
 fn learning_strategies_need_an_evaluator() {
     for strategy in ["gradient", "evolutionary"] {
