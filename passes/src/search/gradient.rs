@@ -238,6 +238,7 @@ impl Gradient {
         let mut ranked = markov.run(p, cx)?;
         ranked.retain(|c| space.valid(c) && !measured.contains(c));
         ranked.truncate(self.constructed_starts);
+        cx.note(format!("gradient: {} constructed starts (markov's best states, the walks above)", ranked.len()));
         Ok(ranked)
     }
 

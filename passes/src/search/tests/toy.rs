@@ -97,6 +97,7 @@ fn the_pass_declaration_comes_from_the_strategy_list() {
             "starts",
             "start-descent",
             "tile-moves",
+            "constructed-starts",
             "restart",
             "population",
             "generations",
