@@ -28,11 +28,10 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from ab_picks import baseline_of
+from ab_picks import baseline_of, build
 from interleave import kernel_call, time_in_turns
 from kernel_lib import run_on_kernel_stack
 
@@ -58,13 +57,10 @@ def compile_record(tilec, workload, record, out):
     """`workload` with `record`'s schedule (apply-records), compiled to a
     library; ops without a record (a copy collapse-axes adds) get the
     default pipeline's schedule. Returns the library's path."""
-    records, picked, lib = out + ".records.jsonl", out + ".tile", out + ".so"
+    records = out + ".records.jsonl"
     with open(records, "w") as f:
         f.write(json.dumps(record) + "\n")
-    pipeline = f"builtin.module(collapse-axes,apply-records{{file={records}}})"
-    subprocess.run([tilec, workload, "--target=host", f"--pass-pipeline={pipeline}", "-o", picked], check=True)
-    subprocess.run([tilec, picked, "--target=host", "--emit=lib", "-o", lib], check=True)
-    return lib
+    return build(tilec, workload, f"builtin.module(collapse-axes,apply-records{{file={records}}})", "host", out)
 
 
 def main():

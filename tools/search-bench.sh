@@ -129,13 +129,13 @@ if [ "$summary_only" = 0 ]; then
   total=$(( ${#workload_list[@]} * ${#seed_list[@]} * ${#strategies[@]} ))
   n=0
   for w in "${workload_list[@]}"; do
+    label=$(grep -oP 'compute "\K[^"]+(?="[^\n]*reduce)' "benchmarks/workloads/$w.tile" | head -n 1 || true)
     for seed in "${seed_list[@]}"; do
       for s in "${strategies[@]}"; do
         n=$((n + 1))
         name=${s%%:*}
         options=""
         [[ $s == *:* ]] && options=${s#*:}
-        label=$(grep -oP 'compute "\K[^"]+(?="[^\n]*reduce)' "benchmarks/workloads/$w.tile" | head -n 1 || true)
         [ -n "$label" ] && options="${options:+$options }op=$label"
         file=$(run_file "$w" "$seed" "$name")
         if [ -f "$file" ]; then

@@ -306,8 +306,11 @@ impl Strategy for Gradient {
         let mut starts = Vec::new();
         if resume.is_none() {
             starts = self.constructed_starts(p, &space, cx, &measured)?;
-            let predicted = self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts.saturating_sub(starts.len()));
-            starts.extend(predicted.into_iter().filter(|c| !starts.contains(c)).collect::<Vec<_>>());
+            for c in self.predicted_starts(p, &space, cx, samples.clone(), &measured, self.starts.saturating_sub(starts.len())) {
+                if !starts.contains(&c) {
+                    starts.push(c);
+                }
+            }
         }
         let (mut moves, mut restarts) = (0u64, 0u64);
         while !cx.trials_spent() && (resume.is_some() || !starts.is_empty()) {
