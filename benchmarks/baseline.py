@@ -4,7 +4,9 @@
 Reads the workload's header comment (written by workloads/generate.py),
 runs the same operator with numpy (GEMM, batched GEMM, GEMV) or
 onnxruntime (conv2d, pooling; the quantized u8 x i8 -> i32 GEMM and conv2d
-with MatMulInteger and ConvInteger) on random inputs, and prints one JSON object:
+with the faster of MatMulInteger/ConvInteger and QLinearMatMul/QLinearConv;
+a bf16 GEMM against numpy's f32 GEMM, there being no bf16 library here)
+on random inputs, and prints one JSON object:
 {"library": ..., "median_s": ...} or {"skipped": why}. Installs nothing:
 a missing package is a skip, not an error.
 
@@ -86,7 +88,10 @@ def numpy_case(header):
         a = rng.random((n["M"], n["N"]), dtype=np.float32)
         x = rng.random(n["N"], dtype=np.float32)
         fn = lambda: a @ x
-    return {"library": blas_name(np), "median_s": median_time(fn)}
+    # No CPU library here multiplies bf16: a bf16 GEMM is set beside the
+    # f32 one, and the label says so.
+    f32 = " f32 (no bf16 GEMM here)" if "bf16 x bf16" in header else ""
+    return {"library": blas_name(np) + f32, "median_s": median_time(fn)}
 
 
 def onnx_case(header, threads):
@@ -139,8 +144,12 @@ def onnx_timed(node, inputs, output_type, feeds, constants, threads, library):
 
 
 def onnx_int8_case(header, threads):
-    """u8 x i8 -> i32 GEMM or conv2d: onnxruntime's MatMulInteger or
-    ConvInteger (zero points 0), which sum exactly in i32 as tilec does."""
+    """u8 x i8 -> i32 GEMM or conv2d against onnxruntime's quantized
+    operators, both timed: MatMulInteger or ConvInteger (zero points 0),
+    which sum exactly in i32 as tilec does, and QLinearMatMul or
+    QLinearConv, which also requantize the sums to u8 (more work, a
+    quarter of the output bytes) and are what a quantized model runs. The
+    faster of the two is the baseline; the label names both."""
     try:
         import numpy as np
         import onnx
@@ -150,19 +159,38 @@ def onnx_int8_case(header, threads):
         return {"skipped": f"{e.name} is not installed (onnxruntime baseline)"}
     n = numbers(header)
     rng = np.random.default_rng(0)
+    attrs = {}
     if header.startswith("C[i, j]"):
         x_shape, w_shape = [n["M"], n["K"]], [n["K"], n["N"]]
-        node = helper.make_node("MatMulInteger", ["x", "w"], ["y"])
+        exact_op, qlinear_op = "MatMulInteger", "QLinearMatMul"
     else:
         stride = int(re.search(r"stride (\d+)", header).group(1))
         pad = int(re.search(r"padding (\d+)", header).group(1))
         k = int(re.search(r"R=S=(\d+)", header).group(1))
         x_shape, w_shape = [n["N"], n["C"], n["H"], n["W"]], [n["F"], n["C"], k, k]
-        node = helper.make_node("ConvInteger", ["x", "w"], ["y"], strides=[stride, stride], pads=[pad] * 4)
+        exact_op, qlinear_op = "ConvInteger", "QLinearConv"
+        attrs = {"strides": [stride, stride], "pads": [pad] * 4}
     inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape)]
     feeds = {"x": rng.integers(0, 256, x_shape, dtype=np.uint8)}
-    constants = {"w": rng.integers(-128, 128, w_shape, dtype=np.int8)}
-    return onnx_timed(node, inputs, TensorProto.INT32, feeds, constants, threads, f"onnxruntime {ort.__version__} {node.op_type}")
+    w = rng.integers(-128, 128, w_shape, dtype=np.int8)
+    version = f"onnxruntime {ort.__version__}"
+    exact = onnx_timed(helper.make_node(exact_op, ["x", "w"], ["y"], **attrs), inputs, TensorProto.INT32, feeds, {"w": w}, threads, f"{version} {exact_op}")
+    # Scales that keep the requantized outputs in range; zero points 0
+    # (x's is u8, w's i8, y's u8), as the exact operator's.
+    constants = {
+        "w": w,
+        "x_scale": np.array(0.02, dtype=np.float32), "x_zero": np.array(0, dtype=np.uint8),
+        "w_scale": np.array(0.01, dtype=np.float32), "w_zero": np.array(0, dtype=np.int8),
+        "y_scale": np.array(4.0, dtype=np.float32), "y_zero": np.array(0, dtype=np.uint8),
+    }
+    node = helper.make_node(qlinear_op, ["x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"], ["y"], **attrs)
+    try:
+        qlinear = onnx_timed(node, inputs, TensorProto.UINT8, feeds, constants, threads, f"{version} {qlinear_op}")
+    except Exception as e:  # an onnxruntime without the u8 x i8 kernel
+        return {**exact, "library": f"{exact['library']} ({qlinear_op} failed: {e})"}
+    faster, slower = sorted([exact, qlinear], key=lambda r: r["median_s"])
+    slower_op = slower["library"].rsplit(" ", 1)[1]
+    return {**faster, "library": f"{faster['library']} (faster than {slower_op}'s {slower['median_s'] * 1e3:.3g} ms)"}
 
 
 def torch_cuda_case(header):

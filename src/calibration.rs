@@ -12,6 +12,8 @@
 //! figure measured on another CPU never applies: a VM moved to another
 //! host gets a new identity.
 
+use crate::ir::ElemType;
+use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -85,6 +87,63 @@ pub fn store_to(file: &Path, c: &Calibration) -> Result<(), String> {
     std::fs::rename(&tmp, file).map_err(|e| format!("cannot write {}: {e}", file.display()))
 }
 
+/// A measured peak, and the instruction it is of (`f32 FMA`,
+/// `vpdpbusd.zmm`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Peak {
+    pub gops: f64,
+    pub of: String,
+}
+
+/// The instruction that computes `a × b` products on a CPU target.
+enum ProductInstruction<'t> {
+    /// A dot intrinsic the target offers for those types (u8 × i8 on VNNI,
+    /// bf16 × bf16 on AVX512-BF16).
+    Dot(&'t crate::target::Intrinsic),
+    /// The f32 FMA: floating-point products (bf16 and f16 are widened to
+    /// f32) and ops with no products (a pooling).
+    Fma,
+    /// Integer products with no dot intrinsic: 32-bit multiplies, whose
+    /// peak is not measured.
+    Unmeasured,
+}
+
+fn product_instruction(target: &Target, products: Option<(ElemType, ElemType)>) -> ProductInstruction<'_> {
+    let Some((a, b)) = products else { return ProductInstruction::Fma };
+    let (a, b) = (a.name(), b.name());
+    match target.offered_intrinsics().find(|x| x.kind == "dot" && ((x.a == a && x.b == b) || (x.a == b && x.b == a))) {
+        Some(x) => ProductInstruction::Dot(x),
+        None if [a, b].iter().all(|t| matches!(*t, "f32" | "f16" | "bf16")) => ProductInstruction::Fma,
+        None => ProductInstruction::Unmeasured,
+    }
+}
+
+impl Calibration {
+    /// The measured peak of the instruction that computes `products` on
+    /// `target`: the dot intrinsic's where the target offers one for those
+    /// types and it was measured, the f32 FMA's for floating-point
+    /// products and ops with none, else none.
+    pub fn peak_for(&self, target: &Target, products: Option<(ElemType, ElemType)>) -> Option<Peak> {
+        match product_instruction(target, products) {
+            ProductInstruction::Dot(x) => self.dots.iter().find(|(n, _)| *n == x.name).map(|(n, g)| Peak { gops: *g, of: n.clone() }),
+            ProductInstruction::Fma => Some(Peak { gops: self.gflops, of: "f32 FMA".into() }),
+            ProductInstruction::Unmeasured => None,
+        }
+    }
+}
+
+/// [`Calibration::peak_for`] from `target`'s nominal figures, for
+/// `threads` cores, where nothing was measured.
+pub fn nominal_peak_for(target: &Target, products: Option<(ElemType, ElemType)>, threads: usize) -> Option<Peak> {
+    let key = match product_instruction(target, products) {
+        ProductInstruction::Dot(x) if x.a == "bf16" => "bf16",
+        ProductInstruction::Dot(_) => "i8",
+        ProductInstruction::Fma => "f32",
+        ProductInstruction::Unmeasured => return None,
+    };
+    target.nominal_peak_gflops(key, threads).map(|gops| Peak { gops, of: format!("nominal {key}") })
+}
+
 /// This machine's cached figures for `threads`, if measured.
 pub fn load(threads: usize) -> Option<Calibration> {
     load_from(&cache_file()?, &machine_id(), threads)
@@ -101,6 +160,34 @@ pub fn store(c: &Calibration) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn zen4_figures() -> Calibration {
+        Calibration { machine: String::new(), threads: 1, gflops: 116.6, lanes: 16, bandwidth_gbs: 25.9, fma_chains: Some(4), dots: vec![("vpdpbusd.zmm".into(), 467.1), ("vdpbf16ps.zmm".into(), 233.0)], measured_unix: 0 }
+    }
+
+    #[test]
+    fn a_product_is_held_to_the_instruction_that_computes_it() {
+        let target = crate::target::builtin("x86-avx512").expect("built-in target");
+        let c = zen4_figures();
+        let peak = |p| c.peak_for(&target, p).map(|p| (p.of, p.gops));
+        assert_eq!(peak(Some((ElemType::U8, ElemType::I8))), Some(("vpdpbusd.zmm".into(), 467.1)));
+        assert_eq!(peak(Some((ElemType::I8, ElemType::U8))), Some(("vpdpbusd.zmm".into(), 467.1)));
+        assert_eq!(peak(Some((ElemType::F32, ElemType::F32))), Some(("f32 FMA".into(), 116.6)));
+        assert_eq!(peak(None), Some(("f32 FMA".into(), 116.6)));
+        // x86-avx512 does not offer vdpbf16ps (no AVX512-BF16): bf16 is
+        // widened to f32 and held to the FMA's peak.
+        assert_eq!(peak(Some((ElemType::BF16, ElemType::BF16))), Some(("f32 FMA".into(), 116.6)));
+        // i8 × i8 has no dot instruction: 32-bit multiplies, no peak.
+        assert_eq!(peak(Some((ElemType::I8, ElemType::I8))), None);
+        // An offered intrinsic that was not measured gives none either.
+        let unmeasured = Calibration { dots: Vec::new(), ..zen4_figures() };
+        assert_eq!(unmeasured.peak_for(&target, Some((ElemType::U8, ElemType::I8))), None);
+        // Nothing measured: the target's figure for the instruction's type.
+        let nominal = |p| nominal_peak_for(&target, p, 1).map(|p| p.of);
+        assert_eq!(nominal(Some((ElemType::U8, ElemType::I8))).as_deref(), Some("nominal i8"));
+        assert_eq!(nominal(Some((ElemType::F32, ElemType::F32))).as_deref(), Some("nominal f32"));
+        assert_eq!(nominal(Some((ElemType::I8, ElemType::I8))), None);
+    }
 
     const ZEN3: &str = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nstepping\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma\n";
 

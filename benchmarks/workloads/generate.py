@@ -48,6 +48,24 @@ func @{name}(%A: tensor<{m}x{k}xu8>, %B: tensor<{k}x{n}xi8>) -> tensor<{m}x{n}xi
 """
 
 
+# A bf16 GEMM (issue 22): bf16 inputs, products and sums in f32, as
+# AVX512-BF16's vdpbf16ps computes them.
+def gemm_bf16(name, m, n, k, note):
+    return f"""// {note}
+// C[i, j] = sum_k A[i, k] * B[k, j]; bf16 x bf16 -> f32; M={m} N={n} K={k}; {2*m*n*k} flops.
+func @{name}(%A: tensor<{m}x{k}xbf16>, %B: tensor<{k}x{n}xbf16>) -> tensor<{m}x{n}xf32> {{
+  %C = compute "gemm_bf16" (i: {m}, j: {n}) reduce sum (k: {k})
+      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{m}x{n}xf32>[i, j] {{
+    %x = cast %a : bf16 -> f32
+    %y = cast %b : bf16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
+  }}
+  return %C
+}}
+"""
+
+
 def conv2d_int8(name, n, f, c, h, w, k, s, p, note):
     ho, wo = out_size(h, k, s, p), out_size(w, k, s, p)
     pad = " pad(0)" if p else ""
@@ -304,10 +322,12 @@ gemm_pair("gemm_1024", 1024, 1024, 1024, "GEMM 1024^3 (GTA public benchmark; the
 # A GEMV written as a GEMM (M = 1: a batch-1 fully connected layer; issue 23)
 gemm_pair("gemm_m1_4096", 1, 4096, 4096, "GEMM with M = 1, a GEMV written as a GEMM (batch-1 fully connected layer; issue 23)")
 # Quantized (issue 22): int8 GEMM 1024^3 and the ResNet-50 R5 layer, u8 x i8 -> i32
-add("gemm_int8_1024", gemm_int8("gemm_int8_1024", 1024, 1024, 1024, "int8 GEMM 1024^3 (issue 22; baseline: onnxruntime MatMulInteger)"))
+add("gemm_int8_1024", gemm_int8("gemm_int8_1024", 1024, 1024, 1024, "int8 GEMM 1024^3 (issue 22; baseline: onnxruntime MatMulInteger or QLinearMatMul)"))
 add("gemm_int8_1024_small", gemm_int8("gemm_int8_1024_small", 48, 48, 48, "int8 GEMM (shrunk copy)"))
-add("conv2d_int8_resnet50_r5", conv2d_int8("conv2d_int8_resnet50_r5", 1, 128, 128, 28, 28, 3, 1, 1, "int8 ResNet-50 layer R5 (issue 22; baseline: onnxruntime ConvInteger)"))
+add("conv2d_int8_resnet50_r5", conv2d_int8("conv2d_int8_resnet50_r5", 1, 128, 128, 28, 28, 3, 1, 1, "int8 ResNet-50 layer R5 (issue 22; baseline: onnxruntime ConvInteger or QLinearConv)"))
 add("conv2d_int8_resnet50_r5_small", conv2d_int8("conv2d_int8_resnet50_r5_small", 1, 8, 8, 12, 12, 3, 1, 1, "int8 ResNet-50 layer R5 (shrunk copy)"))
+add("gemm_bf16_1024", gemm_bf16("gemm_bf16_1024", 1024, 1024, 1024, "bf16 GEMM 1024^3 (issue 22; against f32 tilec on gemm_1024 and the measured vdpbf16ps peak)"))
+add("gemm_bf16_1024_small", gemm_bf16("gemm_bf16_1024_small", 48, 48, 48, "bf16 GEMM (shrunk copy)"))
 # GEMM: Gensor Table IV (GPU-sized)
 gemm_pair("gemm_gensor_m1", 8192, 8192, 8192, "Gensor Table IV M1 (GPU-sized: construction tests only on a CPU)")
 gemm_pair("gemm_gensor_m2", 65536, 1024, 4, "Gensor Table IV M2, MKN=[65536,4,1024] (GPU-sized)")

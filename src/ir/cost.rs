@@ -23,3 +23,17 @@ pub fn op_flops(f: &Function, op: Op) -> u64 {
     let per_output = regions.get(1).map_or(0, |&r| arith(r));
     points.saturating_mul(per_point).saturating_add(outputs.saturating_mul(per_output))
 }
+
+/// The element types the heaviest compute op of `f` multiplies: those of
+/// its first two body reads (none for an op with fewer, a pooling). What
+/// decides which instruction's peak a kernel is held to
+/// ([`crate::calibration::Calibration::peak_for`]).
+pub fn product_types(f: &Function) -> Option<(super::ElemType, super::ElemType)> {
+    let op = *f.regions[f.body].ops.iter().max_by_key(|&&op| op_flops(f, op))?;
+    let OpKind::Compute(c) = &f.ops[op].kind else { return None };
+    if c.reads.len() < 2 {
+        return None;
+    }
+    let elem = |i: usize| f.value_type(*f.ops[op].operands.get(i)?).readable().map(|t| t.elem);
+    Some((elem(0)?, elem(1)?))
+}

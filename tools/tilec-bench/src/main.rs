@@ -24,7 +24,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 use termcolor::{ColorChoice, StandardStream};
-use tilec::calibration::Calibration;
+use tilec::calibration::{Calibration, Peak};
+use tilec::ir::ElemType;
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::{Tensor, compare::compare, run_function};
 use tilec::measure::Timing;
@@ -257,12 +258,25 @@ struct Measured {
     baseline: Option<Result<Baseline, String>>,
     /// The schedule each kernel was compiled with, on one line.
     schedules: Vec<String>,
+    /// The element types the heaviest op multiplies: which peak the row is
+    /// held to.
+    product_types: Option<(ElemType, ElemType)>,
 }
 
 /// Bytes of `f`'s tensor inputs and results.
 fn moved_bytes(f: &tilec::ir::Function) -> u64 {
     let inputs: u64 = f.params.iter().filter_map(|&v| f.value_type(v).as_tensor().and_then(|t| t.size_bytes())).sum();
     inputs + f.result_types.iter().filter_map(|t| t.size_bytes()).sum::<u64>()
+}
+
+/// The peak a row is held to: this machine's measured peak of the
+/// instruction that computes its products (`Calibration::peak_for`), else
+/// the target's nominal one.
+fn row_peak(products: Option<(ElemType, ElemType)>, target: &Target, measured: Option<&Calibration>, threads: usize) -> Option<Peak> {
+    match measured {
+        Some(c) => c.peak_for(target, products),
+        None => tilec::calibration::nominal_peak_for(target, products, threads),
+    }
 }
 
 /// Operations per byte moved below which a row's GB/s is reported against
@@ -401,7 +415,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
     let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { run, median_s: median(&round_medians_s), round_medians_s }));
-    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules })
+    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules, product_types: tilec::ir::cost::product_types(&original) })
 }
 
 /// A baseline library's figures: the median of its rounds' medians.
@@ -727,7 +741,9 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     let all_ok = rows.iter().all(|r| r.result.as_ref().is_ok_and(|m| m.check != Some(false)) && r.curves.iter().flatten().all(|c| !c.points.is_empty()));
     let mut out = String::new();
     let bandwidth = peak.as_ref().map(|p| p.bandwidth_gbs);
-    let records: Vec<Json> = rows.iter().map(|r| row_json(r, peak_gflops, bandwidth)).collect();
+    // Each row is held to the peak of the instruction its products use.
+    let row_peaks: Vec<Option<Peak>> = rows.iter().map(|r| r.result.as_ref().ok().and_then(|m| row_peak(m.product_types, &target, peak.as_ref(), threads))).collect();
+    let records: Vec<Json> = rows.iter().zip(&row_peaks).map(|(r, p)| row_json(r, p.as_ref(), bandwidth)).collect();
     let mut doc = json!({
         "machine": machine(),
         "target": target.name,
@@ -779,11 +795,11 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         if !rows.is_empty() {
             writeln!(out, "{:<24} {:<9} {:>9} {:>6} {:>11} {:>9} {:>9} {:>6} {:>22} {:>7}", "workload", "strategy", "search s", "meas", "median ms", "GFLOP/s", pct_header, "check", "baseline GFLOP/s", "ratio").ok();
         }
-        for r in &rows {
+        for (r, row_peak) in rows.iter().zip(&row_peaks) {
             match &r.result {
                 Ok(m) => {
                     let gflops = m.flops as f64 / m.median_s / 1e9;
-                    let pct = peak_gflops.map_or("-".to_string(), |p| format!("{:.1}", 100.0 * gflops / p));
+                    let pct = row_peak.as_ref().map_or("-".to_string(), |p| format!("{:.1}", 100.0 * gflops / p.gops));
                     let check = match m.check {
                         Some(true) => "ok",
                         Some(false) => "FAIL",
@@ -805,6 +821,19 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
                     writeln!(out, "{:<24} {:<9} error: {first}", r.workload, r.strategy).ok();
                 }
             }
+        }
+        // Rows held to another peak than the f32 FMA's say whose.
+        let f32_of = if peak.is_some() { "f32 FMA" } else { "nominal f32" };
+        for (r, row_peak) in rows.iter().zip(&row_peaks) {
+            let Ok(m) = &r.result else { continue };
+            match row_peak {
+                Some(p) if p.of != f32_of => writeln!(out, "% peak: {} ({}) is held to {}'s {:.1} GOP/s", r.workload, r.strategy, p.of, p.gops).ok(),
+                None => {
+                    let (a, b) = m.product_types.map_or(("?", "?"), |(a, b)| (a.name(), b.name()));
+                    writeln!(out, "% peak: {} ({}) has none: no peak was measured for the instruction that multiplies {a} x {b} on `{}` (32-bit multiplies where there is no dot intrinsic)", r.workload, r.strategy, target.name).ok()
+                }
+                Some(_) => None,
+            };
         }
         // Memory-bound rows (a GEMV): bytes moved per second, against the
         // measured triad bandwidth where there is one.
@@ -839,7 +868,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     Ok(all_ok)
 }
 
-fn row_json(r: &Row, peak: Option<f64>, bandwidth: Option<f64>) -> Json {
+fn row_json(r: &Row, peak: Option<&Peak>, bandwidth: Option<f64>) -> Json {
     match &r.result {
         Ok(m) => {
             let gflops = m.flops as f64 / m.median_s / 1e9;
@@ -864,7 +893,8 @@ fn row_json(r: &Row, peak: Option<f64>, bandwidth: Option<f64>) -> Json {
                 "min_ms": m.min_s * 1e3,
                 "flops": m.flops,
                 "gflops": gflops,
-                "peak_fraction": peak.map(|p| gflops / p),
+                "peak_fraction": peak.map(|p| gflops / p.gops),
+                "peak_of": peak.map(|p| p.of.as_str()),
                 "bytes": m.bytes,
                 "gbs": gbs,
                 "bandwidth_fraction": bandwidth.map(|b| gbs / b),

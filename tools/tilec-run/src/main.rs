@@ -710,17 +710,19 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
-    // On CPUs, this machine's f32 peak where `tilec-bench --peak` measured
-    // it (cached per machine and thread count) for f32 arithmetic; else the
-    // target's nominal figure for the arithmetic's type, and the output
-    // says which.
+    // On CPUs, this machine's peak where `tilec-bench --peak` measured it
+    // (cached per machine and thread count), of the instruction that
+    // computes the products (a dot intrinsic's for u8 × i8 or bf16 where
+    // the target offers one; `Calibration::peak_for`); else the target's
+    // nominal figure for the arithmetic's type, and the output says which.
     let arithmetic = target.as_ref().and_then(|t| peak_elem(t, original));
-    let measured = (cli.backend == Backend::Cpu && arithmetic == Some(ElemType::F32)).then(|| tilec::calibration::load(threads)).flatten();
+    let products = tilec::ir::cost::product_types(original);
+    let measured = (cli.backend == Backend::Cpu).then(|| tilec::calibration::load(threads)).flatten().zip(target.as_ref()).and_then(|(c, t)| c.peak_for(t, products));
     // Integer arithmetic counts operations, not floating-point ones.
     let unit = if arithmetic.is_some_and(ElemType::is_int) { "GOP/s" } else { "GFLOP/s" };
     let peak_source = if measured.is_some() { "measured" } else { "nominal" };
     let peak = match &measured {
-        Some(c) => Some(c.gflops),
+        Some(p) => Some(p.gops),
         // For the cores a CPU run uses (all of a GPU).
         None => target.as_ref().zip(arithmetic).and_then(|(t, e)| t.nominal_peak_gflops(e.name(), if cli.backend == Backend::Cpu { threads } else { 1 })),
     };
@@ -769,6 +771,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "gflops": gflops,
             "peak_gflops": peak,
             "peak_source": peak.map(|_| peak_source),
+            "peak_of": measured.as_ref().map(|m| m.of.as_str()),
             "peak_fraction": peak.map(|p| gflops / p),
             "threads": (cli.backend == Backend::Cpu).then_some(threads),
             "outputs": outputs,
@@ -793,7 +796,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     } else {
         write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} {unit}", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
         match (&target, peak) {
-            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p).ok(),
+            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured {} peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p, measured.as_ref().map_or("", |m| m.of.as_str())).ok(),
             (Some(t), Some(p)) if cli.backend == Backend::Cpu => {
                 write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.map_or("f32", ElemType::name)).ok()
             }
