@@ -7,7 +7,8 @@
 //! one loop per axis and level with trip count `parent size / size` (the
 //! outermost `ceil(extent / size)`; loops of trip 1 are left out). Spatial
 //! values are `Σ iv_l · size_l + iv_point`. A local accumulator covering the
-//! spatial tile inside the first reduction loop is filled with the
+//! spatial tile inside the first reduction loop (on CPUs, the first that
+//! runs more than once) is filled with the
 //! combiner's identity, updated in the innermost body, then passed through
 //! the epilogue and stored. Partial tiles are guarded. All loops are serial
 //! here: `bind`, `cache`, `vthread`, `unroll` and `vectorize` refine them.
@@ -29,8 +30,10 @@ Turns every compute op that has a schedule into an output buffer and a
 target's loop-order template: per axis and tile level one loop over the
 level's sub-tiles (within a level in the schedule's `order`, else in
 declaration order), innermost the point tile; a local accumulator for the
-spatial tile inside the first reduction loop, initialised with the
-combiner's identity; the body's reads as loads (keeping their padding); the
+spatial tile inside the first reduction loop (on CPUs the first that runs
+more than once: a reduction level split into one tile holds no partial
+sums, and the register tile's accumulator then covers the whole
+reduction), initialised with the combiner's identity; the body's reads as loads (keeping their padding); the
 fold as load-combine-store on the accumulator; the epilogue and the store of
 the result after the reduction; `if` guards for partial tiles. When the
 schedule's vector axis is a reduction axis, its point loop goes innermost
@@ -203,6 +206,9 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     let rank = plan.ranks.clone();
     let lane_axis = vector_axis.filter(|&v| axes[v].kind == AxisKind::Reduction && axes[v].point_trip() > 1);
     let mut b = Builder { f, op, c, axes, levels, order, span, out, ivs: HashMap::new(), loops: 0, acc: None, acc_pos, level_names, vector_axis, lane_axis, rank };
+    if target.kind == TargetKind::Cpu {
+        b.acc_pos = b.first_reduction_with_loops().unwrap_or(acc_pos);
+    }
     b.nest(0, kernel_body, false, has_reduction, &read_names);
 
     // Uses of the tensor now read the buffer; the compute op goes.
@@ -256,6 +262,21 @@ impl Builder<'_> {
             }
         }
         out
+    }
+
+    /// The first reduction entry of the order with a loop that runs more
+    /// than once. On a CPU the accumulator goes there, not at the first
+    /// reduction entry: a reduction level whose loops all run once (the
+    /// whole reduction inside one of its tiles, `k = [1024, 1024, 32]`)
+    /// splits nothing, and an accumulator above the spatial loops inside
+    /// it would hold the outer tile's partial sums in memory (8 x 512
+    /// i32 for the int8 GEMM 1024), then copy them to the output, where
+    /// the inner tile's (4 x 64) stay in registers through the whole
+    /// reduction and are stored to the output once. (On GPUs the
+    /// accumulator's level is the thread's, which `bind` and `vthread`
+    /// rely on; left as it is.)
+    fn first_reduction_with_loops(&self) -> Option<usize> {
+        (self.acc_pos..self.order.len()).find(|&k| matches!(self.order[k], OrderEntry::Reduction(_) | OrderEntry::ReductionPoint) && !self.entry_loops(k).is_empty())
     }
 
     fn make_loops(&mut self, mut region: Region, loops: &[(usize, Level, u64)]) -> Region {
