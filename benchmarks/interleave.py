@@ -8,7 +8,9 @@ its call metadata LIB.json, docs/codegen.md, "C ABI"); its kernels run in
 order over their whole parallel range on one thread, as one call. With
 --ort-conv, onnxruntime (one thread) runs a convolution with those
 dimensions as another entry; with --numpy-gemm, numpy's `a @ b` (set
-OPENBLAS_NUM_THREADS=1 for one thread) does. Every round calls each entry once, in turn
+OPENBLAS_NUM_THREADS=1 for one thread) does; with --ort-int8, onnxruntime's
+u8 x i8 operators (MatMulInteger and QLinearMatMul, or ConvInteger and
+QLinearConv) do, and the faster of the two is the baseline. Every round calls each entry once, in turn
 (every other round in reverse order); the figures are per-call medians
 and first quartiles in milliseconds, and each entry's speed against
 onnxruntime's where it ran.
@@ -64,6 +66,52 @@ def ort_conv_call(spec):
     return lambda: session.run(None, {"x": x})
 
 
+def ort_session(node, inputs, output_type, constants):
+    """A one-thread onnxruntime session of the single-node graph `node`."""
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    weights = [numpy_helper.from_array(a, name) for name, a in constants.items()]
+    graph = helper.make_graph([node], "op", inputs, [helper.make_tensor_value_info("y", output_type, None)], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def ort_int8_calls(spec):
+    """onnxruntime's two quantized forms of a u8 x i8 GEMM (M,N,K) or
+    convolution (N,C,H,W,F,R,S,STRIDE,PAD): the exact i32 operator
+    (MatMulInteger, ConvInteger) and the requantizing one (QLinearMatMul,
+    QLinearConv), as benchmarks/baseline.py times them."""
+    from onnx import TensorProto, helper
+
+    dims = list(map(int, spec.split(",")))
+    rng = np.random.default_rng(1)
+    if len(dims) == 3:
+        m, n, k = dims
+        x_shape, w_shape, ops, attrs = [m, k], [k, n], ("MatMulInteger", "QLinearMatMul"), {}
+    else:
+        n, c, h, w, f, r, s, stride, pad = dims
+        x_shape, w_shape, ops = [n, c, h, w], [f, c, r, s], ("ConvInteger", "QLinearConv")
+        attrs = {"strides": [stride, stride], "pads": [pad] * 4}
+    x = rng.integers(0, 256, x_shape, dtype=np.uint8)
+    w = rng.integers(-128, 128, w_shape, dtype=np.int8)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.UINT8, x_shape)]
+    exact = ort_session(helper.make_node(ops[0], ["x", "w"], ["y"], **attrs), inputs, TensorProto.INT32, {"w": w})
+    scales = {
+        "w": w,
+        "x_scale": np.array(0.02, dtype=np.float32), "x_zero": np.array(0, dtype=np.uint8),
+        "w_scale": np.array(0.01, dtype=np.float32), "w_zero": np.array(0, dtype=np.int8),
+        "y_scale": np.array(4.0, dtype=np.float32), "y_zero": np.array(0, dtype=np.uint8),
+    }
+    qnode = helper.make_node(ops[1], ["x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"], ["y"], **attrs)
+    qlinear = ort_session(qnode, inputs, TensorProto.UINT8, scales)
+    return [(f"onnxruntime {ops[0]}", lambda: exact.run(None, {"x": x})), (f"onnxruntime {ops[1]}", lambda: qlinear.run(None, {"x": x}))]
+
+
 def numpy_gemm_call(spec):
     """numpy's `a @ b` for an M x K by K x N product of f32."""
     m, n, k = map(int, spec.split(","))
@@ -97,14 +145,19 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--ort-conv", metavar="N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime on this convolution")
     ap.add_argument("--numpy-gemm", metavar="M,N,K", help="also time numpy on this f32 GEMM")
+    ap.add_argument("--ort-int8", metavar="M,N,K|N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime's two u8 x i8 operators on this GEMM or convolution; the faster is the baseline")
     args = ap.parse_args()
     entries = [(lib, kernel_call(lib)) for lib in args.libs]
     if args.ort_conv:
         entries.append(("onnxruntime", ort_conv_call(args.ort_conv)))
     if args.numpy_gemm:
         entries.append(("numpy", numpy_gemm_call(args.numpy_gemm)))
+    if args.ort_int8:
+        entries += ort_int8_calls(args.ort_int8)
     times = time_in_turns(entries, args.rounds, args.warmup)
     baseline = "onnxruntime" if args.ort_conv else "numpy" if args.numpy_gemm else None
+    if args.ort_int8:
+        baseline = min((name for name, _ in entries[-2:]), key=lambda name: statistics.median(times[name]))
     base = statistics.median(times[baseline]) if baseline else None
     for name, _ in entries:
         med = statistics.median(times[name])

@@ -26,8 +26,12 @@ def kernel_calls(path):
         ptrs = []
         for p in k["params"]:
             if p["value"] not in buffers:
-                dtype = DTYPES[p["elem"]]
-                a = rng.standard_normal(p["shape"]).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(p["shape"], dtype)
+                if p["elem"] == "bf16":
+                    # numpy has no bf16: the upper halves of f32 normals.
+                    a = (rng.standard_normal(p["shape"]).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+                else:
+                    dtype = DTYPES[p["elem"]]
+                    a = rng.standard_normal(p["shape"]).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(p["shape"], dtype)
                 buffers[p["value"]] = np.ascontiguousarray(a)
             ptrs.append(buffers[p["value"]].ctypes.data_as(ctypes.c_void_p))
         fn = getattr(lib, k["symbol"])

@@ -8,7 +8,9 @@
 # MEASURE_NUM), then each one's tuning time, measurements and end-to-end
 # latency side by side, and the objective against time in one plot.
 #   tools/gta-dual-task.sh OUT_DIR [ROUNDS] [THREADS] [MODEL] [KAPPAS...]
-# MODEL: resnet18 (default) or another of tools/onnx-models.py, full size.
+# MODEL: resnet18 (default) or another of tools/onnx-models.py, full size;
+# or a tile network (a path ending in .tile, e.g. the int8 ResNet-18 of
+# benchmarks/networks/), tuned as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/gta-dual-task.sh OUT_DIR [ROUNDS] [THREADS] [MODEL] [KAPPAS...]}
@@ -25,8 +27,13 @@ py=.tools/bench-venv/bin/python
 # NET_DIR (default: a temporary folder); OUT_DIR gets the reports, the
 # records and the logs.
 work=${NET_DIR:-$(mktemp -d)}
-net="$work/$model"
-[ -f "$net.tile" ] || { $py tools/onnx-models.py --model "$model" --size full -o "$net.onnx" | head -1; target/release/tilec import "$net.onnx" -o "$net.tile"; }
+if [[ $model == *.tile ]]; then
+  net="$work/$(basename "$model" .tile)"
+  cp "$model" "$net.tile"
+else
+  net="$work/$model"
+  [ -f "$net.tile" ] || { $py tools/onnx-models.py --model "$model" --size full -o "$net.onnx" | head -1; target/release/tilec import "$net.onnx" -o "$net.tile"; }
+fi
 common=(--rounds "$rounds" --round-trials 8 --threads "$threads" --repeat 10 --seed 0)
 run() { # NAME ARGS...
   local name=$1

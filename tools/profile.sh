@@ -5,7 +5,7 @@
 # measured, as tools/bench.sh runs it; pass --pass-pipeline=... to change),
 # runs its kernels in a loop on one thread (benchmarks/profile.py), samples
 # them, and prints the share of samples in the micro-kernel (the loop of
-# FMAs) against the rest (packing copies, accumulator set-up and stores,
+# FMAs or VNNI/BF16 dot products) against the rest (packing copies, accumulator set-up and stores,
 # loop control), then the hottest instructions.
 # Usage: tools/profile.sh FILE.tile [tilec options]
 set -euo pipefail
@@ -32,7 +32,8 @@ for line in sys.stdin:
     m = re.match(r"\s*([0-9.]+)\s*:\s*([0-9a-f]+):\s*(.*)", line)
     if m:
         rows.append((float(m.group(1)), int(m.group(2), 16), m.group(3).strip()))
-fma = [a for _, a, i in rows if "vfmadd" in i]
+# The micro-kernel: FMAs, or dot products (VNNI, BF16).
+fma = [a for _, a, i in rows if re.search(r"vfmadd|vpdpbusd|vdpbf16ps", i)]
 if not rows:
     sys.exit(0)
 lo, hi = (min(fma), max(fma)) if fma else (0, -1)

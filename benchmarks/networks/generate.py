@@ -20,6 +20,13 @@ over their range instead of dying out layer by layer.
 `resnet18_int8_small.tile` has the same layers at an eighth of the
 channels and a 32 x 32 input, for tests.
 
+`gta_gemms_int8.tile` is GTA's public GEMM benchmarks (seed 001; the f32
+ones are benchmarks/workloads/gemm_gta_*) in u8 x i8 -> i32, four
+independent ops in one function: a task set whose ops have two mapping
+candidates each on VNNI (the lanes along i or along j), where ResNet-18's
+convolutions have one (along f: their other axes, 56, 28, 14 and 7, are no
+multiples of 16 lanes).
+
 Usage: benchmarks/networks/generate.py [OUT_DIR]
 """
 import os
@@ -144,12 +151,37 @@ def resnet18(name, channels_div, size):
     return net.text(y, c, h)
 
 
+def gta_gemms(name):
+    shapes = [(16, 512, 128), (1024, 16, 256), (256, 1024, 256), (512, 256, 16)]
+    params, lines, results, types = [], [], [], []
+    for i, (m, n, k) in enumerate(shapes):
+        params += [f"%a{i}: tensor<{m}x{k}xu8>", f"%b{i}: tensor<{k}x{n}xi8>"]
+        lines += [
+            f'  %c{i} = compute "gemm_int8_{m}x{n}x{k}" (i: {m}, j: {n}) reduce sum (k: {k})',
+            f"      reads(%a = %a{i}[i, k], %b = %b{i}[k, j]) -> tensor<{m}x{n}xi32>[i, j] {{",
+            "    %x = cast %a : u8 -> i32",
+            "    %y = cast %b : i8 -> i32",
+            "    %0 = mul %x, %y : i32",
+            "    yield %0 : i32",
+            "  }",
+        ]
+        results.append(f"%c{i}")
+        types.append(f"tensor<{m}x{n}xi32>")
+    header = [
+        f"// {name}: GTA's public GEMM benchmarks (seed 001) in int8, u8 x i8 -> i32 (benchmarks/networks/generate.py)",
+        f"func @{name}({', '.join(params)}) -> ({', '.join(types)}) {{",
+    ]
+    return "\n".join(header + lines + [f"  return {', '.join(results)}", "}", ""])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     for name, div, size in [("resnet18_int8", 1, 224), ("resnet18_int8_small", 8, 32)]:
         with open(os.path.join(out, f"{name}.tile"), "w") as f:
             f.write(resnet18(name, div, size))
-    print(f"wrote resnet18_int8.tile and resnet18_int8_small.tile to {out}")
+    with open(os.path.join(out, "gta_gemms_int8.tile"), "w") as f:
+        f.write(gta_gemms("gta_gemms_int8"))
+    print(f"wrote resnet18_int8.tile, resnet18_int8_small.tile and gta_gemms_int8.tile to {out}")
 
 
 if __name__ == "__main__":
