@@ -325,6 +325,8 @@ gemm_pair("gemm_m1_4096", 1, 4096, 4096, "GEMM with M = 1, a GEMV written as a G
 add("gemm_int8_1024", gemm_int8("gemm_int8_1024", 1024, 1024, 1024, "int8 GEMM 1024^3 (issue 22; baseline: onnxruntime MatMulInteger or QLinearMatMul)"))
 add("gemm_int8_1024_small", gemm_int8("gemm_int8_1024_small", 48, 48, 48, "int8 GEMM (shrunk copy)"))
 add("conv2d_int8_resnet50_r5", conv2d_int8("conv2d_int8_resnet50_r5", 1, 128, 128, 28, 28, 3, 1, 1, "int8 ResNet-50 layer R5 (issue 22; baseline: onnxruntime ConvInteger or QLinearConv)"))
+add("conv2d_int8_resnet18_c0", conv2d_int8("conv2d_int8_resnet18_c0", 1, 64, 3, 224, 224, 7, 2, 3, "int8 ResNet-18 stem C0: 3 input channels, 7x7 (issue 22: a reduction padded onto VNNI by pad-axes; baseline: onnxruntime ConvInteger or QLinearConv)"))
+add("conv2d_int8_resnet18_c0_small", conv2d_int8("conv2d_int8_resnet18_c0_small", 1, 16, 3, 20, 20, 7, 2, 3, "int8 ResNet-18 stem C0 (shrunk copy)"))
 add("conv2d_int8_resnet50_r5_small", conv2d_int8("conv2d_int8_resnet50_r5_small", 1, 8, 8, 12, 12, 3, 1, 1, "int8 ResNet-50 layer R5 (shrunk copy)"))
 add("gemm_bf16_1024", gemm_bf16("gemm_bf16_1024", 1024, 1024, 1024, "bf16 GEMM 1024^3 (issue 22; against f32 tilec on gemm_1024 and the measured vdpbf16ps peak)"))
 add("gemm_bf16_1024_small", gemm_bf16("gemm_bf16_1024_small", 48, 48, 48, "bf16 GEMM (shrunk copy)"))

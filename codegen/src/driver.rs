@@ -18,13 +18,14 @@ const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "t
 
 /// The pipeline that schedules and tiles a module, written once for every
 /// tool: `collapse-axes` (unscheduled ops over fewer, longer axes: a 1x1
-/// convolution as a GEMM), `search` with `search_options` (`Some("")`: its defaults, markov,
+/// convolution as a GEMM), `pad-axes` (a reduction lengthened onto the
+/// target's dot intrinsics: ResNet's 7x7 stem onto VNNI), `search` with `search_options` (`Some("")`: its defaults, markov,
 /// construction only, seed 0; `None`: no search), `tile` (with
 /// `{unscheduled=serial}` where `serial_unscheduled`: an op left without a
 /// schedule gets a serial one), the other scheduling passes, then `then`
 /// (`lower-to-mlir`, `canonicalize`).
 pub fn scheduling_pipeline(search_options: Option<&str>, serial_unscheduled: bool, then: &[&str]) -> String {
-    let mut passes: Vec<String> = vec!["collapse-axes".into()];
+    let mut passes: Vec<String> = vec!["collapse-axes".into(), "pad-axes".into()];
     match search_options.map(str::trim) {
         Some("") => passes.push("search".into()),
         Some(options) => passes.push(format!("search{{{options}}}")),

@@ -4,6 +4,7 @@
 pub mod apply_records;
 pub mod canonicalize;
 pub mod collapse;
+pub mod pad_axes;
 pub mod fuse;
 pub mod samples;
 mod nest;
@@ -31,6 +32,7 @@ pub fn registry() -> Registry {
     r.register(&canonicalize::DECL);
     r.register(&fuse::DECL);
     r.register(&collapse::DECL);
+    r.register(&pad_axes::DECL);
     r.register(&search::DECL);
     r.register(&apply_records::DECL);
     r.register(&tile::DECL);

@@ -211,6 +211,10 @@ pub struct Problem {
 /// permutes (5! = 120 orders); the others keep declaration order after them.
 pub const MAX_PERMUTED_AXES: usize = 5;
 
+/// On CPUs, the register tile is unrolled whole up to this many times as
+/// many accumulators as the core has vector registers ([`Problem::plan`]).
+pub const MAX_REGISTER_TILES: u64 = 4;
+
 /// Every permutation of `xs`, in lexicographic order of positions (`xs`
 /// itself first).
 fn permutations(xs: &[usize]) -> Vec<Vec<usize>> {
@@ -876,9 +880,18 @@ impl Problem {
     pub fn plan(&self, cfg: &Config) -> SchedulePlan {
         let mut plan = self.resource_plan(cfg);
         // The register tile unrolls whole, so its accumulators stay in
-        // registers (a vector step counts once).
+        // registers (a vector step counts once), up to a few times as many
+        // accumulators as the core has vector registers: past that they
+        // live in memory however the loops are unrolled, and unrolling
+        // them whole makes one block of thousands of vector operations
+        // that LLVM's machine scheduler (quadratic in a block) takes
+        // minutes to compile. (An int8 GEMM without intrinsics, 4 x 64
+        // points with the vector along a 256-long `k`: 4,096
+        // accumulators, one candidate compiled for 2.5 minutes and stalled
+        // the network tuner.)
         if !self.gpu() {
-            plan.unroll = plan.unroll.max(self.register_tile(cfg).0 as u64);
+            let most = MAX_REGISTER_TILES * u64::from(self.target.isa.vector_registers.max(1));
+            plan.unroll = plan.unroll.max((self.register_tile(cfg).0 as u64).min(most));
         } else if let Some(x) = self.intrinsic_of(cfg).filter(|x| x.is_warp()) {
             plan.unroll = plan.unroll.max(self.warp_unroll(cfg, x));
         }

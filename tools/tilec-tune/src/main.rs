@@ -331,14 +331,17 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     module.funcs.retain(|f| f.name == func);
     let original = module.clone();
     let registry = tilec_codegen::registry();
-    let fuse_text = "builtin.module(fuse,collapse-axes)";
-    let fuse_file = sources.add("<fuse>", fuse_text);
-    PassManager::new(parse_pipeline(fuse_text, fuse_file, &registry)?).run(&mut module)?;
-
     let mut targets = tilec_codegen::driver::target_set(sources, &[])?;
     let target = targets.resolve(sources, &cli.target)?;
     let llvm = tilec_codegen::driver::llvm_target_of(&target);
     tilec_codegen::driver::host_can_run(&llvm).map_err(|missing| Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name)))?;
+    // The tasks: epilogues fused, axes collapsed, and reductions padded
+    // onto the target's dot intrinsics (`pad-axes` needs the target).
+    let fuse_text = "builtin.module(fuse,collapse-axes,pad-axes)";
+    let fuse_file = sources.add("<fuse>", fuse_text);
+    let mut fuse = PassManager::new(parse_pipeline(fuse_text, fuse_file, &registry)?);
+    fuse.set_target(target.clone());
+    fuse.run(&mut module)?;
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
 
     // The network's inputs (seeded) and weights, for the end-to-end runs.
