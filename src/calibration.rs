@@ -162,7 +162,16 @@ mod tests {
     use super::*;
 
     fn zen4_figures() -> Calibration {
-        Calibration { machine: String::new(), threads: 1, gflops: 116.6, lanes: 16, bandwidth_gbs: 25.9, fma_chains: Some(4), dots: vec![("vpdpbusd.zmm".into(), 467.1), ("vdpbf16ps.zmm".into(), 233.0)], measured_unix: 0 }
+        Calibration {
+            machine: String::new(),
+            threads: 1,
+            gflops: 116.6,
+            lanes: 16,
+            bandwidth_gbs: 25.9,
+            fma_chains: Some(4),
+            dots: vec![("vpdpbusd.zmm".into(), 467.1), ("vdpbf16ps.zmm".into(), 233.0)],
+            measured_unix: 0,
+        }
     }
 
     #[test]

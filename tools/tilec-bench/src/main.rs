@@ -25,9 +25,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use termcolor::{ColorChoice, StandardStream};
 use tilec::calibration::{Calibration, Peak};
-use tilec::ir::ElemType;
 use tilec::diag::{Diagnostic, Diagnostics, SourceMap};
 use tilec::interp::{Tensor, compare::compare, run_function};
+use tilec::ir::ElemType;
 use tilec::measure::Timing;
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::{Target, TargetKind, TargetSet};
@@ -415,7 +415,20 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
     let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { run, median_s: median(&round_medians_s), round_medians_s }));
-    Ok(Measured { search_s, compile_s, measurements, median_s: median(&round_medians_s), round_medians_s, min_s, flops: tilec::ir::cost::flops(&original), bytes: moved_bytes(&original), check, baseline, schedules, product_types: tilec::ir::cost::product_types(&original) })
+    Ok(Measured {
+        search_s,
+        compile_s,
+        measurements,
+        median_s: median(&round_medians_s),
+        round_medians_s,
+        min_s,
+        flops: tilec::ir::cost::flops(&original),
+        bytes: moved_bytes(&original),
+        check,
+        baseline,
+        schedules,
+        product_types: tilec::ir::cost::product_types(&original),
+    })
 }
 
 /// A baseline library's figures: the median of its rounds' medians.

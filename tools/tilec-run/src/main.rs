@@ -796,7 +796,10 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     } else {
         write!(out, "@{func_name} on {}: median {:.3} ms (min {:.3}, max {:.3}, {} run(s)), {:.3} {unit}", cli.backend.name(), ms(med), ms(min), ms(max), cli.repeat, gflops).ok();
         match (&target, peak) {
-            (_, Some(p)) if measured.is_some() => write!(out, ", {:.1}% of this machine's measured {} peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p, measured.as_ref().map_or("", |m| m.of.as_str())).ok(),
+            (_, Some(p)) if measured.is_some() => {
+                let of = measured.as_ref().map_or("", |m| m.of.as_str());
+                write!(out, ", {:.1}% of this machine's measured {of} peak for {threads} core(s) ({p:.0} {unit}, tilec-bench --peak)", 100.0 * gflops / p).ok()
+            }
             (Some(t), Some(p)) if cli.backend == Backend::Cpu => {
                 write!(out, ", {:.1}% of `{}`'s nominal {} peak for {threads} core(s) ({p:.0} {unit})", 100.0 * gflops / p, t.name, arithmetic.map_or("f32", ElemType::name)).ok()
             }
