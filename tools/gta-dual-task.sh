@@ -7,7 +7,7 @@
 # all for the same number of rounds (Algorithm 1's trials = rounds ×
 # MEASURE_NUM), then each one's tuning time, measurements and end-to-end
 # latency side by side, and the objective against time in one plot.
-#   tools/gta-dual-task.sh OUT_DIR [ROUNDS] [THREADS] [MODEL] [KAPPAS...]
+#   [SEED=N] tools/gta-dual-task.sh OUT_DIR [ROUNDS] [THREADS] [MODEL] [KAPPAS...]
 # MODEL: resnet18 (default) or another of tools/onnx-models.py, full size;
 # or a tile network (a path ending in .tile, e.g. the int8 ResNet-18 of
 # benchmarks/networks/), tuned as it is.
@@ -34,7 +34,7 @@ else
   net="$work/$model"
   [ -f "$net.tile" ] || { $py tools/onnx-models.py --model "$model" --size full -o "$net.onnx" | head -1; target/release/tilec import "$net.onnx" -o "$net.tile"; }
 fi
-common=(--rounds "$rounds" --round-trials 8 --threads "$threads" --repeat 10 --seed 0)
+common=(--rounds "$rounds" --round-trials 8 --threads "$threads" --repeat 10 --seed "${SEED:-0}")
 run() { # NAME ARGS...
   local name=$1
   shift
