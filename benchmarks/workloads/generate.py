@@ -29,41 +29,34 @@ func @{name}(%A: tensor<{m}x{k}xf32>, %B: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}
 """
 
 
-# Quantized operators (issue 22): u8 activations times i8 weights, summed
+# GEMMs in narrow types (issue 22): u8 activations times i8 weights summed
 # exactly in i32, as VNNI's vpdpbusd and onnxruntime's MatMulInteger /
-# ConvInteger compute them. "ops" counts a multiply and an add as two.
+# ConvInteger compute them ("ops" counts a multiply and an add as two);
+# bf16 inputs with products and sums in f32, as AVX512-BF16's vdpbf16ps
+# computes them.
+def gemm_typed(name, m, n, k, a, b, acc, label, note):
+    unit = "ops" if acc == "i32" else "flops"
+    return f"""// {note}
+// C[i, j] = sum_k A[i, k] * B[k, j]; {a} x {b} -> {acc}; M={m} N={n} K={k}; {2*m*n*k} {unit}.
+func @{name}(%A: tensor<{m}x{k}x{a}>, %B: tensor<{k}x{n}x{b}>) -> tensor<{m}x{n}x{acc}> {{
+  %C = compute "{label}" (i: {m}, j: {n}) reduce sum (k: {k})
+      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{m}x{n}x{acc}>[i, j] {{
+    %x = cast %a : {a} -> {acc}
+    %y = cast %b : {b} -> {acc}
+    %0 = mul %x, %y : {acc}
+    yield %0 : {acc}
+  }}
+  return %C
+}}
+"""
+
+
 def gemm_int8(name, m, n, k, note):
-    return f"""// {note}
-// C[i, j] = sum_k A[i, k] * B[k, j]; u8 x i8 -> i32; M={m} N={n} K={k}; {2*m*n*k} ops.
-func @{name}(%A: tensor<{m}x{k}xu8>, %B: tensor<{k}x{n}xi8>) -> tensor<{m}x{n}xi32> {{
-  %C = compute "gemm_int8" (i: {m}, j: {n}) reduce sum (k: {k})
-      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{m}x{n}xi32>[i, j] {{
-    %x = cast %a : u8 -> i32
-    %y = cast %b : i8 -> i32
-    %0 = mul %x, %y : i32
-    yield %0 : i32
-  }}
-  return %C
-}}
-"""
+    return gemm_typed(name, m, n, k, "u8", "i8", "i32", "gemm_int8", note)
 
 
-# A bf16 GEMM (issue 22): bf16 inputs, products and sums in f32, as
-# AVX512-BF16's vdpbf16ps computes them.
 def gemm_bf16(name, m, n, k, note):
-    return f"""// {note}
-// C[i, j] = sum_k A[i, k] * B[k, j]; bf16 x bf16 -> f32; M={m} N={n} K={k}; {2*m*n*k} flops.
-func @{name}(%A: tensor<{m}x{k}xbf16>, %B: tensor<{k}x{n}xbf16>) -> tensor<{m}x{n}xf32> {{
-  %C = compute "gemm_bf16" (i: {m}, j: {n}) reduce sum (k: {k})
-      reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<{m}x{n}xf32>[i, j] {{
-    %x = cast %a : bf16 -> f32
-    %y = cast %b : bf16 -> f32
-    %0 = mul %x, %y : f32
-    yield %0 : f32
-  }}
-  return %C
-}}
-"""
+    return gemm_typed(name, m, n, k, "bf16", "bf16", "f32", "gemm_bf16", note)
 
 
 def conv2d_int8(name, n, f, c, h, w, k, s, p, note):
