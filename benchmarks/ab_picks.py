@@ -60,7 +60,7 @@ def main():
     ap.add_argument("workloads", nargs="+")
     ap.add_argument("--old", required=True, help="the old build's tilec")
     ap.add_argument("--new", required=True, help="the new build's tilec")
-    ap.add_argument("--pipeline", default="builtin.module(collapse-axes,search{measure-top-k=8})", help="the pipeline that picks (a workload is left unscheduled; the pick is then compiled with the default pipeline)")
+    ap.add_argument("--pipeline", default="builtin.module(collapse-axes,pad-axes,search{measure-top-k=8})", help="the pipeline that picks (a workload is left unscheduled; the pick is then compiled with the default pipeline)")
     ap.add_argument("--target", default="host")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)

@@ -60,7 +60,7 @@ def compile_record(tilec, workload, record, out):
     records = out + ".records.jsonl"
     with open(records, "w") as f:
         f.write(json.dumps(record) + "\n")
-    return build(tilec, workload, f"builtin.module(collapse-axes,apply-records{{file={records}}})", "host", out)
+    return build(tilec, workload, f"builtin.module(collapse-axes,pad-axes,apply-records{{file={records}}})", "host", out)
 
 
 def main():
