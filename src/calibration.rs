@@ -110,10 +110,11 @@ enum ProductInstruction<'t> {
 
 fn product_instruction(target: &Target, products: Option<(ElemType, ElemType)>) -> ProductInstruction<'_> {
     let Some((a, b)) = products else { return ProductInstruction::Fma };
+    let floats = a.is_float() && b.is_float();
     let (a, b) = (a.name(), b.name());
     match target.offered_intrinsics().find(|x| x.kind == "dot" && ((x.a == a && x.b == b) || (x.a == b && x.b == a))) {
         Some(x) => ProductInstruction::Dot(x),
-        None if [a, b].iter().all(|t| matches!(*t, "f32" | "f16" | "bf16")) => ProductInstruction::Fma,
+        None if floats => ProductInstruction::Fma,
         None => ProductInstruction::Unmeasured,
     }
 }

@@ -141,15 +141,7 @@ fn collapse_op(f: &mut Function, op: Op, subsample: bool, cx: &mut PassContext) 
         accesses.push(AccessShape { indices: read.indices.clone(), spans: read.index_spans.clone(), shape: t.shape.clone(), padded: read.pad.is_some() });
     }
     accesses.push(AccessShape { indices: c.output.clone(), spans: c.output_spans.clone(), shape: out_ty.shape.clone(), padded: false });
-    let indexed: Vec<AxisId> = f.ops[op]
-        .regions
-        .iter()
-        .flat_map(|&r| f.regions[r].ops.clone())
-        .filter_map(|o| match f.ops[o].kind {
-            OpKind::AxisIndex(a) => Some(a),
-            _ => None,
-        })
-        .collect();
+    let indexed = f.indexed_axes(op);
     let mut state = Collapsing { axes: c.axes.clone(), accesses, indexed };
     let mut dropped = 0;
     while let Some(r) = state.droppable_axis() {

@@ -89,15 +89,7 @@ fn padding_for(f: &Function, op: Op, dots: &[Intrinsic]) -> Option<Padding> {
     let con = contraction(f, op).ok()?;
     let c = f.ops[op].kind.as_compute()?;
     let whole = |m: &Mapping, x: &Intrinsic, axis: IntrinsicAxis| m.fused_extent(c, axis) % u64::from(axis.size(x)) == 0;
-    let indexed: Vec<AxisId> = f.ops[op]
-        .regions
-        .iter()
-        .flat_map(|&r| f.regions[r].ops.iter())
-        .filter_map(|&o| match f.ops[o].kind {
-            OpKind::AxisIndex(a) => Some(a),
-            _ => None,
-        })
-        .collect();
+    let indexed = f.indexed_axes(op);
     // (added work, the axis' declaration index, the padding)
     let mut best: Option<(f64, usize, Padding)> = None;
     for x in dots {
@@ -115,7 +107,7 @@ fn padding_for(f: &Function, op: Op, dots: &[Intrinsic]) -> Option<Padding> {
             let step = u64::from(x.k);
             let padded = extent.div_ceil(step) * step;
             let added = padded as f64 / extent as f64 - 1.0;
-            if added > MAX_ADDED_WORK || zeroing_read(f, op, k, [con.lhs, con.rhs]).is_none() {
+            if added > MAX_ADDED_WORK || !has_zeroing_read(f, op, k, [con.lhs, con.rhs]) {
                 continue;
             }
             let key = (added, usize::MAX - k.index());
@@ -127,13 +119,13 @@ fn padding_for(f: &Function, op: Op, dots: &[Intrinsic]) -> Option<Padding> {
     best.map(|(_, _, p)| p)
 }
 
-/// A read among `reads` (body reads) that indexes a dimension of the
-/// axis' length with exactly `axis`, and has no padding or zero padding:
-/// past the axis' end it reads zero once padded.
-fn zeroing_read(f: &Function, op: Op, axis: AxisId, reads: [usize; 2]) -> Option<usize> {
-    let c = f.ops[op].kind.as_compute()?;
+/// Does a read among `reads` (body reads) index a dimension of the axis'
+/// length with exactly `axis`, with no padding or zero padding? Past the
+/// axis' end it then reads zero once padded.
+fn has_zeroing_read(f: &Function, op: Op, axis: AxisId, reads: [usize; 2]) -> bool {
+    let Some(c) = f.ops[op].kind.as_compute() else { return false };
     let extent = c.axis(axis).extent;
-    reads.into_iter().find(|&r| {
+    reads.into_iter().any(|r| {
         let read = &c.reads[r];
         let Some(t) = f.value_type(f.ops[op].operands[r]).as_tensor() else { return false };
         let zero_pad = read.pad.is_none_or(|p| is_zero(p));
@@ -151,7 +143,7 @@ fn is_zero(p: Literal) -> bool {
 /// Lengthens `p.axis` of `op` and gives every read that uses it padding.
 fn pad_axis(f: &mut Function, op: Op, p: Padding) {
     let elems: Vec<Option<ElemType>> = f.ops[op].operands.iter().map(|&v| f.value_type(v).as_tensor().map(|t| t.elem)).collect();
-    let Some(OpKind::Compute(c)) = Some(&mut f.ops[op].kind) else { return };
+    let OpKind::Compute(c) = &mut f.ops[op].kind else { return };
     c.axes[p.axis.index()].extent = p.extent;
     let body_reads = c.reads.len();
     for (i, read) in c.reads.iter_mut().chain(c.epilogue_reads.iter_mut()).enumerate() {

@@ -166,6 +166,20 @@ impl Function {
         &self.regions[r]
     }
 
+    /// The axes that `index` ops in compute op `op`'s regions name: axes a
+    /// rewrite of the op must keep as they are.
+    pub fn indexed_axes(&self, op: Op) -> Vec<AxisId> {
+        self.ops[op]
+            .regions
+            .iter()
+            .flat_map(|&r| self.regions[r].ops.iter())
+            .filter_map(|&o| match self.ops[o].kind {
+                OpKind::AxisIndex(a) => Some(a),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A new empty region owned by `owner` (attach it with `OpData::regions`).
     pub fn new_region(&mut self, owner: Option<Op>) -> Region {
         self.regions.push(RegionData { args: Vec::new(), ops: Vec::new(), owner })
