@@ -339,6 +339,61 @@ impl<'f> Emitter<'f> {
 
 /// The elements a cooperative GPU copy moves per 16-byte vector load and
 /// store, where it can: a box whose innermost dimension runs along both
+/// A copy over fewer dimensions that moves the same elements: runs of
+/// box dimensions that are contiguous in both the source and the
+/// destination merged into one ([`merge_contiguous_dims`]), with the
+/// memrefs' dimensions grouped to match (`memref.collapse_shape`).
+pub(crate) struct MergedCopy {
+    pub(crate) copy: CopyOp,
+    pub(crate) src_groups: Vec<Vec<usize>>,
+    pub(crate) dst_groups: Vec<Vec<usize>>,
+}
+
+/// Merges box dimension `d + 1` into `d` wherever both memrefs run on
+/// through it: the box reads all of the source's dimension `d + 1` from 0
+/// at stride 1, and the destination has `d + 1` right after `d`, whole,
+/// from 0. A permuted copy then transposes along the merged run: the
+/// convolution weights `w[f][c][r][s]` packed as `[c][r][s][f]` become
+/// `[f][c·r·s]` into `[c·r·s][f]`, whole 16 x 16 blocks, where the
+/// source's last dimension alone (`s`, 3 wide) gave blocks of 3 columns:
+/// on ResNet-50 R11 (3x3, 512 channels, Zen 4) the copy took 35% of the
+/// kernel's samples. `None` where nothing merges, or for a split copy.
+pub(crate) fn merge_contiguous_dims(c: &CopyOp, (so, src_shape): (&[AffineExpr<Value>], &[u64]), (d_o, dst_shape): (&[AffineExpr<Value>], &[u64])) -> Option<MergedCopy> {
+    let n = c.sizes.len();
+    if c.split.is_some() || n < 2 || so.len() != n || d_o.len() != n || src_shape.len() != n || dst_shape.len() != n || c.permute.iter().any(|&p| p >= n) {
+        return None;
+    }
+    let joins = |d: usize| {
+        let (k, next) = (c.dst_dim(d), c.dst_dim(d + 1));
+        let source = c.stride_of(d) == 1 && c.stride_of(d + 1) == 1 && c.sizes[d + 1] == src_shape[d + 1] && so[d + 1].as_constant() == Some(0);
+        source && next == k + 1 && dst_shape[next] == c.sizes[d + 1] && d_o[next].as_constant() == Some(0)
+    };
+    let mut src_groups: Vec<Vec<usize>> = vec![vec![0]];
+    for d in 0..n - 1 {
+        match joins(d) {
+            true => src_groups.last_mut().expect("a group").push(d + 1),
+            false => src_groups.push(vec![d + 1]),
+        }
+    }
+    if src_groups.len() == n {
+        return None;
+    }
+    // The groups in the destination's order, each over consecutive
+    // destination dimensions.
+    let mut order: Vec<usize> = (0..src_groups.len()).collect();
+    order.sort_by_key(|&g| c.dst_dim(src_groups[g][0]));
+    let dst_groups: Vec<Vec<usize>> = order.iter().map(|&g| src_groups[g].iter().map(|&d| c.dst_dim(d)).collect()).collect();
+    let sizes: Vec<u64> = src_groups.iter().map(|g| g.iter().map(|&d| c.sizes[d]).product()).collect();
+    let stride = if c.stride.is_empty() { Vec::new() } else { src_groups.iter().map(|g| c.stride_of(g[0])).collect() };
+    let copy = CopyOp { src: Vec::new(), dst: Vec::new(), sizes, stride, split: None, permute: order, pad: c.pad, cooperative: c.cooperative };
+    Some(MergedCopy { copy, src_groups, dst_groups })
+}
+
+/// `shape` with each group of dimensions as one.
+fn collapsed_shape(shape: &[u64], groups: &[Vec<usize>]) -> Vec<u64> {
+    groups.iter().map(|g| g.iter().map(|&d| shape[d]).product()).collect()
+}
+
 /// Whether a split copy runs as [`CopyRun::Interleaved`] on a CPU, and if
 /// so along which expanded box dimension and how many elements of each
 /// source row per step (a 64-byte store of `factor·width`): the
@@ -1326,7 +1381,13 @@ impl<'f> Emitter<'f> {
             (Some((lin, n)), true) => (lin.clone(), *n as i64),
             _ => {
                 let dt = f.value_type(dst).readable().ok_or_else(|| EmitError("copy to a non-buffer".into()))?;
-                return self.copy_nested(c, (&sm, &smty, &st.shape, st.elem), (&dm, &dmty, &dt.shape), &so_n, &do_n);
+                let Some(m) = merge_contiguous_dims(c, (&so, &st.shape), (&d_o, &dt.shape)).filter(|_| !self.gpu) else {
+                    return self.copy_nested(c, (&sm, &smty, &st.shape, st.elem), (&dm, &dmty, &dt.shape), &so_n, &do_n);
+                };
+                let (sm, smty, so_n) = self.collapse(&sm, &smty, &m.src_groups, (&st.shape, st.elem), &so_n);
+                let (dm, dmty, do_n) = self.collapse(&dm, &dmty, &m.dst_groups, (&dt.shape, dt.elem), &do_n);
+                let (src_shape, dst_shape) = (collapsed_shape(&st.shape, &m.src_groups), collapsed_shape(&dt.shape, &m.dst_groups));
+                return self.copy_nested(&m.copy, (&sm, &smty, &src_shape, st.elem), (&dm, &dmty, &dst_shape), &so_n, &do_n);
             }
         };
         let dt = f.value_type(dst).readable().ok_or_else(|| EmitError("copy to a non-buffer".into()))?;
@@ -1371,6 +1432,29 @@ impl<'f> Emitter<'f> {
         self.depth -= 1;
         self.line("}");
         Ok(())
+    }
+
+    /// `memref.collapse_shape` of memref `m` (of `shape`) into `groups`, and
+    /// the collapsed origins: a group's is its first dimension's origin
+    /// times the group's other extents (their origins are 0,
+    /// [`merge_contiguous_dims`]).
+    fn collapse(&mut self, m: &str, mty: &str, groups: &[Vec<usize>], (shape, elem): (&[u64], ElemType), origins: &[String]) -> (String, String, Vec<String>) {
+        let (to, v) = (memref_type(&collapsed_shape(shape, groups), elem, ""), self.fresh("flat"));
+        let assoc: Vec<String> = groups.iter().map(|g| format!("[{}]", g.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))).collect();
+        self.line(&format!("{v} = memref.collapse_shape {m} [{}] : {mty} into {to}", assoc.join(", ")));
+        let flat = groups
+            .iter()
+            .map(|g| {
+                let inner: u64 = g[1..].iter().map(|&d| shape[d]).product();
+                if inner == 1 {
+                    return origins[g[0]].clone();
+                }
+                let (k, o) = (self.constant_index(inner as i64), self.fresh("o"));
+                self.line(&format!("{o} = arith.muli {}, {k} : index", origins[g[0]]));
+                o
+            })
+            .collect();
+        (v, to, flat)
     }
 
     /// The source and destination indices of expanded box coordinates

@@ -455,6 +455,38 @@ fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
     assert!(compiled_count > 0 || runnable_cpu_targets().is_empty());
 }
 
+/// Which copies merge dimensions before emission: runs contiguous on both
+/// sides merge (the weights `w[f][c][r][s]` packed `[c][r][s][f]`), a
+/// dimension read from a non-zero origin, in part, or landing elsewhere in
+/// the destination does not.
+#[test]
+fn copies_merge_the_dimensions_both_sides_run_on_through() {
+    use tilec::ir::{AffineExpr, CopyOp};
+    let zero = || AffineExpr::constant(0);
+    let copy = |sizes: Vec<u64>, permute: Vec<usize>| CopyOp { src: Vec::new(), dst: Vec::new(), sizes, stride: Vec::new(), split: None, permute, pad: None, cooperative: false };
+    let origins = |n: usize| (0..n).map(|_| zero()).collect::<Vec<_>>();
+    // w[f][c][r][s], 32 of 512 f from f0 (not constant), into [c][r][s][f].
+    let weights = copy(vec![32, 512, 3, 3], vec![1, 2, 3, 0]);
+    let f0 = tilec::ir::Value::from_u32(0);
+    let mut src = origins(4);
+    src[0] = AffineExpr::var(f0);
+    let m = crate::emit::merge_contiguous_dims(&weights, (&src, &[512, 512, 3, 3]), (&origins(4), &[512, 3, 3, 32])).expect("merges");
+    assert_eq!((m.src_groups, m.dst_groups), (vec![vec![0], vec![1, 2, 3]], vec![vec![0, 1, 2], vec![3]]));
+    assert_eq!((m.copy.sizes, m.copy.permute), (vec![32, 4608], vec![1, 0]));
+    // Half of `c`: `r` and `s` still merge into it, `c` not into `f`.
+    let half = copy(vec![32, 256, 3, 3], vec![1, 2, 3, 0]);
+    let m = crate::emit::merge_contiguous_dims(&half, (&origins(4), &[512, 512, 3, 3]), (&origins(4), &[256, 3, 3, 32])).expect("merges");
+    assert_eq!(m.copy.sizes, vec![32, 2304]);
+    // A halo (origin -1 along the last dimension) merges nothing there.
+    let mut halo = origins(2);
+    halo[1] = AffineExpr::constant(-1);
+    assert!(crate::emit::merge_contiguous_dims(&copy(vec![4, 9], Vec::new()), (&halo, &[4, 7]), (&origins(2), &[4, 9])).is_none());
+    // Whole rows, but the destination's rows are wider than the box's.
+    assert!(crate::emit::merge_contiguous_dims(&copy(vec![4, 7], Vec::new()), (&origins(2), &[4, 7]), (&origins(2), &[4, 8])).is_none());
+    // Transposed 2-D: nothing to merge.
+    assert!(crate::emit::merge_contiguous_dims(&copy(vec![4, 7], vec![1, 0]), (&origins(2), &[4, 7]), (&origins(2), &[7, 4])).is_none());
+}
+
 /// Contractions onto `dot` intrinsics whose operands `tensorize` repacks
 /// with split copies: a u8 GEMM and a bf16 GEMM (the lanes operand into
 /// VNNI's `[k/4][j][4]`, `[k/2][j][2]`), and a padded int8 convolution
