@@ -215,6 +215,35 @@ pub struct Emitter<'f> {
     shared_bytes: u64,
     /// CPU: bytes of the local buffers on the stack (each 64-byte aligned).
     stack_bytes: u64,
+    /// Inside unrolled loops: each one's index as the constant it is in
+    /// this copy of the body.
+    unrolled: HashMap<Value, i64>,
+    /// CPU: the outermost unrolled nest being emitted, if any: its text
+    /// depth and the buffers its ops read (see [`PendingStore`]).
+    unrolled_nest: Option<(usize, std::collections::HashSet<Value>)>,
+    /// CPU: scattered vector stores held back to the end of the unrolled
+    /// nest, where runs of them are stored together ([`PendingStore`]).
+    pending: Vec<PendingStore>,
+}
+
+/// A vector store whose lanes land a row apart (the accumulators of a
+/// register tile with lanes along `f`, written to `y[f][oh][ow]`), held
+/// back while an unrolled nest is emitted: the stores of neighbouring
+/// points along the destination's last dimension (`ow`, `ow + 1`, ...)
+/// are then interleaved in registers and each lane's run stored at once
+/// (`Emitter::flush_stores`), where alone each lane is a scalar store.
+/// Only stores into buffers that nothing in the nest reads, outside any
+/// guard or mask, are held; the values are in the nest's block, so they
+/// dominate its end.
+struct PendingStore {
+    buffer: Value,
+    memref: (String, String),
+    elem: ElemType,
+    vector: String,
+    width: u64,
+    lane: Value,
+    /// The indices, the unrolled loops' indices replaced by their values.
+    idx: Vec<AffineExpr<Value>>,
 }
 
 /// The MLIR text of every kernel of `f`, and how to call each.
@@ -275,7 +304,7 @@ impl<'f> Emitter<'f> {
             Device::Gpu { max_static_shared_bytes } => max_static_shared_bytes,
             Device::Cpu => 0,
         };
-        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, warp_lanes: None, shared_bytes: 0, stack_bytes: 0 };
+        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, warp_lanes: None, shared_bytes: 0, stack_bytes: 0, unrolled: HashMap::new(), unrolled_nest: None, pending: Vec::new() };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -452,7 +481,7 @@ fn cooperative_vector_width(c: &CopyOp, src: (&[u64], ElemType, &[AffineExpr<Val
     let width = 16 / bytes.max(1);
     let (last, d_last) = (c.sizes.len().checked_sub(1)?, d_shape.len().checked_sub(1)?);
     let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % width as i64 == 0 && e.terms().iter().all(|&(_, k)| k % width as i64 == 0);
-    let whole = |n: u64| n % width == 0;
+    let whole = |n: u64| n.is_multiple_of(width);
     (width > 1
         && 16 % bytes == 0
         && d_elem == elem
@@ -472,6 +501,35 @@ fn cooperative_vector_width(c: &CopyOp, src: (&[u64], ElemType, &[AffineExpr<Val
 }
 
 /// Every op inside `op`'s regions.
+/// Whether the stores of the unrolled nest `op` may be held to its end
+/// ([`PendingStore`]), and if so the buffers its ops read (every operand
+/// but a store's destination). Only a nest of unrolled and vector loops
+/// without guards: its code is one block (no `scf.if` or `scf.for`), no
+/// store in it is masked, and so every store into a buffer is held or
+/// none is.
+fn holdable_nest(f: &Function, op: Op) -> Option<std::collections::HashSet<Value>> {
+    let mut read = std::collections::HashSet::new();
+    for o in tilec_ops_inside(f, op) {
+        let operands = &f.ops[o].operands;
+        match &f.ops[o].kind {
+            OpKind::If(_) => return None,
+            OpKind::For(l) if !matches!(l.mapping, Mapping::Unroll | Mapping::VThread | Mapping::Vector) => return None,
+            OpKind::Store(_) => read.extend(operands.iter().take(1).copied()),
+            _ => read.extend(operands.iter().copied()),
+        }
+    }
+    Some(read)
+}
+
+/// `e` at lane `lane` of the vector loop whose index is `iv`.
+fn lane_of(e: &AffineExpr<Value>, iv: Value, lane: i64) -> AffineExpr<Value> {
+    if !e.uses(iv) {
+        return e.clone();
+    }
+    let c = e.coeff(iv);
+    AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != iv), e.constant_term() + c * lane, 1).expect("small").with_divisor(e.divisor())
+}
+
 fn tilec_ops_inside(f: &Function, op: Op) -> std::collections::HashSet<Op> {
     let mut out = std::collections::HashSet::new();
     let mut stack: Vec<Region> = f.ops[op].regions.clone();
@@ -727,10 +785,22 @@ impl<'f> Emitter<'f> {
                 self.region(body)
             }
             Mapping::Unroll | Mapping::VThread => {
+                let outermost = !self.gpu && self.unrolled_nest.is_none();
+                if outermost {
+                    // Not holdable: an empty set of buffers at a depth no
+                    // store is at.
+                    self.unrolled_nest = Some(holdable_nest(f, op).map_or((usize::MAX, Default::default()), |read| (self.depth, read)));
+                }
                 for i in 0..extent as i64 {
                     let c = self.constant_index(i);
                     self.vals.insert(iv, Ev::Index(c));
+                    self.unrolled.insert(iv, i);
                     self.region(body)?;
+                }
+                self.unrolled.remove(&iv);
+                if outermost {
+                    self.unrolled_nest = None;
+                    self.flush_stores()?;
                 }
                 Ok(())
             }
@@ -1363,6 +1433,14 @@ impl<'f> Emitter<'f> {
                         None => self.line(&format!("vector.store {vec}, {m}[{}] : {mty}, {vty}", base.join(", "))),
                         Some(mask) => self.line(&format!("vector.maskedstore {m}[{}], {mask}, {vec} : {mty}, {maskty}, {vty}", base.join(", "))),
                     }
+                } else if mask.is_none() && self.unrolled_nest.as_ref().is_some_and(|(depth, read)| *depth == self.depth && !read.contains(&dst)) {
+                    let unrolled = &self.unrolled;
+                    let idx = idx
+                        .iter()
+                        .map(|e| e.substitute(|v| unrolled.get(&v).map_or_else(|| AffineExpr::var(v), |&c| AffineExpr::constant(c))))
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| EmitError("an index overflows".into()))?;
+                    self.pending.push(PendingStore { buffer: dst, memref: (m, mty), elem, vector: vec, width: lanes.width, lane: lanes.iv, idx });
                 } else {
                     for l in 0..lanes.width as i64 {
                         let x = self.fresh("x");
@@ -1389,6 +1467,94 @@ impl<'f> Emitter<'f> {
                 self.line(&format!("memref.store {}, {m}[{}] : {mty}", v.name(), at.join(", ")));
             }
             (None, _, true) => unreachable!("lanes vary only in vector mode"),
+        }
+        Ok(())
+    }
+
+    /// Emits the held stores ([`PendingStore`]): stores into one buffer
+    /// whose indices differ only in the last one's constant, by 1 from one
+    /// to the next, go in runs of 2, 4, 8 or 16: the run's vectors
+    /// interleaved (lane `l·k + j` is vector `j`'s lane `l`) and each lane's
+    /// `k` elements stored as one vector. The rest, and every store of a
+    /// set where two would write one place, go lane by lane as before, in
+    /// their order.
+    fn flush_stores(&mut self) -> Result<(), EmitError> {
+        let pending = std::mem::take(&mut self.pending);
+        let same_place = |a: &PendingStore, b: &PendingStore| a.buffer == b.buffer && a.idx == b.idx;
+        let overlap = pending.iter().enumerate().any(|(i, a)| pending[..i].iter().any(|b| same_place(a, b)));
+        // Groups: one buffer, lane and width, the same indices but for the
+        // last one's constant (which the lanes must not move).
+        let key = |p: &PendingStore| {
+            let last = p.idx.last().filter(|e| !e.uses(p.lane) && e.divisor() == 1)?;
+            let base = AffineExpr::from_parts(last.terms().iter().copied(), 0, 1).ok()?;
+            Some((p.buffer, p.lane, p.width, p.idx[..p.idx.len() - 1].to_vec(), base))
+        };
+        let mut groups: Vec<(Option<_>, Vec<usize>)> = Vec::new();
+        for (i, p) in pending.iter().enumerate() {
+            let k = if overlap { None } else { key(p) };
+            match groups.iter_mut().find(|(g, _)| k.is_some() && *g == k) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((k, vec![i])),
+            }
+        }
+        for (k, mut members) in groups {
+            if k.is_none() {
+                for i in members {
+                    self.scatter(&pending[i])?;
+                }
+                continue;
+            }
+            let offset = |i: usize| pending[i].idx.last().map_or(0, |e| e.constant_term());
+            members.sort_by_key(|&i| offset(i));
+            let mut at = 0;
+            while at < members.len() {
+                // The run of consecutive offsets from here, in chunks of a
+                // power of 2 up to 16.
+                let mut run = 1;
+                while at + run < members.len() && offset(members[at + run]) == offset(members[at]) + run as i64 {
+                    run += 1;
+                }
+                // At most 128 elements interleaved (8 runs of 16 lanes).
+                let most = (128 / pending[members[at]].width.max(1)) as usize;
+                let chunk = [16, 8, 4, 2, 1].into_iter().find(|&c| c <= run && c <= most).unwrap_or(1);
+                if chunk == 1 {
+                    self.scatter(&pending[members[at]])?;
+                } else {
+                    self.store_run(&pending, &members[at..at + chunk])?;
+                }
+                at += chunk;
+            }
+        }
+        Ok(())
+    }
+
+    /// A held store, lane by lane.
+    fn scatter(&mut self, p: &PendingStore) -> Result<(), EmitError> {
+        let ((m, mty), ety) = (&p.memref, mlir_elem(p.elem));
+        for l in 0..p.width as i64 {
+            let x = self.fresh("x");
+            self.line(&format!("{x} = vector.extract {}[{l}] : {ety} from vector<{}x{ety}>", p.vector, p.width));
+            let at: Vec<String> = p.idx.iter().map(|e| self.numerator(&lane_of(e, p.lane, l))).collect::<Result<_, _>>()?;
+            self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+        }
+        Ok(())
+    }
+
+    /// Held stores `members` of `pending`, at consecutive places along the
+    /// last index (a power of 2 of them): interleaved, then one store of
+    /// `k` elements per lane.
+    fn store_run(&mut self, pending: &[PendingStore], members: &[usize]) -> Result<(), EmitError> {
+        let first = &pending[members[0]];
+        let (k, width, elem) = (members.len() as i64, first.width as i64, first.elem);
+        let rows: Vec<String> = members.iter().map(|&i| pending[i].vector.clone()).collect();
+        let (woven, wty) = self.interleave(rows, width, elem);
+        let (m, mty) = &first.memref;
+        let kty = format!("vector<{k}x{}>", mlir_elem(elem));
+        for l in 0..width {
+            let slice = self.fresh("run");
+            self.line(&format!("{slice} = vector.extract_strided_slice {woven} {{offsets = [{}], sizes = [{k}], strides = [1]}} : {wty} to {kty}", l * k));
+            let at: Vec<String> = first.idx.iter().map(|e| self.numerator(&lane_of(e, first.lane, l))).collect::<Result<_, _>>()?;
+            self.line(&format!("vector.store {slice}, {m}[{}] : {mty}, {kty}", at.join(", ")));
         }
         Ok(())
     }
