@@ -126,10 +126,10 @@ enum CopyRun {
     /// A split copy into 4-byte words (VNNI's 4 bytes, BF16's 2 halves)
     /// whose lanes (`lanes`, the destination's second-to-last dimension)
     /// come from a source dimension before the split one, while the split
-    /// dimension and the `words` points after it are contiguous in the
-    /// source: the convolution weights `w[f][c][r][s]` into
-    /// `[c/4][r][s][f][4]`. For 16 lanes at a time, each lane's run (4
-    /// channels x `r·s`) is one load, shuffled into words (`[r·s][4]`);
+    /// dimension and the `words` points after it lie within 64 bytes of
+    /// the source: the convolution weights `w[f][c][r][s]` into
+    /// `[c/4][r][s][f][4]` (or a tile of `r`). For 16 lanes at a time, each
+    /// lane's run (4 channels x the taps) is one load, shuffled into words;
     /// the 16 x 16 words are transposed in registers and stored as
     /// `words` runs of 64 bytes. Element by element (LLVM: a masked load,
     /// `vpermb` and 9 scattered 4-byte stores per run) this copy took 38%
@@ -440,8 +440,8 @@ fn collapsed_shape(shape: &[u64], groups: &[Vec<usize>]) -> Vec<u64> {
 /// lane's run goes: 4-byte words (`factor` elements), the destination
 /// ending in the lanes and the word, the lanes from a source dimension
 /// before the split one, the split dimension and every one after it read
-/// at stride 1 and those after it whole (so each lane's `factor · words`
-/// elements are consecutive), at most 16 words, no pad.
+/// at stride 1 and each lane's elements within 64 bytes of the source, at
+/// most 16 words, no pad.
 fn word_transposed_run(c: &CopyOp, src_shape: &[u64], dst_shape: &[u64], elem: ElemType) -> Option<(usize, u64)> {
     let split = c.split?;
     let n = c.sizes.len();
@@ -450,8 +450,21 @@ fn word_transposed_run(c: &CopyOp, src_shape: &[u64], dst_shape: &[u64], elem: E
     let factor = split.factor;
     let words: u64 = (split.dim + 1..n).map(|d| c.sizes[d]).product();
     let word = factor * elem.size_bytes() == 4 && c.box_dim(last) == split.dim + 1 && dst_shape.get(last) == Some(&factor);
-    let contiguous = (split.dim..n).all(|d| c.stride_of(d) == 1) && (split.dim + 1..n).all(|d| src_shape.get(d) == Some(&c.sizes[d]));
-    (word && contiguous && c.pad.is_none() && lanes < split.dim && (1..=16).contains(&words)).then_some((lanes, words))
+    // A lane's elements lie within `span` consecutive source elements.
+    let strides = row_major_strides(src_shape);
+    let reach = |d: usize| if d == split.dim { factor } else { c.sizes[d] };
+    let span = (split.dim..n).map(|d| reach(d).saturating_sub(1).saturating_mul(strides.get(d).copied().unwrap_or(u64::MAX))).fold(1u64, u64::saturating_add);
+    let fits = src_shape.len() == n && (split.dim..n).all(|d| c.stride_of(d) == 1) && span <= 64 / elem.size_bytes().max(1);
+    (word && fits && c.pad.is_none() && lanes < split.dim && (1..=16).contains(&words)).then_some((lanes, words))
+}
+
+/// The element strides of a row-major array of `shape`.
+fn row_major_strides(shape: &[u64]) -> Vec<u64> {
+    let mut strides = vec![1u64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1].saturating_mul(shape[d + 1]);
+    }
+    strides
 }
 
 /// Whether a split copy runs as [`CopyRun::Interleaved`] on a CPU, and if
@@ -1918,14 +1931,26 @@ impl<'f> Emitter<'f> {
         };
         let (n, f, words) = (c.sizes.len(), split.factor as i64, words as i64);
         // The source with the split dimension and those after it as one:
-        // a lane's run is `f · words` consecutive elements of it.
+        // a lane's elements lie within `span` consecutive elements of it,
+        // word `w`'s element `k` at `k·strides[split] + offset(w)`.
         let groups: Vec<Vec<usize>> = (0..split.dim).map(|d| vec![d]).chain(std::iter::once((split.dim..n).collect())).collect();
         let (flat, flat_ty, _) = self.collapse(sm, smty, &groups, (shape, elem), so_n);
+        let strides: Vec<i64> = row_major_strides(shape).into_iter().map(|x| x as i64).collect();
+        let span = 1 + (f - 1) * strides[split.dim] + (split.dim + 1..n).map(|d| (c.sizes[d] as i64 - 1) * strides[d]).sum::<i64>();
+        let offset = |w: i64| {
+            let mut rest = w;
+            let mut at = 0;
+            for d in (split.dim + 1..n).rev() {
+                at += (rest % c.sizes[d] as i64) * strides[d];
+                rest /= c.sizes[d] as i64;
+            }
+            at
+        };
         let per = 64 / elem.size_bytes() as i64;
         let (vty, mty, wty) = (format!("vector<{per}x{}>", mlir_elem(elem)), mask_type(per as u64), "vector<16xi32>".to_string());
         let size = c.expanded_sizes()[lanes] as i64;
         let (zero, sixteen, end, last) = (self.constant_index(0), self.constant_index(16), self.constant_index(size), self.constant_index(size - 1));
-        let (run_len, words_c, fc) = (self.constant_index(f * words), self.constant_index(words), self.constant_index(f));
+        let (run_len, fc) = (self.constant_index(span), self.constant_index(f));
         let pass = self.zero_vector(elem, per)?;
         let e = self.fresh("lanes");
         self.line(&format!("scf.for {e} = {zero} to {end} step {sixteen} {{"));
@@ -1941,8 +1966,8 @@ impl<'f> Emitter<'f> {
             coords[x] = zero.clone();
         }
         coords[split.dim + 1] = zero.clone();
-        // Word w of a lane's run: its f elements, `words` apart.
-        let order: Vec<String> = (0..per).map(|x| if x < f * words { (x % f) * words + x / f } else { 0 }.to_string()).collect();
+        // Word w of a lane's run: its f elements, a split row apart.
+        let order: Vec<String> = (0..per).map(|x| if x < f * words { (x % f) * strides[split.dim] + offset(x / f) } else { 0 }.to_string()).collect();
         let mut rows = Vec::new();
         for l in 0..16 {
             // Lanes past the box load nothing, from its last row.
@@ -1952,9 +1977,20 @@ impl<'f> Emitter<'f> {
             coords[lanes] = clamped;
             let (s_idx, _) = self.copy_indices(c, so_n, do_n, coords);
             let mut idx = s_idx[..split.dim].to_vec();
-            let start = self.fresh("start");
-            self.line(&format!("{start} = arith.muli {}, {words_c} : index", s_idx[split.dim]));
-            idx.push(start);
+            let mut start: Option<String> = None;
+            for d in split.dim..n {
+                let (k, x) = (self.constant_index(strides[d]), self.fresh("at"));
+                self.line(&format!("{x} = arith.muli {}, {k} : index", s_idx[d]));
+                start = Some(match start {
+                    None => x,
+                    Some(prev) => {
+                        let sum = self.fresh("at");
+                        self.line(&format!("{sum} = arith.addi {prev}, {x} : index"));
+                        sum
+                    }
+                });
+            }
+            idx.push(start.ok_or_else(|| EmitError("a split copy without a split dimension".into()))?);
             let mask = self.lanes_if(l, &count, &run_len, &mty);
             let (v, w, b) = (self.fresh("run"), self.fresh("words"), self.fresh("wv"));
             self.line(&format!("{v} = vector.maskedload {flat}[{}], {mask}, {pass} : {flat_ty}, {mty}, {vty} into {vty}", idx.join(", ")));
