@@ -409,6 +409,23 @@ fn runnable_cpu_targets() -> Vec<Arc<Target>> {
         .collect()
 }
 
+/// Compiles `m`'s function for `target`, links it as library `name` in
+/// `dir`, runs it on 1 and 2 threads and compares each output with
+/// `want`; `what` and `text` (the module as scheduled) go in the failure
+/// message.
+fn run_and_compare(m: &Module, target: &Target, (dir, name): (&std::path::Path, &str), (inputs, want): (&[Tensor], &[Tensor]), what: &str, text: &str) {
+    let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(target)).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
+    let so = link_shared(&compiled.artifacts.object, dir, name).expect("links");
+    let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
+    for threads in [1, 2] {
+        let got = program.run(inputs, threads).unwrap_or_else(|e| panic!("{what}: {e}"));
+        for (g, w) in got.iter().zip(want) {
+            let c = compare(g, w);
+            assert!(c.passed, "{what}, {threads} threads: {c:?}\n{text}");
+        }
+    }
+}
+
 /// Differential test: every op kind, under random valid schedules (and the
 /// plain one), through every scheduling pass, compiled for each CPU target
 /// this machine runs, executed with 1 and 2 threads, compared with the
@@ -437,17 +454,8 @@ fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
                 let what = format!("op {op} on {} ({case})", target.name);
                 let schedule_text = tilec::syntax::print_module(&m);
                 schedule(&mut m, pipeline, &target);
-                let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(&target)).unwrap_or_else(|e| panic!("{what}: {e}\n{schedule_text}"));
-                let so = link_shared(&compiled.artifacts.object, dir.path(), &format!("diff{compiled_count}")).expect("links");
+                run_and_compare(&m, &target, (dir.path(), &format!("diff{compiled_count}")), (&inputs, &want), &what, &schedule_text);
                 compiled_count += 1;
-                let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
-                for threads in [1, 2] {
-                    let got = program.run(&inputs, threads).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    for (g, w) in got.iter().zip(&want) {
-                        let c = compare(g, w);
-                        assert!(c.passed, "{what}, {threads} threads: {c:?}\n{schedule_text}");
-                    }
-                }
             }
         }
     }
@@ -558,17 +566,8 @@ fn random_dot_schedules_compile_and_match_the_interpreter_on_the_cpu() {
             let text = tilec::syntax::print_module(&m);
             assert!(text.contains("intrinsic \"vp") || text.contains("intrinsic \"vdp"), "{what}: no dot intrinsic\n{text}");
             packed += usize::from(text.contains("split ["));
-            let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(target)).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
-            let so = link_shared(&compiled.artifacts.object, dir.path(), &format!("dot{compiled_count}")).expect("links");
+            run_and_compare(&m, target, (dir.path(), &format!("dot{compiled_count}")), (&inputs, &want), &what, &text);
             compiled_count += 1;
-            let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
-            for threads in [1, 2] {
-                let got = program.run(&inputs, threads).unwrap_or_else(|e| panic!("{what}: {e}"));
-                for (g, w) in got.iter().zip(&want) {
-                    let c = compare(g, w);
-                    assert!(c.passed, "{what}, {threads} threads: {c:?}\n{text}");
-                }
-            }
         }
     }
     eprintln!("{compiled_count} compiled dot kernels matched the interpreter, {packed} of them with repacked operands");
