@@ -218,9 +218,9 @@ pub struct Emitter<'f> {
     /// Inside unrolled loops: each one's index as the constant it is in
     /// this copy of the body.
     unrolled: HashMap<Value, i64>,
-    /// CPU: the outermost unrolled nest being emitted, if any: its text
-    /// depth and the buffers its ops read (see [`PendingStore`]).
-    unrolled_nest: Option<(usize, std::collections::HashSet<Value>)>,
+    /// CPU: inside an unrolled nest whose stores may be held
+    /// ([`PendingStore`]): the nest's text depth and the buffers its ops read.
+    holding: Option<(usize, std::collections::HashSet<Value>)>,
     /// CPU: scattered vector stores held back to the end of the unrolled
     /// nest, where runs of them are stored together ([`PendingStore`]).
     pending: Vec<PendingStore>,
@@ -304,7 +304,7 @@ impl<'f> Emitter<'f> {
             Device::Gpu { max_static_shared_bytes } => max_static_shared_bytes,
             Device::Cpu => 0,
         };
-        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, warp_lanes: None, shared_bytes: 0, stack_bytes: 0, unrolled: HashMap::new(), unrolled_nest: None, pending: Vec::new() };
+        let mut e = Emitter { f, gpu, max_static_shared_bytes, out: String::new(), depth: if gpu { 3 } else { 2 }, next: 0, vals: HashMap::new(), lanes: None, mask: None, hoisted: Vec::new(), shared: Vec::new(), shared_offsets: Vec::new(), thread_linear: None, warp_lanes: None, shared_bytes: 0, stack_bytes: 0, unrolled: HashMap::new(), holding: None, pending: Vec::new() };
         // Parameters: values used inside and defined outside the kernel.
         let inside: std::collections::HashSet<Op> = tilec_ops_inside(f, op);
         let mut params: Vec<Value> = Vec::new();
@@ -378,8 +378,6 @@ impl<'f> Emitter<'f> {
     }
 }
 
-/// The elements a cooperative GPU copy moves per 16-byte vector load and
-/// store, where it can: a box whose innermost dimension runs along both
 /// A copy over fewer dimensions that moves the same elements: runs of
 /// box dimensions that are contiguous in both the source and the
 /// destination merged into one ([`merge_contiguous_dims`]), with the
@@ -483,6 +481,8 @@ fn interleaved_run(c: &CopyOp, cols: usize, dst_shape: &[u64], elem: ElemType) -
     (fits && lanes != split.dim && lanes != split.dim + 1 && c.source_dim(lanes) == cols && c.stride_of(cols) == 1).then_some((lanes, width as i64))
 }
 
+/// The elements a cooperative GPU copy moves per 16-byte vector load and
+/// store, where it can: a box whose innermost dimension runs along both
 /// memrefs' last dimensions (stride 1, not permuted, split or padded) in
 /// whole vectors, from and to 16-byte aligned places (the rows and both
 /// offsets along them multiples of a vector; kernel buffers are at least
@@ -513,7 +513,6 @@ fn cooperative_vector_width(c: &CopyOp, src: (&[u64], ElemType, &[AffineExpr<Val
     .then_some(width)
 }
 
-/// Every op inside `op`'s regions.
 /// Whether the stores of the unrolled nest `op` may be held to its end
 /// ([`PendingStore`]), and if so the buffers its ops read (every operand
 /// but a store's destination). Only a nest of unrolled and vector loops
@@ -543,6 +542,7 @@ fn lane_of(e: &AffineExpr<Value>, iv: Value, lane: i64) -> AffineExpr<Value> {
     AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != iv), e.constant_term() + c * lane, 1).expect("small").with_divisor(e.divisor())
 }
 
+/// Every op inside `op`'s regions.
 fn tilec_ops_inside(f: &Function, op: Op) -> std::collections::HashSet<Op> {
     let mut out = std::collections::HashSet::new();
     let mut stack: Vec<Region> = f.ops[op].regions.clone();
@@ -798,11 +798,9 @@ impl<'f> Emitter<'f> {
                 self.region(body)
             }
             Mapping::Unroll | Mapping::VThread => {
-                let outermost = !self.gpu && self.unrolled_nest.is_none();
-                if outermost {
-                    // Not holdable: an empty set of buffers at a depth no
-                    // store is at.
-                    self.unrolled_nest = Some(holdable_nest(f, op).map_or((usize::MAX, Default::default()), |read| (self.depth, read)));
+                let outermost = self.unrolled.is_empty();
+                if outermost && !self.gpu {
+                    self.holding = holdable_nest(f, op).map(|read| (self.depth, read));
                 }
                 for i in 0..extent as i64 {
                     let c = self.constant_index(i);
@@ -812,7 +810,7 @@ impl<'f> Emitter<'f> {
                 }
                 self.unrolled.remove(&iv);
                 if outermost {
-                    self.unrolled_nest = None;
+                    self.holding = None;
                     self.flush_stores()?;
                 }
                 Ok(())
@@ -937,11 +935,8 @@ impl<'f> Emitter<'f> {
     /// `idx` with the lane variable fixed to `lane`.
     fn at_lane(&self, e: &AffineExpr<Value>, lane: i64) -> AffineExpr<Value> {
         match self.lanes {
-            Some(l) if e.uses(l.iv) => {
-                let c = e.coeff(l.iv);
-                AffineExpr::from_parts(e.terms().iter().copied().filter(|&(v, _)| v != l.iv), e.constant_term() + c * lane, 1).expect("small").with_divisor(e.divisor())
-            }
-            _ => e.clone(),
+            Some(l) => lane_of(e, l.iv, lane),
+            None => e.clone(),
         }
     }
 
@@ -1446,7 +1441,7 @@ impl<'f> Emitter<'f> {
                         None => self.line(&format!("vector.store {vec}, {m}[{}] : {mty}, {vty}", base.join(", "))),
                         Some(mask) => self.line(&format!("vector.maskedstore {m}[{}], {mask}, {vec} : {mty}, {maskty}, {vty}", base.join(", "))),
                     }
-                } else if mask.is_none() && self.unrolled_nest.as_ref().is_some_and(|(depth, read)| *depth == self.depth && !read.contains(&dst)) {
+                } else if mask.is_none() && self.holding.as_ref().is_some_and(|(depth, read)| *depth == self.depth && !read.contains(&dst)) {
                     let unrolled = &self.unrolled;
                     let idx = idx
                         .iter()
@@ -1455,23 +1450,7 @@ impl<'f> Emitter<'f> {
                         .map_err(|_| EmitError("an index overflows".into()))?;
                     self.pending.push(PendingStore { buffer: dst, memref: (m, mty), elem, vector: vec, width: lanes.width, lane: lanes.iv, idx });
                 } else {
-                    for l in 0..lanes.width as i64 {
-                        let x = self.fresh("x");
-                        self.line(&format!("{x} = vector.extract {vec}[{l}] : {} from {vty}", mlir_elem(elem)));
-                        let exprs: Vec<AffineExpr<Value>> = idx.iter().map(|e| self.at_lane(e, l)).collect();
-                        let at: Vec<String> = exprs.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
-                        let Some(mask) = &mask else {
-                            self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
-                            continue;
-                        };
-                        let on = self.fresh("on");
-                        self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from {maskty}"));
-                        self.line(&format!("scf.if {on} {{"));
-                        self.depth += 1;
-                        self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
-                        self.depth -= 1;
-                        self.line("}");
-                    }
+                    self.store_lanes((&m, &mty), elem, &vec, (lanes.iv, lanes.width), &idx, mask.as_deref())?;
                 }
             }
             (_, Ev::Vector(..), false) => return err("a vector stored to one element"),
@@ -1543,12 +1522,29 @@ impl<'f> Emitter<'f> {
 
     /// A held store, lane by lane.
     fn scatter(&mut self, p: &PendingStore) -> Result<(), EmitError> {
-        let ((m, mty), ety) = (&p.memref, mlir_elem(p.elem));
-        for l in 0..p.width as i64 {
+        self.store_lanes((&p.memref.0, &p.memref.1), p.elem, &p.vector, (p.lane, p.width), &p.idx, None)
+    }
+
+    /// Vector `vec` stored lane by lane at `idx` (the vector loop's index
+    /// `lane` in it fixed to each lane in turn), each lane under `mask`'s
+    /// bit where there is a mask.
+    fn store_lanes(&mut self, (m, mty): (&str, &str), elem: ElemType, vec: &str, (lane, width): (Value, u64), idx: &[AffineExpr<Value>], mask: Option<&str>) -> Result<(), EmitError> {
+        let ety = mlir_elem(elem);
+        for l in 0..width as i64 {
             let x = self.fresh("x");
-            self.line(&format!("{x} = vector.extract {}[{l}] : {ety} from vector<{}x{ety}>", p.vector, p.width));
-            let at: Vec<String> = p.idx.iter().map(|e| self.numerator(&lane_of(e, p.lane, l))).collect::<Result<_, _>>()?;
+            self.line(&format!("{x} = vector.extract {vec}[{l}] : {ety} from vector<{width}x{ety}>"));
+            let at: Vec<String> = idx.iter().map(|e| self.numerator(&lane_of(e, lane, l))).collect::<Result<_, _>>()?;
+            let Some(mask) = mask else {
+                self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+                continue;
+            };
+            let on = self.fresh("on");
+            self.line(&format!("{on} = vector.extract {mask}[{l}] : i1 from {}", mask_type(width)));
+            self.line(&format!("scf.if {on} {{"));
+            self.depth += 1;
             self.line(&format!("memref.store {x}, {m}[{}] : {mty}", at.join(", ")));
+            self.depth -= 1;
+            self.line("}");
         }
         Ok(())
     }
@@ -1937,15 +1933,22 @@ impl<'f> Emitter<'f> {
         let (flat, flat_ty, _) = self.collapse(sm, smty, &groups, (shape, elem), so_n);
         let strides: Vec<i64> = row_major_strides(shape).into_iter().map(|x| x as i64).collect();
         let span = 1 + (f - 1) * strides[split.dim] + (split.dim + 1..n).map(|d| (c.sizes[d] as i64 - 1) * strides[d]).sum::<i64>();
-        let offset = |w: i64| {
+        // Word `w`'s point in the box dimensions after the split one
+        // (row-major over their sizes), and its offset in a lane's run.
+        let point = |w: i64| {
             let mut rest = w;
-            let mut at = 0;
-            for d in (split.dim + 1..n).rev() {
-                at += (rest % c.sizes[d] as i64) * strides[d];
-                rest /= c.sizes[d] as i64;
-            }
+            let mut at: Vec<i64> = (split.dim + 1..n)
+                .rev()
+                .map(|d| {
+                    let x = rest % c.sizes[d] as i64;
+                    rest /= c.sizes[d] as i64;
+                    x
+                })
+                .collect();
+            at.reverse();
             at
         };
+        let offset = |w: i64| point(w).iter().zip(&strides[split.dim + 1..]).map(|(x, s)| x * s).sum::<i64>();
         let per = 64 / elem.size_bytes() as i64;
         let (vty, mty, wty) = (format!("vector<{per}x{}>", mlir_elem(elem)), mask_type(per as u64), "vector<16xi32>".to_string());
         let size = c.expanded_sizes()[lanes] as i64;
@@ -1958,14 +1961,11 @@ impl<'f> Emitter<'f> {
         let (left, count) = (self.fresh("left"), self.fresh("count"));
         self.line(&format!("{left} = arith.subi {end}, {e} : index"));
         self.line(&format!("{count} = arith.minsi {left}, {sixteen} : index"));
-        // Point w of a lane's run as the expanded coordinates after the
-        // split's inner part (row-major over their sizes).
-        let trailing: Vec<usize> = (split.dim + 2..c.expanded_rank()).collect();
-        let sizes = c.expanded_sizes();
-        for &x in &trailing {
-            coords[x] = zero.clone();
+        // The split's inner part and the expanded dimensions after it (the
+        // words' points) at 0: each lane's run starts there.
+        for x in &mut coords[split.dim + 1..] {
+            *x = zero.clone();
         }
-        coords[split.dim + 1] = zero.clone();
         // Word w of a lane's run: its f elements, a split row apart.
         let order: Vec<String> = (0..per).map(|x| if x < f * words { (x % f) * strides[split.dim] + offset(x / f) } else { 0 }.to_string()).collect();
         let mut rows = Vec::new();
@@ -2005,10 +2005,8 @@ impl<'f> Emitter<'f> {
         let mask = self.fresh("mask");
         self.line(&format!("{mask} = vector.create_mask {stored} : {mty}"));
         for (w, word) in block.iter().take(words as usize).enumerate() {
-            let mut rest = w as u64;
-            for &x in trailing.iter().rev() {
-                coords[x] = self.constant_index((rest % sizes[x]) as i64);
-                rest /= sizes[x];
+            for (i, x) in point(w as i64).into_iter().enumerate() {
+                coords[split.dim + 2 + i] = self.constant_index(x);
             }
             let (_, d_idx) = self.copy_indices(c, so_n, do_n, coords);
             let v = self.fresh("back");
