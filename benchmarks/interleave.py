@@ -17,6 +17,7 @@ onnxruntime's where it ran.
 
     benchmarks/interleave.py --rounds 300 --ort-conv 1,512,7,7,2048,1,1,1,0 a.so b.so
     OPENBLAS_NUM_THREADS=1 benchmarks/interleave.py --rounds 30 --numpy-gemm 1024,1024,1024 gemm.so
+    benchmarks/interleave.py --rounds 100 --cold 96 layer.so   # caches evicted before each call
 
 Needs numpy, and onnx and onnxruntime for --ort-conv (tools/bench-env.sh
 installs them).
@@ -122,16 +123,33 @@ def numpy_gemm_call(spec):
     return lambda: np.matmul(a, b, out=out)
 
 
-def time_in_turns(entries, rounds, warmup):
+def cache_evictor(megabytes):
+    """A call that writes and reads `megabytes` of memory, to leave the
+    caches holding none of a kernel's data before its timed call: as a
+    layer of a network finds its weights (read once per inference, from
+    memory), where repeated calls of one kernel find them in the caches."""
+    junk = np.ones(int(megabytes * 2**20) // 8, np.float64)
+
+    def evict():
+        junk[::8] += 1.0  # one write per 64-byte line
+        return float(junk[::8].sum())
+
+    return evict
+
+
+def time_in_turns(entries, rounds, warmup, before_each=None):
     """Calls each (name, call) of `entries` once per round, in turn (every
     other round in reverse order), after `warmup` rounds; each name's
-    seconds per call."""
+    seconds per call. `before_each`, if given, runs untimed before every
+    timed call."""
     for _ in range(warmup):
         for _, call in entries:
             call()
     times = {name: [] for name, _ in entries}
     for i in range(rounds):
         for name, call in entries if i % 2 == 0 else entries[::-1]:
+            if before_each:
+                before_each()
             t = time.perf_counter()
             call()
             times[name].append(time.perf_counter() - t)
@@ -146,6 +164,7 @@ def main():
     ap.add_argument("--ort-conv", metavar="N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime on this convolution")
     ap.add_argument("--numpy-gemm", metavar="M,N,K", help="also time numpy on this f32 GEMM")
     ap.add_argument("--ort-int8", metavar="M,N,K|N,C,H,W,F,R,S,STRIDE,PAD", help="also time onnxruntime's two u8 x i8 operators on this GEMM or convolution; the faster is the baseline")
+    ap.add_argument("--cold", type=float, metavar="MB", help="before each timed call, write and read MB megabytes (more than the last-level cache) so that the call starts with cold caches, as a network's layer does with its weights")
     args = ap.parse_args()
     entries = [(lib, kernel_call(lib)) for lib in args.libs]
     if args.ort_conv:
@@ -154,7 +173,7 @@ def main():
         entries.append(("numpy", numpy_gemm_call(args.numpy_gemm)))
     if args.ort_int8:
         entries += ort_int8_calls(args.ort_int8)
-    times = time_in_turns(entries, args.rounds, args.warmup)
+    times = time_in_turns(entries, args.rounds, args.warmup, cache_evictor(args.cold) if args.cold else None)
     baseline = "onnxruntime" if args.ort_conv else "numpy" if args.numpy_gemm else None
     if args.ort_int8:
         baseline = min((name for name, _ in entries[-2:]), key=lambda name: statistics.median(times[name]))

@@ -993,6 +993,60 @@ impl Verifier<'_> {
         verify_schedule_structure(&k.schedule, &ScheduleOwner::Kernel { read_tags: &tags }, self.op_span(op), &mut self.diags);
         let inner = LoopCtx { function_level: false, ..ctx.clone() };
         self.loop_region(body, &inner, visible);
+        if k.prepack {
+            self.prepack_kernel(op, body);
+        }
+    }
+
+    /// A `prepack` kernel lays out constants: it reads parameters, weights
+    /// and its own buffers, and what it writes nothing else writes (so a
+    /// runtime may run it once per set of weights).
+    fn prepack_kernel(&mut self, kernel: Op, body: Region) {
+        let mut own = Vec::new();
+        let mut pending = vec![body];
+        let mut ops = Vec::new();
+        while let Some(r) = pending.pop() {
+            for &o in &self.f.regions[r].ops {
+                ops.push(o);
+                own.extend(self.f.ops[o].results.iter().copied());
+                pending.extend(self.f.ops[o].regions.iter().copied());
+            }
+        }
+        let mut laid_out = Vec::new();
+        for &o in &ops {
+            let (reads, writes) = reads_and_writes(self.f, o);
+            let constant = |v: Value| match self.f.values[v].def {
+                ValueDef::Param(_) => true,
+                ValueDef::Result(d, _) => matches!(self.f.ops[d].kind, OpKind::Weight(_)),
+                ValueDef::RegionArg(..) => false,
+            };
+            if let Some(&v) = reads.iter().find(|&&v| !constant(v) && !own.contains(&v)) {
+                let name = self.f.value_label(v);
+                self.err(
+                    Diagnostic::error(format!("a `prepack` kernel reads only parameters, weights and its own buffers; it reads {name}"))
+                        .at(self.op_span(o), "reads a value another op computes")
+                        .with_help("a prepack kernel may run once per set of weights, before anything else; drop `prepack`, or read a weight"),
+                );
+            }
+            // (Writes are to buffers: tensors are read-only, and a kernel
+            // is in the function body, where buffers are global.)
+            laid_out.extend(writes.iter().copied().filter(|v| !own.contains(v)));
+        }
+        // What it lays out stays as it left it.
+        for o in self.f.walk() {
+            if ops.contains(&o) || o == kernel {
+                continue;
+            }
+            if let Some(&v) = reads_and_writes(self.f, o).1.iter().find(|v| laid_out.contains(v)) {
+                let name = self.f.value_label(v);
+                self.err(
+                    Diagnostic::error(format!("{name} is laid out by a `prepack` kernel, and written again here"))
+                        .at(self.op_span(o), "writes a prepacked buffer")
+                        .with_secondary(self.op_span(kernel), "the prepack kernel")
+                        .with_help("a prepack kernel may run once per set of weights: nothing else may write what it writes"),
+                );
+            }
+        }
     }
 
     /// The operands from `base` on are index values, and every variable of
@@ -1752,6 +1806,19 @@ fn is_mixed_radix_onto(c: &Compute, e: &AffineExpr<AxisId>, dim: u64) -> bool {
 
 fn read_scalar_type(f: &Function, tensor: Value) -> Type {
     Type::Scalar(f.value_type(tensor).readable().map_or(ElemType::F32, |t| t.elem))
+}
+
+/// The buffers (or tensors) loop-level op `o` reads and writes.
+fn reads_and_writes(f: &Function, o: Op) -> (&[Value], &[Value]) {
+    let operands = &f.ops[o].operands;
+    match &f.ops[o].kind {
+        OpKind::Load(_) if !operands.is_empty() => (&operands[..1], &[]),
+        OpKind::Store(_) if operands.len() >= 2 => (&[], &operands[1..2]),
+        OpKind::Fill(_) if !operands.is_empty() => (&[], &operands[..1]),
+        OpKind::Copy(_) if operands.len() >= 2 => (&operands[..1], &operands[1..2]),
+        OpKind::Intrinsic(_) if operands.len() >= 3 => (&operands[1..3], &operands[..1]),
+        _ => (&[], &[]),
+    }
 }
 
 #[cfg(test)]

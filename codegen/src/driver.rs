@@ -14,7 +14,7 @@ use tilec::target::{Target, TargetKind, TargetSet};
 use tilec_runtime::HostPlan;
 
 /// The scheduling passes after `tile`, in the order they compose.
-const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "tensorize", "unroll", "hoist-guards"];
+const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "tensorize", "prepack", "unroll", "hoist-guards"];
 
 /// The pipeline that schedules and tiles a module, written once for every
 /// tool: `collapse-axes` (unscheduled ops over fewer, longer axes: a 1x1
@@ -185,7 +185,8 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
 }
 
 /// `{"target", "kernels": [{"function", "symbol", "parallel_trip", "stack_bytes", "params"}]}`:
-/// how to call the kernels of a CPU object (docs/codegen.md, "The C ABI").
+/// how to call the kernels of a CPU object (docs/codegen.md, "The C ABI");
+/// a prepack kernel also has `"prepack": true`.
 fn cpu_metadata(l: &Lowered, t: &Target) -> String {
     let mut s = format!("{{\n  \"target\": \"{}\",\n  \"kernels\": [", t.name);
     let mut first = true;
@@ -206,7 +207,8 @@ fn cpu_metadata(l: &Lowered, t: &Target) -> String {
                     }
                 })
                 .collect();
-            write!(s, "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"parallel_trip\": {}, \"stack_bytes\": {}, \"params\": [{}]}}", k.symbol, k.parallel_trip, k.stack_bytes, params.join(", ")).unwrap();
+            let prepack = if k.prepack { ", \"prepack\": true" } else { "" };
+            write!(s, "\n    {{\"function\": \"{func}\", \"symbol\": \"{}\", \"parallel_trip\": {}, \"stack_bytes\": {}{prepack}, \"params\": [{}]}}", k.symbol, k.parallel_trip, k.stack_bytes, params.join(", ")).unwrap();
         }
     }
     s.push_str("\n  ]\n}\n");

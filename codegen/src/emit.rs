@@ -330,7 +330,7 @@ impl<'f> Emitter<'f> {
             e.vals.insert(p, Ev::Memref(name, ty));
         }
         let body = f.ops[op].regions[0];
-        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0 };
+        let mut abi = KernelAbi { symbol: symbol.to_string(), params: params.iter().map(|v| v.as_u32()).collect(), parallel_trip: 1, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0, prepack: matches!(&f.ops[op].kind, OpKind::Kernel(k) if k.prepack) };
         if gpu {
             e.gpu_kernel_body(body, &mut abi)?;
         } else {

@@ -117,7 +117,11 @@ impl WorkerEvaluator {
 
     /// Computes the reference results of `func` with the interpreter.
     pub fn set_reference_from(&mut self, original: &Module, func: &str) -> Result<(), String> {
-        let f = original.func(func).ok_or_else(|| format!("no function @{func}"))?;
+        let mut f = original.func(func).ok_or_else(|| format!("no function @{func}"))?.clone();
+        // Weights are inputs like the others (random), after them, as the
+        // compiled candidate takes them.
+        tilec::ir::weights::hoist_weights(&mut f);
+        let f = &f;
         let inputs: Vec<Tensor> = f
             .params
             .iter()

@@ -414,7 +414,11 @@ fn runnable_cpu_targets() -> Vec<Arc<Target>> {
 /// `want`; `what` and `text` (the module as scheduled) go in the failure
 /// message.
 fn run_and_compare(m: &Module, target: &Target, (dir, name): (&std::path::Path, &str), (inputs, want): (&[Tensor], &[Tensor]), what: &str, text: &str) {
-    let compiled = compile_function_cpu(&m.funcs[0], &llvm_target(target)).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
+    // Weights are trailing parameters, as `lower-to-mlir` makes them (and
+    // as the inputs have them: `params_as_weights` keeps their order).
+    let mut f = m.funcs[0].clone();
+    tilec::ir::weights::hoist_weights(&mut f);
+    let compiled = compile_function_cpu(&f, &llvm_target(target)).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
     let so = link_shared(&compiled.artifacts.object, dir, name).expect("links");
     let program = CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone()).expect("loads");
     for threads in [1, 2] {
@@ -429,13 +433,14 @@ fn run_and_compare(m: &Module, target: &Target, (dir, name): (&std::path::Path, 
 /// Differential test: every op kind, under random valid schedules (and the
 /// plain one), through every scheduling pass, compiled for each CPU target
 /// this machine runs, executed with 1 and 2 threads, compared with the
-/// interpreter on the op as written.
+/// interpreter on the op as written. Odd seeds read every operand but the
+/// first as a `weight`, so that `prepack` moves their staged copies.
 #[test]
 fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
-    let full = "builtin.module(tile,cache,vthread,bind,vectorize,unroll,hoist-guards)";
+    let full = "builtin.module(tile,cache,vthread,bind,vectorize,prepack,unroll,hoist-guards)";
     let plain = "builtin.module(collapse-axes,tile{unscheduled=serial},cache,vthread,bind,vectorize,unroll,hoist-guards)";
     let dir = tempfile::tempdir().expect("temporary folder");
-    let mut compiled_count = 0;
+    let (mut compiled_count, mut prepacked) = (0, 0);
     for target in runnable_cpu_targets() {
         for (op, src) in tilec_passes::samples::OPS.iter().enumerate() {
             let original = parse(src);
@@ -445,6 +450,9 @@ fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
             let mut cases: Vec<(String, Module, &str)> = vec![("plain".into(), original.clone(), plain)];
             for seed in 0..diff_cases() {
                 let mut m = original.clone();
+                if seed % 2 == 1 {
+                    tilec_passes::samples::params_as_weights(&mut m);
+                }
                 let mut choices = tilec_passes::samples::Choices::new(seed * 1000 + op as u64);
                 if tilec_passes::samples::set_random_valid_schedule(&mut m, &target, &mut choices, 50) {
                     cases.push((format!("seed {seed}"), m, full));
@@ -454,13 +462,15 @@ fn random_schedules_compile_and_match_the_interpreter_on_the_cpu() {
                 let what = format!("op {op} on {} ({case})", target.name);
                 let schedule_text = tilec::syntax::print_module(&m);
                 schedule(&mut m, pipeline, &target);
+                prepacked += usize::from(tilec::syntax::print_module(&m).contains(" prepack schedule"));
                 run_and_compare(&m, &target, (dir.path(), &format!("diff{compiled_count}")), (&inputs, &want), &what, &schedule_text);
                 compiled_count += 1;
             }
         }
     }
-    eprintln!("{compiled_count} compiled kernels matched the interpreter");
+    eprintln!("{compiled_count} compiled kernels matched the interpreter, {prepacked} of them with weights laid out by a prepack kernel");
     assert!(compiled_count > 0 || runnable_cpu_targets().is_empty());
+    assert!(compiled_count == 0 || prepacked > 0, "no case prepacked a weight");
 }
 
 /// Which copies merge dimensions before emission: runs contiguous on both
@@ -547,7 +557,7 @@ fn random_dot_schedules_compile_and_match_the_interpreter_on_the_cpu() {
     let mut sources = SourceMap::new();
     let bf16 = Arc::new(tilec::target::parse_target(&mut sources, "x86-avx512-bf16.toml", &text).unwrap_or_else(|d| panic!("{}", sources.render(&d.0))));
     let dir = tempfile::tempdir().expect("temporary folder");
-    let (mut compiled_count, mut packed) = (0, 0);
+    let (mut compiled_count, mut packed, mut prepacked) = (0, 0, 0);
     for (op, src) in DOT_CONTRACTIONS.iter().enumerate() {
         let target = if src.contains("bf16") { &bf16 } else { &avx512 };
         if driver::host_can_run(&llvm_target(target)).is_err() {
@@ -560,18 +570,24 @@ fn random_dot_schedules_compile_and_match_the_interpreter_on_the_cpu() {
         let want = run_function(f0, &inputs).expect("interpreter");
         for seed in 0..diff_cases() + 1 {
             let mut m = original.clone();
-            let pipeline = format!("builtin.module(search{{strategy=random seed={seed} budget=4 mapping=0}},tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
+            // Odd seeds: the second operand is a network's weight.
+            if seed % 2 == 1 {
+                tilec_passes::samples::params_as_weights(&mut m);
+            }
+            let pipeline = format!("builtin.module(search{{strategy=random seed={seed} budget=4 mapping=0}},tile,cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards)");
             schedule(&mut m, &pipeline, target);
             let what = format!("dot contraction {op} on {} (seed {seed})", target.name);
             let text = tilec::syntax::print_module(&m);
             assert!(text.contains("intrinsic \"vp") || text.contains("intrinsic \"vdp"), "{what}: no dot intrinsic\n{text}");
             packed += usize::from(text.contains("split ["));
+            prepacked += usize::from(text.contains(" prepack schedule"));
             run_and_compare(&m, target, (dir.path(), &format!("dot{compiled_count}")), (&inputs, &want), &what, &text);
             compiled_count += 1;
         }
     }
-    eprintln!("{compiled_count} compiled dot kernels matched the interpreter, {packed} of them with repacked operands");
+    eprintln!("{compiled_count} compiled dot kernels matched the interpreter, {packed} of them with repacked operands, {prepacked} with weights laid out by a prepack kernel");
     assert!(compiled_count == 0 || packed > 0, "no compiled dot kernel repacked an operand");
+    assert!(compiled_count == 0 || prepacked > 0, "no compiled dot kernel prepacked a weight");
 }
 
 /// Every op kind under random valid GPU schedules compiles to PTX for

@@ -18,6 +18,7 @@ pub mod tile;
 pub mod bind;
 pub mod cache;
 pub mod hoist_guards;
+pub mod prepack;
 pub mod unroll;
 pub mod vectorize;
 pub mod vthread;
@@ -42,6 +43,7 @@ pub fn registry() -> Registry {
     r.register(&unroll::DECL);
     r.register(&vectorize::DECL);
     r.register(&tensorize::DECL);
+    r.register(&prepack::DECL);
     r.register(&hoist_guards::DECL);
     r
 }

@@ -4,7 +4,7 @@
 
 use crate::samples::*;
 use crate::testing::*;
-use crate::{bind, cache, hoist_guards, tile, unroll, vectorize, vthread};
+use crate::{bind, cache, hoist_guards, prepack, tile, unroll, vectorize, vthread};
 use proptest::prelude::*;
 use std::sync::Arc;
 use tilec::pass::{Pass, PassDecl, PassOptions};
@@ -30,9 +30,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_schedules_preserve_semantics(op in 0..OPS.len(), which in 0usize..4, seed in any::<u64>(), subset in 0u32..64) {
+    fn random_schedules_preserve_semantics(op in 0..OPS.len(), which in 0usize..4, seed in any::<u64>(), subset in 0u32..128, weights in any::<bool>()) {
         let t = some_target(which);
         let mut m = parse(OPS[op]);
+        // Half the cases read their operands but the first as a network's
+        // weights (`prepack` moves their staged copies).
+        if weights {
+            params_as_weights(&mut m);
+        }
         // A valid schedule: draw until one passes the target's limits.
         let mut choices = Choices::new(seed);
         let mut tries = 0;
@@ -47,8 +52,8 @@ proptest! {
             prop_assume!(tries < 50);
         }
         // `tile`, then a random subset of the other passes in pipeline order
-        // (all of them for subset 63).
-        let decls = [&cache::DECL, &vthread::DECL, &bind::DECL, &vectorize::DECL, &unroll::DECL, &hoist_guards::DECL];
+        // (all of them for subset 127).
+        let decls = [&cache::DECL, &vthread::DECL, &bind::DECL, &vectorize::DECL, &prepack::DECL, &unroll::DECL, &hoist_guards::DECL];
         let mut passes: Vec<Box<dyn Pass>> = vec![make(&tile::DECL)];
         passes.extend(decls.iter().enumerate().filter(|(i, _)| subset & (1 << i) != 0).map(|(_, d)| make(d)));
         let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();
@@ -62,11 +67,14 @@ fn debug_case() {
     let (Some(op), Some(seed), Some(subset), Some(which)) = (var("OP"), var("SEED"), var("SUBSET"), var("TARGET")) else { return };
     let t = some_target(which as usize);
     let mut m = parse(OPS[op as usize]);
+    if var("WEIGHTS") == Some(1) {
+        params_as_weights(&mut m);
+    }
     let s = random_schedule(&m, &t, &mut Choices::new(seed));
     eprintln!("{s:?}");
     set_schedule(&mut m, s);
     name_reads(&mut m);
-    let decls = [&cache::DECL, &vthread::DECL, &bind::DECL, &vectorize::DECL, &unroll::DECL, &hoist_guards::DECL];
+    let decls = [&cache::DECL, &vthread::DECL, &bind::DECL, &vectorize::DECL, &prepack::DECL, &unroll::DECL, &hoist_guards::DECL];
     let mut passes: Vec<Box<dyn Pass>> = vec![make(&tile::DECL)];
     passes.extend(decls.iter().enumerate().filter(|(i, _)| subset & (1 << i) != 0).map(|(_, d)| make(d)));
     let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| &mut **p).collect();

@@ -162,8 +162,16 @@ pub fn schedule(target: &str, tiles: &[(&str, &[u64])]) -> Schedule {
 
 /// Seeded inputs for every parameter of the first function.
 pub fn inputs(m: &Module, seed: u64) -> Vec<Tensor> {
-    let f = &m.funcs[0];
+    let f = hoisted(m);
     f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().expect("tensor param"), Tensor::input_seed(seed, i))).collect()
+}
+
+/// `m`'s function with its weights as trailing parameters, as tools run
+/// it (`inputs` makes values for them too).
+pub fn hoisted(m: &Module) -> Function {
+    let mut f = m.funcs[0].clone();
+    tilec::ir::weights::hoist_weights(&mut f);
+    f
 }
 
 /// Runs `passes` on a copy of `m` for `target` and checks that the
@@ -172,7 +180,7 @@ pub fn inputs(m: &Module, seed: u64) -> Vec<Tensor> {
 /// exact). Returns the transformed module.
 pub fn check_equivalent(m: &Module, target: &Arc<Target>, passes: &mut [&mut (dyn Pass + 'static)], seed: u64) -> Module {
     let ins = inputs(m, seed);
-    let before = run_function(&m.funcs[0], &ins).expect("reference run");
+    let before = run_function(&hoisted(m), &ins).expect("reference run");
     let mut after_m = m.clone();
     let mut cx = PassContext::with_target(Some(target.clone()));
     for p in passes.iter_mut() {
@@ -186,7 +194,7 @@ pub fn check_equivalent(m: &Module, target: &Arc<Target>, passes: &mut [&mut (dy
     let v = tilec::verify::verify_module_with(&reparsed, Some(target));
     assert!(!v.has_errors(), "printed pass output does not verify:\n{}\n{printed}", sm.render(&v.0));
     assert_eq!(tilec::syntax::print_module(&reparsed), printed, "print → parse → print of pass output is not stable");
-    let after = run_function(&after_m.funcs[0], &ins).unwrap_or_else(|e| panic!("transformed program fails: {e}"));
+    let after = run_function(&hoisted(&after_m), &ins).unwrap_or_else(|e| panic!("transformed program fails: {e}"));
     for (a, b) in after.iter().zip(&before) {
         let c = tilec::interp::compare::compare(a, b);
         assert!(c.passed, "results differ: {c:?}");

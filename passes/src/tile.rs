@@ -195,7 +195,7 @@ pub(crate) fn tile_compute(f: &mut Function, op: Op, schedule: &Schedule, target
     for d in &mut kernel_schedule.cache {
         d.read_name = read_names.get(d.read).cloned().unwrap_or_default();
     }
-    let (_, kernel_body) = f.build_kernel(Cursor::at(f.body, pos + 1), Kernel { label: c.label.clone(), schedule: kernel_schedule }, span);
+    let (_, kernel_body) = f.build_kernel(Cursor::at(f.body, pos + 1), Kernel { label: c.label.clone(), schedule: kernel_schedule, prepack: false }, span);
 
     let plan = SchedulePlan::new(&c, schedule, target);
     let axes = axis_tiles(&c, &plan);

@@ -35,6 +35,12 @@ pub struct KernelAbi {
     /// its own use.
     #[serde(default)]
     pub stack_bytes: u64,
+    /// A `prepack` kernel: it lays out weights for the kernels after it,
+    /// reading only parameters and writing buffers nothing else writes.
+    /// The CPU runtime runs these first, and apart from the timed kernels
+    /// (`CpuRun::prepack_seconds`).
+    #[serde(default)]
+    pub prepack: bool,
 }
 
 

@@ -36,10 +36,15 @@ unsafe impl Sync for CpuProgram {}
 /// set-up not).
 pub struct CpuRun {
     pub results: Vec<Tensor>,
+    /// The kernels' wall time, prepack kernels not counted.
     pub kernel_seconds: f64,
-    /// Each kernel's wall time, in run order (`tilec-run --profile`);
-    /// they add up to `kernel_seconds`, less the loop between calls.
+    /// Each kernel's wall time, in run order, prepack kernels left out
+    /// (`tilec-run --profile`); they add up to `kernel_seconds`, less the
+    /// loop between calls.
     pub each_kernel_seconds: Vec<f64>,
+    /// The wall time of the prepack kernels, which lay out weights before
+    /// the others run (a deployment runs them once per set of weights).
+    pub prepack_seconds: f64,
 }
 
 /// Why a run of compiled code failed.
@@ -279,6 +284,11 @@ impl CpuProgram {
             let p = *sym as *const ();
             ks.push((k, p));
         }
+        // Prepack kernels read only parameters and write what nothing else
+        // writes (the verifier's rule), so they can all run first: the
+        // weights are then laid out before the timed kernels start, as a
+        // deployment would have them from loading on.
+        ks.sort_by_key(|(k, _)| !k.prepack);
         let arena = arena_for(&plan, ks.iter().map(|(k, _)| k))?;
         Ok(CpuProgram { _lib: lib, path: path.to_path_buf(), kernels: ks, plan, arena, names: HashMap::new() })
     }
@@ -295,6 +305,11 @@ impl CpuProgram {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How many of the kernels are prepack kernels (`KernelAbi::prepack`).
+    pub fn prepack_kernels(&self) -> usize {
+        self.kernels.iter().filter(|(k, _)| k.prepack).count()
     }
 
     /// Where the global buffers live: the arena's size, and what they
@@ -370,9 +385,16 @@ impl CpuProgram {
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
             budget.reserve(ty.size_bytes(), || format!("result {i} ({}, {ty})", self.name(r.value)))?;
         }
-        let start = std::time::Instant::now();
+        let mut start = std::time::Instant::now();
+        let mut prepack_seconds = 0.0;
         let mut each_kernel_seconds = Vec::with_capacity(self.kernels.len());
-        for (k, f) in &self.kernels {
+        for (i, (k, f)) in self.kernels.iter().enumerate() {
+            // The prepack kernels come first (`load`); the timed part
+            // starts after them.
+            if i > 0 && self.kernels[i - 1].0.prepack && !k.prepack {
+                prepack_seconds = start.elapsed().as_secs_f64();
+                start = std::time::Instant::now();
+            }
             let kernel_start = std::time::Instant::now();
             let ptrs: Vec<usize> = k.params.iter().map(|&v| ptr_of(&mut bufs, v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
@@ -388,9 +410,16 @@ impl CpuProgram {
                 .map(|(lo, hi)| Part { f: *f as usize, ptrs: ptrs.clone(), lo: lo as i64, hi: hi as i64 })
                 .collect();
             run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))?;
-            each_kernel_seconds.push(kernel_start.elapsed().as_secs_f64());
+            if !k.prepack {
+                each_kernel_seconds.push(kernel_start.elapsed().as_secs_f64());
+            }
         }
-        let kernel_seconds = start.elapsed().as_secs_f64();
+        let kernel_seconds = if self.kernels.iter().all(|(k, _)| k.prepack) {
+            prepack_seconds = start.elapsed().as_secs_f64();
+            0.0
+        } else {
+            start.elapsed().as_secs_f64()
+        };
         let mut results = Vec::new();
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
             let storage = self.plan.storage(r.value);
@@ -404,7 +433,7 @@ impl CpuProgram {
             let refused = || MemoryError::refused(format!("result {i} ({}, {ty})", self.name(r.value)), bytes.len() as u64);
             results.push(Tensor::try_from_le_bytes(ty, bytes).map_err(|_| refused())?);
         }
-        Ok(CpuRun { results, kernel_seconds, each_kernel_seconds })
+        Ok(CpuRun { results, kernel_seconds, each_kernel_seconds, prepack_seconds })
     }
 }
 

@@ -351,6 +351,11 @@ pub struct Guard {
 pub struct Kernel {
     pub label: Option<String>,
     pub schedule: Schedule,
+    /// `kernel "label" prepack schedule ...`: a kernel that only lays out
+    /// constants (a network's weights) for the kernels after it (made by
+    /// the `prepack` pass). It runs like any kernel; a runtime may run it
+    /// once per set of weights, so its time is not the function's.
+    pub prepack: bool,
 }
 
 /// What an `intrinsic` op computes (its text: `fma`, `dot`, `mma`,

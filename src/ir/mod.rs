@@ -317,16 +317,21 @@ impl Function {
     }
 
     /// A module of one function with the same name: the compute op `op` of
-    /// the body alone, its operands as parameters (in order of first use),
-    /// its result returned. What a search measures, or a tuner tunes, of
-    /// one op.
+    /// the body alone, its operands as parameters (in order of first use)
+    /// but for weights, which stay `weight` ops (so the op is measured as
+    /// it runs in its network, weights laid out by `prepack`), its result
+    /// returned. What a search measures, or a tuner tunes, of one op.
     pub fn extract_op(&self, op: Op) -> Module {
         let mut g = self.clone();
         let data = g.ops[op].clone();
         let mut params: Vec<Value> = Vec::new();
+        let mut weights: Vec<Op> = Vec::new();
         for &v in &data.operands {
-            if !params.contains(&v) {
-                params.push(v);
+            match g.def_op(v).filter(|&d| matches!(g.ops[d].kind, OpKind::Weight(_))) {
+                Some(w) if !weights.contains(&w) => weights.push(w),
+                Some(_) => {}
+                None if !params.contains(&v) => params.push(v),
+                None => {}
             }
         }
         for (i, &v) in params.iter().enumerate() {
@@ -337,7 +342,7 @@ impl Function {
         let result = data.results[0];
         g.ops[ret].operands = vec![result];
         g.result_types = g.values[result].ty.as_tensor().cloned().into_iter().collect();
-        g.regions[g.body].ops = vec![op, ret];
+        g.regions[g.body].ops = weights.into_iter().chain([op, ret]).collect();
         Module { funcs: vec![g], mlir: None }
     }
 }

@@ -527,7 +527,13 @@ const KERNEL_DESCRIPTION: &str = "\
 The loop nest made from one compute op, with the schedule it was made from; its
 body is an ordinary loop region. The schedule's `cache` keys name reads by the
 `read(...)` tags of the kernel's loads. Later scheduling passes read the
-schedule; its meaning is the same as on a compute op.";
+schedule; its meaning is the same as on a compute op.
+
+A `prepack` kernel (made by the `prepack` pass) only lays out constants for
+the kernels after it: it reads parameters and `weight` values, never a buffer,
+and writes global buffers that nothing else writes. It runs like any kernel;
+since its results depend only on the weights, a runtime may run it once per
+set of weights, and `tilec-run` does not count its time as the function's.";
 
 /// The declarations of the loop-level ops (level 2).
 fn loop_op_decls() -> Vec<OpDecl> {
@@ -607,7 +613,7 @@ fn loop_op_decls() -> Vec<OpDecl> {
             "kernel",
             "a scheduled loop nest, with its schedule",
             KERNEL_DESCRIPTION,
-            "kernel [\"label\"] schedule \"target\" {key = value, ...} {\n  ...\n}",
+            "kernel [\"label\"] [prepack] schedule \"target\" {key = value, ...} {\n  ...\n}",
             "func @scale(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %y = alloc : buffer<64xf32, global>\n  kernel \"scale\" schedule \"sm90\" {\n    tile = {i = [16, 1]},\n    cache = {a = local}\n  } {\n    for %i_block = 0 to 4 map(block.x) axis(i.block) {\n      for %i_thread = 0 to 16 map(thread.x) axis(i.thread) {\n        %a = load %x[%i_block * 16 + %i_thread] read(a) : f32\n        %c = const 2.0 : f32\n        %b = mul %a, %c : f32\n        store %b, %y[%i_block * 16 + %i_thread]\n      }\n    }\n  }\n  return %y\n}\n",
         ),
     ]

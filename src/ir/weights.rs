@@ -3,10 +3,12 @@
 //!
 //! The IR keeps weights as ops so that a network's text stays small and
 //! says which tensors are the model's inputs (the parameters) and which
-//! are trained constants. Nothing downstream of the passes needs a new
-//! notion for them: the interpreter and the backends run functions of
-//! parameters, so tools call [`hoist_weights`] before running one and
-//! pass the file's tensors (`interp::weights`) after the real inputs.
+//! are trained constants (the `prepack` pass lays out a weight's staged
+//! copies once, which it could not do for an input). Nothing downstream
+//! of the passes needs a new notion for them: the interpreter and the
+//! backends run functions of parameters, so tools call [`hoist_weights`]
+//! after the pipeline (`lower-to-mlir` does) and pass the file's tensors
+//! (`interp::weights`) after the real inputs.
 
 use super::{Function, OpKind, TensorType, ValueDef};
 

@@ -176,6 +176,8 @@ pub struct IfAst {
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelAst {
     pub label: Option<Word>,
+    /// `prepack`: the kernel only lays out constants (`Kernel::prepack`).
+    pub prepack: bool,
     pub schedule: ScheduleAst,
     pub body: Vec<StmtAst>,
     /// From `kernel` to the target name.

@@ -63,6 +63,8 @@ pub enum Tok<'s> {
     KwFill,
     #[token("kernel")]
     KwKernel,
+    #[token("prepack")]
+    KwPrepack,
     /// `%name =`: the name of a value being defined (without `%` and `=`).
     #[regex(r"%[A-Za-z0-9_][A-Za-z0-9_.$]*[ \t\r\n]*=", |lex| def_name(lex.slice()))]
     Def(&'s str),
@@ -151,6 +153,7 @@ impl fmt::Display for Tok<'_> {
             Tok::KwStride => f.write_str("`stride`"),
             Tok::KwFill => f.write_str("`fill`"),
             Tok::KwKernel => f.write_str("`kernel`"),
+            Tok::KwPrepack => f.write_str("`prepack`"),
             Tok::Def(s) => write!(f, "definition `%{s} =`"),
             Tok::Use(s) => write!(f, "value `%{s}`"),
             Tok::Symbol(s) => write!(f, "symbol `@{s}`"),

@@ -261,6 +261,9 @@ impl Printer<'_> {
                 if let Some(label) = &k.label {
                     write!(self.out, "\"{}\" ", escape_string(label)).unwrap();
                 }
+                if k.prepack {
+                    self.out.push_str("prepack ");
+                }
                 let read_name = |pos: usize| {
                     let cached = k.schedule.cache.iter().find(|c| c.read == pos).map(|c| c.read_name.clone());
                     let mapped = || k.schedule.intrinsic.as_ref().filter(|x| x.a == pos).map(|x| x.a_name.clone());

@@ -1118,7 +1118,7 @@ impl Resolver {
             return;
         }
         let label = k.label.as_ref().and_then(|l| self.unescape(l));
-        let kind = OpKind::Kernel(Box::new(Kernel { label, schedule: Schedule::new("") }));
+        let kind = OpKind::Kernel(Box::new(Kernel { label, schedule: Schedule::new(""), prepack: k.prepack }));
         let op = func.append_op(place.region, kind, vec![], vec![], k.head_span);
         let body = self.loop_region(func, scope, op, &[], &k.body);
         // The schedule's `cache` names reads by the tags of the loads inside.

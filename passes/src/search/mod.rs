@@ -614,14 +614,27 @@ fn median(times: &[f64]) -> f64 {
 /// The scheduling passes a measured candidate goes through (the default
 /// pipeline's after `search`, docs/codegen.md, for CPUs and GPUs alike:
 /// a GPU candidate with a warp intrinsic is tensorized as the final
-/// kernel will be), with their default options.
+/// kernel will be), with their default options; then its weights become
+/// trailing parameters, as `lower-to-mlir` makes them.
 fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), String> {
-    let decls: &[&PassDecl] =
-        &[&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL, &crate::hoist_guards::DECL];
+    let decls: &[&PassDecl] = &[
+        &crate::tile::DECL,
+        &crate::cache::DECL,
+        &crate::vthread::DECL,
+        &crate::bind::DECL,
+        &crate::vectorize::DECL,
+        &crate::tensorize::DECL,
+        &crate::prepack::DECL,
+        &crate::unroll::DECL,
+        &crate::hoist_guards::DECL,
+    ];
     let mut cx = PassContext::with_target(Some(target.clone()));
     for d in decls {
         let mut pass = (d.create)(&PassOptions::defaults(d.options));
         pass.run(m, &mut cx).map_err(|e| format!("pass `{}`: {}", d.name, e.iter().map(|x| x.message.clone()).collect::<Vec<_>>().join("; ")))?;
+    }
+    for f in &mut m.funcs {
+        tilec::ir::weights::hoist_weights(f);
     }
     Ok(())
 }

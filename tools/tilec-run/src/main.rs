@@ -170,7 +170,7 @@ impl Executable<'_> {
                     Some(m) => memory.diagnostic("interpreter: ", m),
                     None => Diagnostic::error(format!("interpreter: {e}")),
                 })?;
-                Ok(TimedRun { results, time: start.elapsed(), each_kernel: Vec::new() })
+                Ok(TimedRun { results, time: start.elapsed(), each_kernel: Vec::new(), prepack: None })
             }
             Executable::Cpu { program, threads } => {
                 let run = program.run_within(inputs, *threads, limits).map_err(|e| match e {
@@ -178,11 +178,12 @@ impl Executable<'_> {
                     CpuRunError::Failed(why) => Diagnostic::error(format!("compiled code: {why}")),
                 })?;
                 let each_kernel = run.each_kernel_seconds.iter().map(|&s| Duration::from_secs_f64(s)).collect();
-                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel })
+                let prepack = Some(Duration::from_secs_f64(run.prepack_seconds)).filter(|_| program.prepack_kernels() > 0);
+                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel, prepack })
             }
             Executable::Cuda(program) => {
                 let run = program.run(inputs).map_err(|e| Diagnostic::error(format!("GPU: {e}")))?;
-                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel: Vec::new() })
+                Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel: Vec::new(), prepack: None })
             }
         }
     }
@@ -192,8 +193,12 @@ impl Executable<'_> {
 struct TimedRun {
     results: Vec<Tensor>,
     time: Duration,
-    /// Each kernel's time, in run order (CPU backend only; else empty).
+    /// Each kernel's time, in run order, prepack kernels left out (CPU
+    /// backend only; else empty).
     each_kernel: Vec<Duration>,
+    /// The prepack kernels' time (CPU backend, where there are any): not
+    /// in `time`, since a deployment lays its weights out once.
+    prepack: Option<Duration>,
 }
 
 /// One row of `--profile`: a kernel of the compiled function.
@@ -231,7 +236,7 @@ fn kernel_profile(original: &Function, compiled: &Function, times: &[Vec<Duratio
         }
     }
     let labels = compiled.regions[compiled.body].ops.iter().filter_map(|&op| match &compiled.ops[op].kind {
-        OpKind::Kernel(k) => Some(k.label.clone()),
+        OpKind::Kernel(k) if !k.prepack => Some(k.label.clone()),
         _ => None,
     });
     labels
@@ -636,6 +641,10 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     // The real inputs are the parameters; weights come from their file,
     // as trailing parameters (`tilec::ir::weights`).
     let real_params = module.func(&func_name).map_or(0, |f| f.params.len());
+    // The pipeline sees the weights as weights (`prepack` lays them out
+    // once); `lower-to-mlir` makes them trailing parameters in the same
+    // order, as `hoist_weights` does here for the interpreter.
+    let with_weights = module.clone();
     let wanted = module.funcs.iter_mut().find(|f| f.name == func_name).map(tilec::ir::weights::hoist_weights).unwrap_or_default();
     let original = pick_function(&module, Some(&func_name))?;
     let names = result_names(original);
@@ -662,7 +671,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     }
 
     // The program to execute: after the pipeline, if any.
-    let mut transformed = module.clone();
+    let mut transformed = with_weights;
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
         (Some(text), _) => Some(text.clone()),
         (None, Backend::Cpu | Backend::Cuda) => Some(tilec_codegen::driver::default_compiled_pipeline()),
@@ -683,6 +692,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         pm.install_evaluator(evaluator);
         pm.run(&mut transformed)?;
     }
+    // Weights the pipeline left as ops (it had no `lower-to-mlir`) become
+    // the trailing parameters the inputs have.
+    if let Some(f) = transformed.funcs.iter_mut().find(|f| f.name == func_name) {
+        tilec::ir::weights::hoist_weights(f);
+    }
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
 
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
@@ -697,6 +711,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     }
     let mut times = Vec::new();
     let mut kernel_times = Vec::new();
+    let mut prepack_times = Vec::new();
     let mut results = Vec::new();
     for _ in 0..cli.repeat {
         // The last run's results are dropped first: a run's memory is its own.
@@ -705,8 +720,10 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         results = run.results;
         times.push(run.time);
         kernel_times.push(run.each_kernel);
+        prepack_times.extend(run.prepack);
     }
     let profile = cli.profile.then(|| kernel_profile(original, f, &kernel_times));
+    let prepack = (!prepack_times.is_empty()).then(|| median(prepack_times));
     let (med, min, max) = (median(times.clone()), *times.iter().min().unwrap_or(&Duration::ZERO), *times.iter().max().unwrap_or(&Duration::ZERO));
     let flops = tilec::ir::cost::flops(original);
     let gflops = if med.as_secs_f64() > 0.0 { flops as f64 / med.as_secs_f64() / 1e9 } else { 0.0 };
@@ -777,6 +794,10 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             "outputs": outputs,
             "check": cli.check.then_some(passed),
         });
+        // Where prepack kernels ran: their time, not in `time_ms`.
+        if let Some(p) = prepack {
+            summary["prepack_ms"] = json!(ms(p));
+        }
         if let Some(rows) = &profile {
             summary["kernels"] = rows
                 .iter()
@@ -807,6 +828,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             _ => None,
         };
         writeln!(out).ok();
+        if let Some(p) = prepack {
+            writeln!(out, "  weights laid out by prepack kernels in {:.3} ms per run, before the timed kernels (not counted: a deployment does it once per set of weights)", ms(p)).ok();
+        }
         for ((name, t), c) in names.iter().zip(&results).zip(&checks) {
             writeln!(out, "  {name}: {}  checksum {:.6e}", t.ty, checksum(t)).ok();
             if cli.print {

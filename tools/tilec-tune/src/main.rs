@@ -714,10 +714,10 @@ fn link_weights(cli: &Cli, output: &Path) -> Result<(), Diagnostics> {
 /// without a schedule, then the scheduling passes) and returns the median
 /// of `repeat` timed runs after a warm-up, in seconds, and the outputs.
 fn time_network(module: &Module, target: &Arc<Target>, inputs: &[Tensor], threads: usize, repeat: usize) -> Result<(f64, Vec<Tensor>), Diagnostics> {
+    // The pipeline sees the weights as weights (`prepack` lays them out
+    // once); its `lower-to-mlir` makes them trailing parameters, in the
+    // order `hoist_weights` gives the inputs.
     let mut m = module.clone();
-    for f in &mut m.funcs {
-        tilec::ir::weights::hoist_weights(f);
-    }
     let registry = tilec_codegen::registry();
     let text = tilec_codegen::driver::default_compiled_pipeline();
     let mut sources = SourceMap::new();
@@ -725,6 +725,9 @@ fn time_network(module: &Module, target: &Arc<Target>, inputs: &[Tensor], thread
     let mut pm = PassManager::new(parse_pipeline(&text, file, &registry)?);
     pm.set_target(target.clone());
     pm.run(&mut m)?;
+    for f in &mut m.funcs {
+        tilec::ir::weights::hoist_weights(f);
+    }
     let f = &m.funcs[0];
     let llvm = tilec_codegen::driver::llvm_target_of(target);
     let compiled = tilec_codegen::compile_function_cpu(f, &llvm).map_err(|e| Diagnostic::error(format!("cannot compile @{}: {}", f.name, e.0)))?;
