@@ -15,7 +15,7 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int
 def kernel_calls(path):
     """The library's kernels as (function, argument pointers, parallel
     trip) in order, on buffers shared by value number and filled with
-    seeded random numbers (zeros for integers); and the buffers, which
+    seeded random numbers; and the buffers, which
     must outlive the calls. Prepack kernels (`"prepack": true`, made by
     the `prepack` pass: weights laid out once) are called here, once, and
     left out of the calls, as tilec's runtime leaves them out of its
@@ -34,7 +34,16 @@ def kernel_calls(path):
                     a = (rng.standard_normal(p["shape"]).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
                 else:
                     dtype = DTYPES[p["elem"]]
-                    a = rng.standard_normal(p["shape"]).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(p["shape"], dtype)
+                    if np.issubdtype(dtype, np.floating):
+                        a = rng.standard_normal(p["shape"]).astype(dtype)
+                    else:
+                        # Uniform over the type, as tilec's inputs are. (Not
+                        # zeros: numpy maps a large zeroed array to the
+                        # kernel's one zero page until written, and a kernel
+                        # reading it would find it in cache; until
+                        # 2026-12-06 integer inputs were such zeros.)
+                        info = np.iinfo(dtype)
+                        a = rng.integers(info.min, int(info.max) + 1, p["shape"], dtype=dtype)
                 buffers[p["value"]] = np.ascontiguousarray(a)
             ptrs.append(buffers[p["value"]].ctypes.data_as(ctypes.c_void_p))
         fn = getattr(lib, k["symbol"])

@@ -21,7 +21,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 profile=()
 [ "${PROFILE:-0}" = 1 ] && profile=(--profile)
-pipeline='builtin.module(fuse,collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)'
+pipeline='builtin.module(fuse,collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards)'
 status=0
 for m in $models; do
   echo "== $m (full, $threads thread(s))"

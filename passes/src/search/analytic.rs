@@ -981,11 +981,15 @@ impl Problem {
     /// filled from and write it to the level's, at memory speed where its
     /// rows are plain runs; a padded copy checks every element's bounds,
     /// and a permuted one loads element by element
-    /// ([`Problem::pack_cycles_per_element`]).
+    /// ([`Problem::pack_cycles_per_element`]). A weight's copies were laid
+    /// out once by `prepack`: each is its packed tile read, in plain runs.
     fn copy_rate(&self, cfg: &Config, r: usize, level: usize, par_eff: f64) -> CopyRate {
         let t = &self.target;
         let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { return CopyRate::FREE };
         let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
+        if self.weights.get(r).copied().unwrap_or(false) && !self.gpu() {
+            return CopyRate { from_bandwidth: self.drawn_bandwidth(from, par_eff), to_bandwidth: f64::INFINITY, elem_bytes: 1.0, cycles_per_element: 0.0, cycles_per_second: 1.0 };
+        }
         CopyRate {
             from_bandwidth: self.drawn_bandwidth(from, par_eff),
             to_bandwidth: self.drawn_bandwidth(m, par_eff),

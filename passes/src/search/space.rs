@@ -205,6 +205,11 @@ pub struct Problem {
     /// `search` pass sets it from its evaluator). The space and the rules
     /// keep to the target's: a schedule is valid for the target it names.
     pub model_cores: Option<u32>,
+    /// Per read (as [`ComputeInfo`] numbers them): does it read a
+    /// network's weight (a `weight` op)? On CPUs the `prepack` pass lays a
+    /// weight's packed copies out once, outside the timed kernels, so the
+    /// model charges such a copy the reading of its tile, not its making.
+    pub weights: Vec<bool>,
 }
 
 /// The most axes of one kind (spatial, reduction) whose order the CPU space
@@ -366,6 +371,7 @@ impl Problem {
         }
         let block_levels = OpResources::new(&c, &info, &target).block_levels();
         let (orders, order_parts) = loop_orders(&axes, gpu);
+        let nreads = info.reads.len();
         Some(Problem {
             func: f.name.clone(),
             op,
@@ -395,6 +401,7 @@ impl Problem {
             region_ops: regions.iter().map(|&r| f.region(r).ops.iter().map(|&o| f.op(o).kind.mnemonic()).collect()).collect(),
             only_intrinsic: None,
             model_cores: None,
+            weights: f.op(op).operands.iter().take(nreads).map(|&v| f.def_op(v).is_some_and(|d| matches!(f.op(d).kind, OpKind::Weight(_)))).collect(),
         })
     }
 

@@ -507,6 +507,31 @@ fn the_model_charges_reduction_steps_across_pages() {
     assert!(!m1.steps_across_pages(&c, 1));
 }
 
+/// A weight's packed copies are laid out once (`prepack`), so the model
+/// charges them the reading of their tiles: GEMM 1024 with B a network's
+/// weight predicts faster than with B an input, packed alike, and the
+/// same unpacked.
+#[test]
+fn a_weight_packed_costs_its_tiles_read_not_its_copies_made() {
+    let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/gemm_1024.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let problem = |m: &Module| {
+        let f = &m.funcs[0];
+        let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
+        space::Problem::new(f, op, tilec::target::builtin("x86-avx2").unwrap(), 16).unwrap()
+    };
+    let input = problem(&parse(&src));
+    let mut m = parse(&src);
+    crate::samples::params_as_weights(&mut m);
+    let weight = problem(&m);
+    assert_eq!(input.weights, [false, false]);
+    assert_eq!(weight.weights, [false, true], "A stays an input, B is the weight");
+    let tiles = vec![vec![256, 128, 4], vec![512, 256, 16], vec![1024, 128, 8]];
+    let cfg = |pack: [u8; 2]| Config { tiles: tiles.clone(), vthreads: vec![1; 3], pack: pack.to_vec(), order: vec![0, 1, 2], vector: Some(1), intrinsic: None };
+    let (unpacked, at_l2) = (cfg([0, 0]), cfg([0, 2]));
+    assert!(weight.predict(&at_l2) < input.predict(&at_l2));
+    assert_eq!(weight.predict(&unpacked), input.predict(&unpacked));
+}
+
 /// What the caches keep between tiles depends on the loop order
 /// (`fresh_traffic`, `reused_traffic`): ResNet-50 R3 (1x1, 64 -> 256
 /// channels at 56x56, input channels 12.5 KB apart) with a 4 x 2 x 8
