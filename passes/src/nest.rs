@@ -130,33 +130,18 @@ pub fn rewrite_index_exprs(f: &mut Function, ops: &[Op], mut rewrite: impl FnMut
                 let new: Vec<AffineExpr<Value>> = f.access_indices(op).iter().map(&mut rewrite).collect();
                 f.set_access_indices(op, &new);
             }
-            OpKind::Copy(c) => {
-                let src: Vec<AffineExpr<Value>> = c.src.iter().map(|e| rewrite(&f.expr_in_values(op, e))).collect();
-                let dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| rewrite(&f.expr_in_values(op, e))).collect();
-                let fixed = f.ops[op].operands[..2].to_vec();
-                let (operands, mut packed) = pack_indices(fixed, &[&src, &dst]);
-                f.ops[op].operands = operands;
-                if let OpKind::Copy(c) = &mut f.ops[op].kind {
-                    c.dst = packed.remove(1);
-                    c.src = packed.remove(0);
-                }
+            OpKind::Copy(_) => {
+                let (src, dst) = f.copy_indices(op);
+                let src: Vec<AffineExpr<Value>> = src.iter().map(&mut rewrite).collect();
+                let dst: Vec<AffineExpr<Value>> = dst.iter().map(&mut rewrite).collect();
+                f.set_copy_indices(op, &src, &dst);
             }
-            OpKind::Intrinsic(x) => {
+            OpKind::Intrinsic(_) => {
                 // The origins move; the steps of `m`, `n`, `k` do not.
-                let origins: Vec<Vec<AffineExpr<Value>>> = x.tiles().iter().map(|t| t.indices.iter().map(|e| rewrite(&f.expr_in_values(op, e))).collect()).collect();
-                let lane: Vec<AffineExpr<Value>> = x.lane.iter().flatten().map(|e| rewrite(&f.expr_in_values(op, e))).collect();
-                let fixed = f.ops[op].operands[..3].to_vec();
-                let (operands, mut packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2], &lane]);
-                f.ops[op].operands = operands;
-                if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
-                    let lane = packed.pop().expect("4 groups");
-                    if let Some(l) = &mut x.lane {
-                        *l = [lane[0].clone(), lane[1].clone()];
-                    }
-                    for (t, indices) in x.tiles_mut().into_iter().zip(packed) {
-                        t.indices = indices;
-                    }
-                }
+                let (origins, lane) = f.intrinsic_indices(op);
+                let origins = origins.map(|o| o.iter().map(&mut rewrite).collect());
+                let lane: Vec<AffineExpr<Value>> = lane.iter().map(&mut rewrite).collect();
+                f.set_intrinsic_indices(op, &origins, &lane);
             }
             OpKind::If(g) => {
                 let exprs: Vec<AffineExpr<Value>> = g.conds.iter().map(|(e, _)| rewrite(&f.expr_in_values(op, e))).collect();

@@ -256,42 +256,26 @@ fn reread(f: &mut Function, op: Op, from: Value, to: Value, by: &AffineExpr<Valu
         indices[0] = shifted(&indices[0], by).expect("the buffer's size fits");
         indices
     };
-    match f.ops[op].kind.clone() {
+    match f.ops[op].kind {
         OpKind::Load(_) => {
             let indices = move_first(f.access_indices(op));
             f.ops[op].operands[0] = to;
             f.set_access_indices(op, &indices);
         }
-        OpKind::Copy(c) => {
-            let src = move_first(c.src.iter().map(|e| f.expr_in_values(op, e)).collect());
-            let dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| f.expr_in_values(op, e)).collect();
-            let (operands, mut exprs) = pack_indices(vec![to, f.ops[op].operands[1]], &[&src, &dst]);
-            f.ops[op].operands = operands;
-            if let OpKind::Copy(c) = &mut f.ops[op].kind {
-                c.dst = exprs.remove(1);
-                c.src = exprs.remove(0);
-            }
+        OpKind::Copy(_) => {
+            let (src, dst) = f.copy_indices(op);
+            f.ops[op].operands[0] = to;
+            f.set_copy_indices(op, &move_first(src), &dst);
         }
-        OpKind::Intrinsic(x) => {
-            let fixed: Vec<Value> = f.ops[op].operands[..3].iter().map(|&v| if v == from { to } else { v }).collect();
-            let mut origins: Vec<Vec<AffineExpr<Value>>> = x.tiles().iter().map(|t| t.indices.iter().map(|e| f.expr_in_values(op, e)).collect()).collect();
+        OpKind::Intrinsic(_) => {
+            let (mut origins, lane) = f.intrinsic_indices(op);
             for (i, o) in origins.iter_mut().enumerate().skip(1) {
                 if f.ops[op].operands[i] == from {
                     *o = move_first(std::mem::take(o));
+                    f.ops[op].operands[i] = to;
                 }
             }
-            let lane: Vec<AffineExpr<Value>> = x.lane.iter().flatten().map(|e| f.expr_in_values(op, e)).collect();
-            let (operands, mut packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2], &lane]);
-            f.ops[op].operands = operands;
-            if let OpKind::Intrinsic(x) = &mut f.ops[op].kind {
-                let lane = packed.pop().expect("4 groups");
-                if let Some(l) = &mut x.lane {
-                    *l = [lane[0].clone(), lane[1].clone()];
-                }
-                for (t, indices) in x.tiles_mut().into_iter().zip(packed) {
-                    t.indices = indices;
-                }
-            }
+            f.set_intrinsic_indices(op, &origins, &lane);
         }
         _ => unreachable!("plan_for collects loads, copies and intrinsics"),
     }

@@ -190,6 +190,54 @@ impl Function {
         }
     }
 
+    /// A copy's source and destination index expressions, in terms of
+    /// values.
+    pub fn copy_indices(&self, op: Op) -> (Vec<AffineExpr<Value>>, Vec<AffineExpr<Value>>) {
+        match &self.ops[op].kind {
+            OpKind::Copy(c) => (c.src.iter().map(|e| self.expr_in_values(op, e)).collect(), c.dst.iter().map(|e| self.expr_in_values(op, e)).collect()),
+            _ => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// Replaces a copy's index expressions (rebuilding its index operands;
+    /// its source and destination, operands 0 and 1, stay).
+    pub fn set_copy_indices(&mut self, op: Op, src: &[AffineExpr<Value>], dst: &[AffineExpr<Value>]) {
+        let fixed = self.ops[op].operands[..2].to_vec();
+        let (operands, mut packed) = pack_indices(fixed, &[src, dst]);
+        self.ops[op].operands = operands;
+        if let OpKind::Copy(c) = &mut self.ops[op].kind {
+            c.dst = packed.remove(1);
+            c.src = packed.remove(0);
+        }
+    }
+
+    /// An intrinsic's operand origins (`acc`, `a`, `b`) and its lane
+    /// expressions (none unless a warp's), in terms of values.
+    pub fn intrinsic_indices(&self, op: Op) -> ([Vec<AffineExpr<Value>>; 3], Vec<AffineExpr<Value>>) {
+        match &self.ops[op].kind {
+            OpKind::Intrinsic(x) => (x.tiles().map(|t| t.indices.iter().map(|e| self.expr_in_values(op, e)).collect()), x.lane.iter().flatten().map(|e| self.expr_in_values(op, e)).collect()),
+            _ => Default::default(),
+        }
+    }
+
+    /// Replaces an intrinsic's origins and lane expressions (rebuilding its
+    /// index operands; its three tiles' buffers, operands 0 to 2, stay).
+    /// The steps of `m`, `n`, `k` do not change.
+    pub fn set_intrinsic_indices(&mut self, op: Op, origins: &[Vec<AffineExpr<Value>>; 3], lane: &[AffineExpr<Value>]) {
+        let fixed = self.ops[op].operands[..3].to_vec();
+        let (operands, mut packed) = pack_indices(fixed, &[&origins[0], &origins[1], &origins[2], lane]);
+        self.ops[op].operands = operands;
+        if let OpKind::Intrinsic(x) = &mut self.ops[op].kind {
+            let lane = packed.pop().expect("4 groups");
+            if let Some(l) = &mut x.lane {
+                *l = [lane[0].clone(), lane[1].clone()];
+            }
+            for (t, indices) in x.tiles_mut().into_iter().zip(packed) {
+                t.indices = indices;
+            }
+        }
+    }
+
     /// A copy of `op` and everything inside it, placed at `at`. Operands
     /// defined outside `op` are shared; values defined inside (results,
     /// region arguments) are new, and `map` records old → new (values
