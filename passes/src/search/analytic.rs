@@ -351,17 +351,23 @@ impl Problem {
         // convolution ran at half the speed).
         for (r, read) in self.compute.reads.iter().enumerate() {
             let elems = (self.read_bytes(r, &t) / self.info.reads[r].tensor.elem.size_bytes().max(1)).max(1);
-            // Guarded loads are scalar for a padded read that no packed
-            // copy (which holds the padding) stands in for. (Partial tiles
-            // are not: a guard on another axis is a branch around vector
-            // code, and the vector axis' own partial tile masks its lanes,
-            // which `predict` charges.)
-            if read.pad.is_some() && cfg.pack_level(r).is_none() {
-                loads += elems as f64 * self.target.model.guarded_load_cost;
-                continue;
-            }
             let packed = cfg.pack_level(r).map(|_| self.packed_strides());
             let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, AxisId::new(v), packed.as_ref()));
+            // Guarded loads are scalar for a padded read that no packed
+            // copy (which holds the padding) stands in for, unless its
+            // lanes walk only dimensions they never leave (a pooling's
+            // channel lanes in a blocked layout, `x[n, c, 2h + r - 1,
+            // 2w + s - 1, cl]`): then every lane has the same guard, and
+            // LLVM loads them as one vector under one check (max pooling
+            // at 56 x 56 x 64: 0.14 ms so, 0.23 with the input packed to
+            // hold its padding). (Partial tiles are not: a guard on another
+            // axis is a branch around vector code, and the vector axis'
+            // own partial tile masks its lanes, which `predict` charges.)
+            if read.pad.is_some() && cfg.pack_level(r).is_none() {
+                let uniform = contiguous && cfg.vector.is_some_and(|v| self.lanes_stay_inside(r, AxisId::new(v)));
+                loads += if uniform { elems.div_ceil(w) } else { elems } as f64 * self.target.model.guarded_load_cost;
+                continue;
+            }
             let streamed = outer.is_some_and(|o| read.indices.iter().any(|e| e.uses(AxisId::new(o))));
             if contiguous {
                 let v = elems.div_ceil(w) as f64;
@@ -391,6 +397,16 @@ impl Problem {
             }
         }
         (acc, loads, vector_loads)
+    }
+
+    /// Does every index of read `r` that uses axis `v` stay inside its
+    /// dimension over the whole iteration space (so padding never falls
+    /// between a vector's lanes along `v`)?
+    pub(super) fn lanes_stay_inside(&self, r: usize, v: AxisId) -> bool {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return false };
+        let shape = &self.info.reads[r].tensor.shape;
+        let range = |a: AxisId| (0, self.axes[a.index()].extent as i64 - 1);
+        read.indices.iter().zip(shape).filter(|(e, _)| e.uses(v)).all(|(e, &n)| e.value_range(range).is_some_and(|(lo, hi)| lo >= 0 && hi < n as i64))
     }
 
     /// Does an access with `indices` walk axis `id` with unit stride in
