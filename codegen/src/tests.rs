@@ -13,12 +13,12 @@ fn pass_docs_are_up_to_date() {
 #[test]
 fn default_pipelines() {
     let codegen = driver::default_codegen_pipeline();
-    assert_eq!(codegen, "builtin.module(collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,lower-to-mlir)");
-    assert_eq!(driver::default_compiled_pipeline(), "builtin.module(collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
+    assert_eq!(codegen, "builtin.module(collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards,lower-to-mlir)");
+    assert_eq!(driver::default_compiled_pipeline(), "builtin.module(collapse-axes,pad-axes,search,tile,cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards)");
     let bench = driver::scheduling_pipeline(Some("strategy=roller seed=3 budget=64"), true, &[]);
-    assert_eq!(bench, "builtin.module(collapse-axes,pad-axes,search{strategy=roller seed=3 budget=64},tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards)");
+    assert_eq!(bench, "builtin.module(collapse-axes,pad-axes,search{strategy=roller seed=3 budget=64},tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards)");
     let plain = driver::scheduling_pipeline(None, true, &["canonicalize"]);
-    assert_eq!(plain, "builtin.module(collapse-axes,pad-axes,tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,unroll,hoist-guards,canonicalize)");
+    assert_eq!(plain, "builtin.module(collapse-axes,pad-axes,tile{unscheduled=serial},cache,vthread,bind,vectorize,tensorize,prepack,unroll,hoist-guards,canonicalize)");
     for text in [codegen, bench, plain] {
         let mut sources = SourceMap::new();
         let file = sources.add("<pipeline>", text.clone());
