@@ -204,18 +204,22 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
         let mut local = Vec::new();
         for e in indices.iter() {
             let mut o_terms = Vec::new();
-            let mut o_const = e.constant_term();
             let mut l_terms = Vec::new();
-            let mut l_const = 0;
-            let mut size = 1i64;
+            // In i128: a padded read may step far outside its tensor
+            // (`h * (2^63 - 1)`), and the box's span overflows i64 before
+            // its stride divides it.
+            let mut o_const = i128::from(e.constant_term());
+            let mut l_const = 0i128;
+            let mut size = 1i128;
             for &(v, c) in e.terms() {
                 match trip_of(v) {
                     Some(n) => {
-                        size += c.abs() * (n - 1);
+                        let span = i128::from(c) * i128::from(n - 1);
+                        size += span.abs();
                         l_terms.push((v, c));
                         if c < 0 {
-                            o_const += c * (n - 1);
-                            l_const -= c * (n - 1);
+                            o_const += span;
+                            l_const -= span;
                         }
                     }
                     None => o_terms.push((v, c)),
@@ -227,13 +231,17 @@ fn stage(f: &mut Function, kernel: Op, t: &Target, read: &str, level: &str, span
             // buffer by `(index - origin) / g`.
             let g = l_terms.iter().fold(0, |g, &(_, c)| tilec::ir::affine::gcd(g, c)).max(1);
             if g > 1 {
-                size = (size - 1) / g + 1;
+                size = (size - 1) / i128::from(g) + 1;
                 l_terms = l_terms.into_iter().map(|(v, c)| (v, c / g)).collect();
-                l_const /= g;
+                l_const /= i128::from(g);
             }
-            origin.push(AffineExpr::from_parts(o_terms, o_const, 1).expect("small"));
-            local.push(AffineExpr::from_parts(l_terms, l_const, 1).expect("small"));
-            sizes.push(size as u64);
+            // Back in range: the verifier keeps every index's range inside
+            // i64, and the box lies within it.
+            let fits = "the verifier bounds every index's range to 64 bits";
+            let (o_const, l_const) = (i64::try_from(o_const).expect(fits), i64::try_from(l_const).expect(fits));
+            origin.push(AffineExpr::from_parts(o_terms, o_const, 1).expect(fits));
+            local.push(AffineExpr::from_parts(l_terms, l_const, 1).expect(fits));
+            sizes.push(u64::try_from(size).expect(fits));
             strides.push(g as u64);
         }
         // A thread's own copy moves out of the serial loops its box does not
