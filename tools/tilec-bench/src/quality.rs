@@ -15,6 +15,10 @@ use tilec::target::Target;
 use tilec_passes::search::quality::{Quality, compare_models};
 use tilec_passes::search::space::{Config, Problem};
 
+/// The passes of the default pipeline before `search`
+/// (`tilec_codegen::driver::scheduling_pipeline`).
+const BEFORE_SEARCH: &str = "builtin.module(collapse-axes,pad-axes)";
+
 /// One op's figures.
 pub struct OpQuality {
     pub workload: String,
@@ -36,11 +40,20 @@ pub fn model_quality(records_path: &Path, files: &[PathBuf], target: &Arc<Target
     let mut out = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        let (module, sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| sm.render(&d.0))?;
+        let (mut module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| sm.render(&d.0))?;
         let v = tilec::verify::verify_module(&module);
         if v.has_errors() {
             return Err(sources.render(&v.0));
         }
+        // The ops as the search saw them: after the passes the default
+        // pipeline runs before `search` (a 1x1 convolution collapsed into
+        // a GEMM has that GEMM's workload key in the records).
+        let text = BEFORE_SEARCH.to_string();
+        let file = sources.add("<pipeline>", text.clone());
+        let pipeline = tilec::pass::parse_pipeline(&text, file, &tilec_passes::registry()).map_err(|d| sources.render(&d.0))?;
+        let mut pm = tilec::pass::PassManager::new(pipeline);
+        pm.set_target(target.clone());
+        pm.run(&mut module).map_err(|d| sources.render(&d.0))?;
         let workload = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
         for f in &module.funcs {
             for op in f.walk() {
