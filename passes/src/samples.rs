@@ -278,17 +278,8 @@ pub fn set_random_valid_schedule(m: &mut Module, t: &Target, ch: &mut Choices, t
     false
 }
 
-/// Makes every parameter of `m`'s function but the first a `weight` op
-/// (`w1`, `w2`, ...): the constants of a network, which `prepack` lays
-/// out.
+/// Makes every parameter of `m`'s function but the first a `weight` op:
+/// the constants of a network, which `prepack` lays out.
 pub fn params_as_weights(m: &mut Module) {
-    let f = &mut m.funcs[0];
-    let params = f.params.clone();
-    for (i, &p) in params.iter().enumerate().skip(1) {
-        let ty = f.value_type(p).clone();
-        let op = f.build_op(tilec::ir::builder::Cursor::at(f.body, i - 1), OpKind::Weight(format!("w{i}").into()), vec![], vec![ty], tilec::diag::Span::DUMMY);
-        let w = f.name_result(op, &format!("w{i}"));
-        f.replace_all_uses(p, w);
-    }
-    f.params.truncate(1);
+    tilec::ir::weights::params_into_weights(&mut m.funcs[0], 1);
 }

@@ -46,6 +46,27 @@ pub fn hoist_weights(f: &mut Function) -> Vec<(String, TensorType)> {
     weights
 }
 
+/// The inverse of [`hoist_weights`] for a function written with its
+/// weights as parameters: every parameter after the first `inputs` becomes
+/// a `weight` op at the top of the body, named after the parameter (its
+/// source name, else `w<position>`). Returns those names in order.
+/// (`tilec-bench --weights`: a single op measured as it runs in a network,
+/// beside onnxruntime, which gets its weights as initializers.)
+pub fn params_into_weights(f: &mut Function, inputs: usize) -> Vec<String> {
+    let params = f.params.clone();
+    let mut names = Vec::new();
+    for (i, &p) in params.iter().enumerate().skip(inputs) {
+        let ty = f.value_type(p).clone();
+        let name = f.values[p].name.clone().unwrap_or_else(|| format!("w{i}"));
+        let op = f.build_op(super::builder::Cursor::at(f.body, i - inputs), OpKind::Weight(name.clone().into()), vec![], vec![ty], crate::diag::Span::DUMMY);
+        let w = f.name_result(op, &name);
+        f.replace_all_uses(p, w);
+        names.push(name);
+    }
+    f.params.truncate(inputs.min(params.len()));
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +100,21 @@ mod tests {
         let t = |shape: u64, v: &[f64]| Tensor::from_f64(&TensorType::new(vec![shape], ElemType::F32), v).unwrap();
         let out = run_function(f, &[t(4, &[1.0, 2.0, 3.0, 4.0]), t(4, &[2.0, 2.0, 0.5, 1.0]), t(1, &[10.0])]).unwrap();
         assert_eq!(out[0].to_f64_vec(), [12.0, 14.0, 11.5, 14.0]);
+    }
+
+    #[test]
+    fn parameters_become_weights_and_hoist_back_in_order() {
+        let (mut m, _) = crate::syntax::parse_str("scale.tile", SCALE).ok().expect("parses");
+        let f = &mut m.funcs[0];
+        hoist_weights(f);
+        let text = crate::syntax::print_module(&m);
+        let f = &mut m.funcs[0];
+        assert_eq!(params_into_weights(f, 1), ["s", "b"]);
+        assert_eq!(f.params.len(), 1);
+        assert!(!crate::verify::verify_module(&m).has_errors(), "verifies");
+        let f = &mut m.funcs[0];
+        assert_eq!(weights_of(f).iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["s", "b"]);
+        hoist_weights(f);
+        assert_eq!(crate::syntax::print_module(&m), text, "hoisted again, the same function");
     }
 }

@@ -87,6 +87,14 @@ struct Cli {
     #[arg(long = "no-check")]
     no_check: bool,
 
+    /// Read every parameter of a workload but the first as a network's
+    /// weight (a `weight` op, random values like the inputs'), as
+    /// onnxruntime's baseline gets its weights as initializers and
+    /// prepacks them: `prepack` lays their staged copies out once, and the
+    /// timing leaves that out, as the search's measurements do.
+    #[arg(long)]
+    weights: bool,
+
     /// Also measure a baseline on the same workloads, side by side:
     /// `libraries` (the default) is numpy (GEMM, GEMV, batched GEMM) and
     /// onnxruntime (convolutions, pooling); `tvm` is TVM's MetaSchedule
@@ -315,10 +323,15 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let Env { targets, target, threads, dir } = env;
     let render = |sources: &SourceMap, d: &Diagnostics| sources.render(&d.0);
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let (module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| render(&sm, &d))?;
+    let (mut module, mut sources) = tilec::syntax::parse_str(&path.display().to_string(), &text).map_err(|(d, sm)| render(&sm, &d))?;
     let v = tilec::verify::verify_module(&module);
     if v.has_errors() {
         return Err(render(&sources, &v));
+    }
+    if cli.weights {
+        for f in &mut module.funcs {
+            tilec::ir::weights::params_into_weights(f, 1);
+        }
     }
     // Without --target, a workload scheduled by hand runs for the target
     // its schedules name.
@@ -334,7 +347,10 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         }
         _ => target,
     };
-    let original = module.funcs.first().ok_or("no function")?.clone();
+    // What runs and what the interpreter checks: the weights (if any) as
+    // trailing parameters, with random values like the inputs'.
+    let mut original = module.funcs.first().ok_or("no function")?.clone();
+    tilec::ir::weights::hoist_weights(&mut original);
     let registry = tilec_codegen::registry();
     let pipeline_text = pipeline_for(strategy, cli.seed, &cli.search_options);
     let pfile = sources.add("<pipeline>", pipeline_text.clone());
@@ -367,7 +383,9 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let report = ran.map_err(|d| render(&sources, &d))?;
     let measurements = report.statistics.iter().flat_map(|(_, counters)| counters.iter()).filter(|(name, _)| *name == "measured").map(|(_, n)| *n).reduce(|a, b| a + b);
 
-    let f = scheduled.funcs.first().ok_or("the pipeline removed the function")?;
+    let f = scheduled.funcs.first_mut().ok_or("the pipeline removed the function")?;
+    tilec::ir::weights::hoist_weights(f);
+    let f = &*f;
     let schedules = kernel_schedules(f);
     let start = Instant::now();
     let compiled = tilec_codegen::compile_function_cpu(f, &tilec_codegen::driver::llvm_target_of(target)).map_err(|e| e.0)?;
@@ -772,6 +790,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         "rounds": cli.rounds,
         "warmup": cli.warmup,
         "seed": cli.seed,
+        "weights": cli.weights,
         "records": records,
     });
     if cli.curve {
