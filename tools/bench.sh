@@ -4,7 +4,10 @@
 # R1-R12, GEMV, pooling) scheduled by markov with 8 candidates measured,
 # on 1 thread and on every core, beside numpy (OpenBLAS) and onnxruntime;
 # the hand-written GEMM 1024 example for reference; each run's measured
-# peak. Writes benchmarks/results/<date>-{1t,Nt,hand-1t,hand-Nt}.json,
+# peak. The convolutions run with `--weights` (their weights are a
+# network's, laid out once, as onnxruntime gets them: initializers it
+# prepacks); the GEMMs' B stays an input, as numpy's is. Writes
+# benchmarks/results/<date>-{1t,Nt,weights-1t,weights-Nt,hand-1t,hand-Nt}.json,
 # prints the Markdown table and draws docs/performance.svg.
 # With --tvm (first), also the GEMMs and convolutions against TVM's
 # MetaSchedule with 64 trials on each thread count (installing it with
@@ -31,7 +34,10 @@ workloads=(gemm_1024 gemm_bert_m0 gemm_bert_m1 gemm_bert_m2 gemm_bert_m3 gemm_be
 for r in 1 2 3 4 5 6 7 8 9 10 11 12; do workloads+=("conv2d_resnet50_r$r"); done
 workloads+=(gemv_v1 gemv_v2 gemv_v3 avgpool_p1 avgpool_p3 maxpool_resnet_stem)
 files=()
-for w in "${workloads[@]}"; do files+=("$W/$w.tile"); done
+conv_files=()
+for w in "${workloads[@]}"; do
+  case $w in conv2d_*) conv_files+=("$W/$w.tile") ;; *) files+=("$W/$w.tile") ;; esac
+done
 if grep -qw avx512f /proc/cpuinfo; then hand=examples/gemm1024_avx512.tile; else hand=examples/gemm1024_avx2.tile; fi
 
 cores=$(nproc)
@@ -41,9 +47,12 @@ for t in 1 "$cores"; do
   echo "==> $t thread(s): markov, 8 candidates measured per workload, beside numpy/onnxruntime" >&2
   "$bin/tilec-bench" --peak --threads="$t" --strategy=markov --search-options="measure-top-k=8" \
       --baseline --repeat 10 --warmup 2 --json "$@" "${files[@]}" > "$out-${t}t.json"
+  echo "==> $t thread(s): the convolutions, their weights as weights (--weights), beside onnxruntime" >&2
+  "$bin/tilec-bench" --peak --threads="$t" --strategy=markov --search-options="measure-top-k=8" \
+      --baseline --repeat 10 --warmup 2 --weights --json "$@" "${conv_files[@]}" > "$out-weights-${t}t.json"
   echo "==> $t thread(s): the hand-written schedule of $hand" >&2
   "$bin/tilec-bench" --peak --threads="$t" --strategy=plain --baseline --repeat 10 --warmup 2 --json "$@" "$hand" > "$out-hand-${t}t.json"
-  runs+=(--from "$out-${t}t.json" --from "$out-hand-${t}t.json")
+  runs+=(--from "$out-${t}t.json" --from "$out-weights-${t}t.json" --from "$out-hand-${t}t.json")
   [ "$cores" -gt 1 ] || break
 done
 "$bin/tilec-bench" "${runs[@]}" --plot docs/performance.svg

@@ -155,7 +155,7 @@ pub fn markdown(runs: &[Run]) -> String {
         libs.dedup();
         writeln!(
             out,
-            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {} timed runs{} after {} warm-up(s), seed {}; baselines: {}.",
+            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {} timed runs{} after {} warm-up(s), seed {}; baselines: {}{}.",
             run.name,
             run.doc["machine"].as_str().unwrap_or("?"),
             run.doc["target"].as_str().unwrap_or("?"),
@@ -168,6 +168,7 @@ pub fn markdown(runs: &[Run]) -> String {
             run.doc["warmup"],
             run.doc["seed"],
             if libs.is_empty() { "none".to_string() } else { libs.join(", ") },
+            if run.doc["weights"].as_bool() == Some(true) { "; parameters after the first as weights, laid out once (`--weights`)" } else { "" },
         )
         .ok();
     }
