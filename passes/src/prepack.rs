@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use crate::nest::{for_loop, induction_var, kernels, subtree};
 use tilec::diag::Diagnostics;
-use tilec::ir::builder::{Cursor, pack_indices};
+use tilec::ir::builder::Cursor;
 use tilec::ir::*;
 use tilec::pass::{Pass, PassContext, PassDecl, PassOptions};
 
@@ -95,15 +95,17 @@ struct Plan {
     /// The local buffer the copy fills, and its `alloc`.
     local: Value,
     alloc: Op,
-    /// The loops whose indices the copy's origin uses, outermost first.
+    /// The loops whose indices the copy's origin uses, outermost first,
+    /// and their extents.
     loops: Vec<Op>,
+    extents: Vec<u64>,
     /// Every op that reads the local buffer.
     readers: Vec<Op>,
 }
 
 impl Plan {
-    fn tiles(&self, f: &Function) -> u64 {
-        self.loops.iter().map(|&l| for_loop(f, l).map_or(1, |l| l.extent)).product()
+    fn tiles(&self) -> u64 {
+        self.extents.iter().product()
     }
 
     fn local_type<'f>(&self, f: &'f Function) -> &'f BufferType {
@@ -115,7 +117,7 @@ impl Plan {
     fn packed_type(&self, f: &Function) -> Option<BufferType> {
         let local = self.local_type(f);
         let mut shape = local.shape.clone();
-        shape[0] = shape.first()?.checked_mul(self.tiles(f))?;
+        shape[0] = shape.first()?.checked_mul(self.tiles())?;
         let ty = BufferType::new(shape, local.elem, MemScope::Global);
         ty.as_tensor_type().size_bytes()?;
         Some(ty)
@@ -182,7 +184,8 @@ fn plan_for(f: &Function, kernel: Op, copy: Op) -> Option<Plan> {
             readers.push(o);
         }
     }
-    let plan = Plan { local, alloc, loops, readers };
+    let extents = loops.iter().map(|&l| for_loop(f, l).map_or(1, |l| l.extent)).collect();
+    let plan = Plan { local, alloc, loops, extents, readers };
     plan.packed_type(f)?;
     Some(plan)
 }
@@ -199,12 +202,11 @@ fn shifted(index: &AffineExpr<Value>, by: &AffineExpr<Value>) -> Option<AffineEx
 fn prepack(f: &mut Function, kernel: Op, copy: Op, plan: Plan) {
     let packed_ty = plan.packed_type(f).expect("checked by plan_for");
     let tile_rows = plan.local_type(f).shape[0] as i64;
-    let extents: Vec<u64> = plan.loops.iter().map(|&l| for_loop(f, l).map_or(1, |l| l.extent)).collect();
     // Tile `t` of loop indices `i`: row-major over the loops.
     let tile_of = |ivs: &[Value]| -> AffineExpr<Value> {
         let mut stride = 1i64;
         let mut terms = Vec::new();
-        for (&iv, &n) in ivs.iter().zip(&extents).rev() {
+        for (&iv, &n) in ivs.iter().zip(&plan.extents).rev() {
             terms.push((iv, stride * tile_rows));
             stride *= n as i64;
         }
@@ -222,7 +224,7 @@ fn prepack(f: &mut Function, kernel: Op, copy: Op, plan: Plan) {
     // The prepack kernel: the copy's loops, then the copy into tile `t`.
     let mut map: HashMap<Value, Value> = HashMap::new();
     let mut ivs = Vec::new();
-    for (&l, &extent) in plan.loops.iter().zip(&extents) {
+    for (&l, &extent) in plan.loops.iter().zip(&plan.extents) {
         let old = induction_var(f, l);
         let hint = f.values[old].name.clone().unwrap_or_else(|| "t".into());
         let (_, body, iv) = f.build_for(Cursor::end(region), extent, Mapping::Serial, None, &hint, span);
@@ -230,14 +232,13 @@ fn prepack(f: &mut Function, kernel: Op, copy: Op, plan: Plan) {
         ivs.push(iv);
         region = body;
     }
-    let OpKind::Copy(c) = f.ops[copy].kind.clone() else { unreachable!("a copy") };
-    let in_new = |f: &Function, e: &AffineExpr<Dim>| f.expr_in_values(copy, e).map_vars(|v| *map.get(&v).unwrap_or(&v));
-    let src: Vec<AffineExpr<Value>> = c.src.iter().map(|e| in_new(f, e)).collect();
-    let mut dst: Vec<AffineExpr<Value>> = c.dst.iter().map(|e| in_new(f, e)).collect();
+    let in_new = |e: &AffineExpr<Value>| e.map_vars(|v| *map.get(&v).unwrap_or(&v));
+    let (src, dst) = f.copy_indices(copy);
+    let src: Vec<AffineExpr<Value>> = src.iter().map(in_new).collect();
+    let mut dst: Vec<AffineExpr<Value>> = dst.iter().map(in_new).collect();
     dst[0] = shifted(&dst[0], &tile_of(&ivs)).expect("the buffer's size fits");
-    let (operands, mut exprs) = pack_indices(vec![f.ops[copy].operands[0], packed], &[&src, &dst]);
-    let moved = CopyOp { dst: exprs.remove(1), src: exprs.remove(0), ..*c };
-    f.build_op(Cursor::end(region), OpKind::Copy(Box::new(moved)), operands, vec![], span);
+    let moved = f.build_op(Cursor::end(region), f.ops[copy].kind.clone(), vec![f.ops[copy].operands[0], packed], vec![], span);
+    f.set_copy_indices(moved, &src, &dst);
 
     // The kernel reads its tile of the global buffer.
     let old_ivs: Vec<Value> = plan.loops.iter().map(|&l| induction_var(f, l)).collect();

@@ -43,8 +43,9 @@ pub struct CpuRun {
     /// loop between calls.
     pub each_kernel_seconds: Vec<f64>,
     /// The wall time of the prepack kernels, which lay out weights before
-    /// the others run (a deployment runs them once per set of weights).
-    pub prepack_seconds: f64,
+    /// the others run (a deployment runs them once per set of weights);
+    /// `None` where there are none.
+    pub prepack_seconds: Option<f64>,
 }
 
 /// Why a run of compiled code failed.
@@ -307,11 +308,6 @@ impl CpuProgram {
         &self.path
     }
 
-    /// How many of the kernels are prepack kernels (`KernelAbi::prepack`).
-    pub fn prepack_kernels(&self) -> usize {
-        self.kernels.iter().filter(|(k, _)| k.prepack).count()
-    }
-
     /// Where the global buffers live: the arena's size, and what they
     /// would take apart.
     pub fn arena(&self) -> &ArenaPlan {
@@ -385,17 +381,9 @@ impl CpuProgram {
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
             budget.reserve(ty.size_bytes(), || format!("result {i} ({}, {ty})", self.name(r.value)))?;
         }
-        let mut start = std::time::Instant::now();
-        let mut prepack_seconds = 0.0;
-        let mut each_kernel_seconds = Vec::with_capacity(self.kernels.len());
-        for (i, (k, f)) in self.kernels.iter().enumerate() {
-            // The prepack kernels come first (`load`); the timed part
-            // starts after them.
-            if i > 0 && self.kernels[i - 1].0.prepack && !k.prepack {
-                prepack_seconds = start.elapsed().as_secs_f64();
-                start = std::time::Instant::now();
-            }
-            let kernel_start = std::time::Instant::now();
+        // The prepack kernels come first (`load`) and are timed apart.
+        let prepacks = self.kernels.partition_point(|(k, _)| k.prepack);
+        let mut call = |(k, f): &(KernelAbi, *const ())| -> Result<(), String> {
             let ptrs: Vec<usize> = k.params.iter().map(|&v| ptr_of(&mut bufs, v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
             let threads = parts_of(k);
@@ -409,17 +397,19 @@ impl CpuProgram {
                 .filter(|(lo, hi)| lo < hi)
                 .map(|(lo, hi)| Part { f: *f as usize, ptrs: ptrs.clone(), lo: lo as i64, hi: hi as i64 })
                 .collect();
-            run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))?;
-            if !k.prepack {
-                each_kernel_seconds.push(kernel_start.elapsed().as_secs_f64());
-            }
-        }
-        let kernel_seconds = if self.kernels.iter().all(|(k, _)| k.prepack) {
-            prepack_seconds = start.elapsed().as_secs_f64();
-            0.0
-        } else {
-            start.elapsed().as_secs_f64()
+            run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))
         };
+        let prepack_start = std::time::Instant::now();
+        self.kernels[..prepacks].iter().try_for_each(&mut call)?;
+        let prepack_seconds = (prepacks > 0).then(|| prepack_start.elapsed().as_secs_f64());
+        let start = std::time::Instant::now();
+        let mut each_kernel_seconds = Vec::with_capacity(self.kernels.len() - prepacks);
+        for kernel in &self.kernels[prepacks..] {
+            let kernel_start = std::time::Instant::now();
+            call(kernel)?;
+            each_kernel_seconds.push(kernel_start.elapsed().as_secs_f64());
+        }
+        let kernel_seconds = start.elapsed().as_secs_f64();
         let mut results = Vec::new();
         for (i, (r, ty)) in self.plan.results.iter().zip(&result_types).enumerate() {
             let storage = self.plan.storage(r.value);

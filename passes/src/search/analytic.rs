@@ -359,8 +359,9 @@ impl Problem {
             // channel lanes in a blocked layout, `x[n, c, 2h + r - 1,
             // 2w + s - 1, cl]`): then every lane has the same guard, and
             // LLVM loads them as one vector under one check (max pooling
-            // at 56 x 56 x 64: 0.14 ms so, 0.23 with the input packed to
-            // hold its padding). (Partial tiles are not: a guard on another
+            // at 56 x 56 x 64 in blocks of 16: the tuned pick's tiles ran in
+            // 0.258 ms so, 0.284 with the input packed to hold its padding,
+            // and markov's construction went from 0.302 ms to 0.152). (Partial tiles are not: a guard on another
             // axis is a branch around vector code, and the vector axis'
             // own partial tile masks its lanes, which `predict` charges.)
             if read.pad.is_some() && cfg.pack_level(r).is_none() {
@@ -1003,16 +1004,17 @@ impl Problem {
         let t = &self.target;
         let Some(mi) = t.memory_index(&t.tile_levels[level].memory) else { return CopyRate::FREE };
         let (m, from) = (&t.memory[mi], &t.memory[mi.saturating_sub(1)]);
-        if self.weights.get(r).copied().unwrap_or(false) && !self.gpu() {
-            return CopyRate { from_bandwidth: self.drawn_bandwidth(from, par_eff), to_bandwidth: f64::INFINITY, elem_bytes: 1.0, cycles_per_element: 0.0, cycles_per_second: 1.0 };
-        }
-        CopyRate {
+        let rate = CopyRate {
             from_bandwidth: self.drawn_bandwidth(from, par_eff),
             to_bandwidth: self.drawn_bandwidth(m, par_eff),
             elem_bytes: self.info.reads[r].tensor.elem.size_bytes().max(1) as f64,
             cycles_per_element: self.pack_cycles_per_element(cfg, r),
             cycles_per_second: t.compute.clock_ghz.max(1e-3) * 1e9 * self.cores_predicted_for() * par_eff,
+        };
+        if self.weights.get(r).copied().unwrap_or(false) && !self.gpu() {
+            return CopyRate { to_bandwidth: f64::INFINITY, cycles_per_element: 0.0, ..rate };
         }
+        rate
     }
 
     /// The bytes moved into the tiles of `level` over the whole op on a

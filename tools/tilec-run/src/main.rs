@@ -178,7 +178,7 @@ impl Executable<'_> {
                     CpuRunError::Failed(why) => Diagnostic::error(format!("compiled code: {why}")),
                 })?;
                 let each_kernel = run.each_kernel_seconds.iter().map(|&s| Duration::from_secs_f64(s)).collect();
-                let prepack = Some(Duration::from_secs_f64(run.prepack_seconds)).filter(|_| program.prepack_kernels() > 0);
+                let prepack = run.prepack_seconds.map(Duration::from_secs_f64);
                 Ok(TimedRun { results: run.results, time: Duration::from_secs_f64(run.kernel_seconds), each_kernel, prepack })
             }
             Executable::Cuda(program) => {

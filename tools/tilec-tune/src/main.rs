@@ -715,8 +715,8 @@ fn link_weights(cli: &Cli, output: &Path) -> Result<(), Diagnostics> {
 /// of `repeat` timed runs after a warm-up, in seconds, and the outputs.
 fn time_network(module: &Module, target: &Arc<Target>, inputs: &[Tensor], threads: usize, repeat: usize) -> Result<(f64, Vec<Tensor>), Diagnostics> {
     // The pipeline sees the weights as weights (`prepack` lays them out
-    // once); its `lower-to-mlir` makes them trailing parameters, in the
-    // order `hoist_weights` gives the inputs.
+    // once); after it they become trailing parameters, in the order
+    // `hoist_weights` gave the inputs.
     let mut m = module.clone();
     let registry = tilec_codegen::registry();
     let text = tilec_codegen::driver::default_compiled_pipeline();
