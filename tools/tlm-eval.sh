@@ -8,11 +8,18 @@
 #      (the paper's 10×g: g prompts, 10 each), and with `evolutionary` and
 #      `gradient` at BASELINE measurements each, all on one thread under the
 #      same measurer; each run's best latency and wall time side by side.
+#      BASELINE=0 runs neither (to compare against earlier runs' kernels,
+#      e.g. with benchmarks/search_retime.py).
 #   tools/tlm-eval.sh OUT_DIR [PER_OP] [BASELINE] [K_P]
+# Each held-out run searches the workload's first compute op (`op=`) after
+# the passes the default pipeline runs before `search` (collapse-axes,
+# pad-axes), as tools/search-bench.sh's runs do, so that records name the
+# same workload keys.
 # HELD_OUT (the held-out workload names) and TRAIN (a glob of the training
 # workloads) are environment variables; TARGET is the target the prompts
 # are written for (default x86-avx2, the shipped model's; it must run here);
 # BIN, a folder of already built binaries (default: a release build);
+# BASE, TLM-base (default: the shipped tlm/models/tiny-cpu.safetensors);
 # ROUNDS, iterate's passes over the training batches (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +34,7 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --locked -p tilec-driver -p tilec-worker -p tilec-tlm-cli
 fi
 bin=${BIN:-target/release}
-base=tlm/models/tiny-cpu.safetensors
+base=${BASE:-tlm/models/tiny-cpu.safetensors}
 # The training prompts: the `_small` workloads that are not held out and
 # do not compute what a held-out one computes (some `_small` variants of
 # different layers have the same shapes).
@@ -55,10 +62,11 @@ $bin/tilec-tlm sft --base "$base" --records "$out/iterate.jsonl" "${train[@]}" -
 tail -1 "$out/sft.err" >&2
 run() { # NAME WORKLOAD SEARCH-OPTIONS
   local name=$1 w=$2 opts=$3
-  local start end
+  local start end op
+  op=$(grep -o -m1 'compute "[^"]*"' "benchmarks/workloads/$w.tile" | cut -d'"' -f2)
   start=$(date +%s.%N)
   $bin/tilec "benchmarks/workloads/$w.tile" --target="$target" --records="$out/$name-$w.jsonl" --search-report \
-    --pass-pipeline="builtin.module(search{$opts final-rounds=0 seed=0})" > /dev/null 2> "$out/$name-$w.err"
+    --pass-pipeline="builtin.module(collapse-axes,pad-axes,search{$opts op=$op final-rounds=0 seed=0})" > /dev/null 2> "$out/$name-$w.err"
   end=$(date +%s.%N)
   best=$(grep -o '"median_s":[0-9.e-]*' "$out/$name-$w.jsonl" | cut -d: -f2 | sort -g | head -1)
   printf '%s\t%s\t%s\t%.1f\t%s\n' "$w" "$name" "$best" "$(echo "$end - $start" | bc)" "$(wc -l < "$out/$name-$w.jsonl")" | tee -a "$out/table.tsv" >&2
@@ -68,7 +76,9 @@ for w in $held_out; do
   rm -f "$out"/*-"$w".jsonl
   run tlm-sft "$w" "strategy=tlm model=$out/sft.safetensors k=$per_op measure-top-k=$per_op"
   run tlm-base "$w" "strategy=tlm model=$base k=$per_op measure-top-k=$per_op"
-  run evolutionary "$w" "strategy=evolutionary trials=$baseline"
-  run gradient "$w" "strategy=gradient trials=$baseline"
+  if [ "$baseline" -gt 0 ]; then
+    run evolutionary "$w" "strategy=evolutionary trials=$baseline"
+    run gradient "$w" "strategy=gradient trials=$baseline"
+  fi
 done
 echo "machine: $(lscpu | grep -m1 'Model name' | cut -d: -f2 | xargs); family $(lscpu | grep -m1 'CPU family' | cut -d: -f2 | xargs) model $(lscpu | grep -m1 '^Model:' | cut -d: -f2 | xargs)" | tee "$out/machine.txt" >&2

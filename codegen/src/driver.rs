@@ -25,7 +25,7 @@ const SCHEDULING_PASSES: &[&str] = &["cache", "vthread", "bind", "vectorize", "t
 /// schedule gets a serial one), the other scheduling passes, then `then`
 /// (`lower-to-mlir`, `canonicalize`).
 pub fn scheduling_pipeline(search_options: Option<&str>, serial_unscheduled: bool, then: &[&str]) -> String {
-    let mut passes: Vec<String> = vec!["collapse-axes".into(), "pad-axes".into()];
+    let mut passes: Vec<String> = tilec_passes::BEFORE_SEARCH.iter().map(|p| p.to_string()).collect();
     match search_options.map(str::trim) {
         Some("") => passes.push("search".into()),
         Some(options) => passes.push(format!("search{{{options}}}")),

@@ -25,7 +25,30 @@ pub mod vthread;
 pub mod search;
 pub mod tensorize;
 
-use tilec::pass::Registry;
+use std::sync::Arc;
+use tilec::diag::{Diagnostics, SourceMap};
+use tilec::ir::Module;
+use tilec::pass::{PassManager, Registry, parse_pipeline};
+use tilec::target::Target;
+
+/// The passes the default pipeline runs before `search`
+/// (`tilec_codegen::driver::scheduling_pipeline`): `collapse-axes` (a 1x1
+/// convolution over fewer, longer axes) and `pad-axes` (a reduction
+/// lengthened onto the target's dot intrinsics). What `search` tunes, and
+/// so what records name and what TLM's prompts must show, is the op after
+/// them.
+pub const BEFORE_SEARCH: &[&str] = &["collapse-axes", "pad-axes"];
+
+/// Runs [`BEFORE_SEARCH`] on `module` for `target`, as the default
+/// pipeline does before `search`: for tools that build search problems
+/// outside a pipeline (TLM's prompts, `tilec-bench --model-quality`).
+pub fn run_before_search(module: &mut Module, target: &Arc<Target>, sources: &mut SourceMap) -> Result<(), Diagnostics> {
+    let text = format!("builtin.module({})", BEFORE_SEARCH.join(","));
+    let file = sources.add("<before search>", text.clone());
+    let mut pm = PassManager::new(parse_pipeline(&text, file, &registry())?);
+    pm.set_target(target.clone());
+    pm.run(module).map(|_| ())
+}
 
 /// Every pass tilec knows, in the order `--list-passes` shows them.
 pub fn registry() -> Registry {

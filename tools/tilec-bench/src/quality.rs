@@ -15,10 +15,6 @@ use tilec::target::Target;
 use tilec_passes::search::quality::{Quality, compare_models};
 use tilec_passes::search::space::{Config, Problem};
 
-/// The passes of the default pipeline before `search`
-/// (`tilec_codegen::driver::scheduling_pipeline`).
-const BEFORE_SEARCH: &str = "builtin.module(collapse-axes,pad-axes)";
-
 /// One op's figures.
 pub struct OpQuality {
     pub workload: String,
@@ -48,12 +44,7 @@ pub fn model_quality(records_path: &Path, files: &[PathBuf], target: &Arc<Target
         // The ops as the search saw them: after the passes the default
         // pipeline runs before `search` (a 1x1 convolution collapsed into
         // a GEMM has that GEMM's workload key in the records).
-        let text = BEFORE_SEARCH.to_string();
-        let file = sources.add("<pipeline>", text.clone());
-        let pipeline = tilec::pass::parse_pipeline(&text, file, &tilec_passes::registry()).map_err(|d| sources.render(&d.0))?;
-        let mut pm = tilec::pass::PassManager::new(pipeline);
-        pm.set_target(target.clone());
-        pm.run(&mut module).map_err(|d| sources.render(&d.0))?;
+        tilec_passes::run_before_search(&mut module, target, &mut sources).map_err(|d| sources.render(&d.0))?;
         let workload = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
         for f in &module.funcs {
             for op in f.walk() {

@@ -47,16 +47,22 @@ pub fn workload_files(paths: &[PathBuf], skip_small: bool) -> Result<Vec<PathBuf
 }
 
 /// The prompts of `files` on `target`: every compute op of every function,
-/// with its intrinsic options (the search's default, `intrinsics=auto`).
+/// with its intrinsic options (the search's default, `intrinsics=auto`),
+/// after the passes the default pipeline runs before `search`
+/// (`tilec_passes::BEFORE_SEARCH`): the ops `search` tunes there, so the
+/// corpus has their axes' tokens (a 1x1 convolution's `oh_ow`) and the
+/// demonstrations' records name their workload keys. The module returned
+/// is the one after those passes, which `iterate` searches.
 pub fn load_prompts(files: &[PathBuf], target: &Arc<Target>, sources: &mut SourceMap) -> Result<Vec<(Module, Vec<Prompt>)>, Diagnostics> {
     let mut out = Vec::new();
     for file in files {
         let id = tilec::input::read_source(sources, &file.to_string_lossy())?;
-        let module = tilec::syntax::parse(sources, id)?;
+        let mut module = tilec::syntax::parse(sources, id)?;
         let diags = tilec::verify::verify_module(&module);
         if diags.has_errors() {
             return Err(diags);
         }
+        tilec_passes::run_before_search(&mut module, target, sources)?;
         let mut prompts = Vec::new();
         for f in &module.funcs {
             for op in f.walk() {
