@@ -17,6 +17,10 @@ say which strategy found the faster kernel.
     benchmarks/search_retime.py benchmarks/results/2026-11-28-search-curves \\
         --candidate gradient:64 --reference evolutionary:1000 --rounds 40
 
+`--candidate` is repeatable: several strategies' kernels (say `tlm:10`
+and `gradient:64`) are then timed in the same turns against the
+reference's.
+
 Prints a markdown table (per workload and seed: each kernel's median ms
 and GFLOP/s, their ratio, and each against the baseline) and the geomean
 of the ratios. Needs `target/release/tilec` (or --tilec), numpy, onnx and
@@ -66,7 +70,7 @@ def compile_record(tilec, workload, record, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a tools/search-bench.sh results folder")
-    ap.add_argument("--candidate", default="gradient:64", help="NAME:TRIALS")
+    ap.add_argument("--candidate", action="append", help="NAME:TRIALS (repeatable: every candidate is timed in the same turns; default gradient:64)")
     ap.add_argument("--reference", default="evolutionary:1000", help="NAME:TRIALS")
     ap.add_argument("--workloads", default="gemm_1024,gemm_bert_m1,gemm_bert_m3,conv2d_resnet50_r2,conv2d_resnet50_r7,conv2d_resnet50_r10")
     ap.add_argument("--seeds", default="0,1")
@@ -75,23 +79,25 @@ def main():
     ap.add_argument("--tilec", default="target/release/tilec")
     ap.add_argument("--keep", help="folder for the compiled picks (default: a temporary one)")
     args = ap.parse_args()
-    (a_name, a_n), (b_name, b_n) = [(s.split(":")[0], int(s.split(":")[1])) for s in (args.candidate, args.reference)]
+    parse = lambda s: (s.split(":")[0], int(s.split(":")[1]))
+    candidates = [parse(c) for c in args.candidate or ["gradient:64"]]
+    b_name, b_n = parse(args.reference)
     keep = args.keep or tempfile.mkdtemp(prefix="search-retime-")
     os.makedirs(keep, exist_ok=True)
     seeds = args.seeds.split(",")
-    print(f"Best kernel within the trials of each run ({a_name} {a_n}, {b_name} {b_n}), timed in turns with the others of its workload and the baseline: {args.rounds} rounds, medians in ms; ratio = {b_name} ms / {a_name} ms (above 1: {a_name}'s kernel is faster).\n")
-    print(f"| workload | seed | {a_name} ms | {b_name} ms | ratio | baseline ms | {a_name} / baseline | {b_name} / baseline |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    ratios = []
+    names = ", ".join(f"{n} {t}" for n, t in candidates)
+    print(f"Best kernel within the trials of each run ({names}; {b_name} {b_n}), timed in turns with the others of its workload and the baseline: {args.rounds} rounds, medians in ms; ratio = {b_name} ms / candidate ms (above 1: the candidate's kernel is faster).\n")
+    print(f"| workload | seed | candidate | candidate ms | {b_name} ms | ratio | baseline ms | candidate / baseline | {b_name} / baseline |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    ratios = {name: [] for name, _ in candidates}
     for w in args.workloads.split(","):
         path = f"benchmarks/workloads/{w}.tile"
-        entries, missing = [], []
+        entries = []
         for seed in seeds:
-            for name, n in ((a_name, a_n), (b_name, b_n)):
+            for name, n in candidates + [(b_name, b_n)]:
                 records = os.path.join(args.results, f"{w}-seed{seed}-{name}.records.jsonl")
                 best = best_record(records, n) if os.path.exists(records) else None
                 if best is None:
-                    missing.append((seed, name))
                     continue
                 lib = compile_record(args.tilec, path, best, os.path.join(keep, f"{w}-seed{seed}-{name}"))
                 entries.append(((seed, name), kernel_call(lib)))
@@ -101,18 +107,25 @@ def main():
         times = time_in_turns(entries, args.rounds, args.warmup)
         med = {key: statistics.median(ts) * 1e3 for key, ts in times.items()}
         base = med.get(("base", base_name))
+        f = lambda x, d=3: "—" if x is None else f"{x:.{d}f}"
+        to_base = lambda x: f"{base / x:.2f}" if base and x else "—"
         for seed in seeds:
-            a, b = med.get((seed, a_name)), med.get((seed, b_name))
-            f = lambda x, d=3: "—" if x is None else f"{x:.{d}f}"
-            r = b / a if a and b else None
-            if r:
-                ratios.append(r)
-            to_base = lambda x: f"{base / x:.2f}" if base and x else "—"
-            print(f"| {w} | {seed} | {f(a)} | {f(b)} | {f(r)} | {f(base)} | {to_base(a)} | {to_base(b)} |", flush=True)
-    if ratios:
-        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"| **geomean** ({len(ratios)}) | | | | **{geo:.3f}** | | | |")
-        print(f"\n{a_name}'s kernels against {b_name}'s, timed in turns: {geo:.3f} (geomean; the goal is at least 0.95). Compiled picks in {keep}.")
+            b = med.get((seed, b_name))
+            for a_name, _ in candidates:
+                a = med.get((seed, a_name))
+                r = b / a if a and b else None
+                if r:
+                    ratios[a_name].append(r)
+                print(f"| {w} | {seed} | {a_name} | {f(a)} | {f(b)} | {f(r)} | {f(base)} | {to_base(a)} | {to_base(b)} |", flush=True)
+    for a_name, rs in ratios.items():
+        if rs:
+            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"| **geomean** ({len(rs)}) | | {a_name} | | | **{geo:.3f}** | | | |")
+    for a_name, rs in ratios.items():
+        if rs:
+            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
+            print(f"\n{a_name}'s kernels against {b_name}'s, timed in turns: {geo:.3f} (geomean; the goal is at least 0.95).", end="")
+    print(f"\nCompiled picks in {keep}.")
 
 
 if __name__ == "__main__":
