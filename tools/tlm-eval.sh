@@ -20,7 +20,15 @@
 # are written for (default x86-avx2, the shipped model's; it must run here);
 # BIN, a folder of already built binaries (default: a release build);
 # BASE, TLM-base (default: the shipped tlm/models/tiny-cpu.safetensors);
-# ROUNDS, iterate's passes over the training batches (default 1).
+# ROUNDS, iterate's passes over the training batches (default 1);
+# SEED_RECORDS, records files of other strategies on the training
+# workloads (say markov's), whose best sentences seed the demonstrations of
+# `iterate` and `sft` (--seed-records); RANK_K, if set, makes the held-out
+# `tlm` runs write RANK_K sentences and measure the PER_OP the cost model
+# ranks first (rank-by=model) instead of the first PER_OP written; SEEDS,
+# the held-out runs' seeds (default 0; a run with seed S > 0 writes
+# NAME-WORKLOAD-seedS.jsonl).
+# benchmarks/results/2026-12-06-tlm-zen4/README.md has a full-size run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/tlm-eval.sh OUT_DIR [PER_OP] [BASELINE] [K_P]}
@@ -53,32 +61,44 @@ for f in ${TRAIN:-benchmarks/workloads/*_small.tile}; do
 done
 echo "== iterate on ${#train[@]} training workloads, k_p=$kp, ${ROUNDS:-1} round(s)" >&2
 rm -f "$out/iterate.jsonl"
+seeds=()
+sft_seeds=()
+for r in ${SEED_RECORDS:-}; do seeds+=(--seed-records "$r"); sft_seeds+=(--records "$r"); done
 $bin/tilec-tlm iterate --base "$base" "${train[@]}" --target "$target" --batches 4 --per-prompt "$kp" --rounds "${ROUNDS:-1}" \
-  --records "$out/iterate.jsonl" --out-dir "$out/iterate" --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 2> "$out/iterate.err"
+  "${seeds[@]}" --records "$out/iterate.jsonl" --out-dir "$out/iterate" --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 2> "$out/iterate.err"
 tail -1 "$out/iterate.err" >&2
 echo "== sft on every training prompt's best sentence" >&2
-$bin/tilec-tlm sft --base "$base" --records "$out/iterate.jsonl" "${train[@]}" --target "$target" \
+$bin/tilec-tlm sft --base "$base" --records "$out/iterate.jsonl" "${sft_seeds[@]}" "${train[@]}" --target "$target" \
   --epochs 8 --batch 16 --learning-rate 5e-4 --warmup-steps 5 -o "$out/sft.safetensors" 2> "$out/sft.err"
 tail -1 "$out/sft.err" >&2
-run() { # NAME WORKLOAD SEARCH-OPTIONS
-  local name=$1 w=$2 opts=$3
-  local start end op
+run() { # NAME WORKLOAD SEED SEARCH-OPTIONS
+  local name=$1 w=$2 seed=$3 opts=$4
+  local start end op file
   op=$(grep -o -m1 'compute "[^"]*"' "benchmarks/workloads/$w.tile" | cut -d'"' -f2)
+  file="$out/$name-$w"
+  [ "$seed" = 0 ] || file+="-seed$seed"
+  rm -f "$file.jsonl"
   start=$(date +%s.%N)
-  $bin/tilec "benchmarks/workloads/$w.tile" --target="$target" --records="$out/$name-$w.jsonl" --search-report \
-    --pass-pipeline="builtin.module(collapse-axes,pad-axes,search{$opts op=$op final-rounds=0 seed=0})" > /dev/null 2> "$out/$name-$w.err"
+  $bin/tilec "benchmarks/workloads/$w.tile" --target="$target" --records="$file.jsonl" --search-report \
+    --pass-pipeline="builtin.module(collapse-axes,pad-axes,search{$opts op=$op final-rounds=0 seed=$seed})" > /dev/null 2> "$file.err"
   end=$(date +%s.%N)
-  best=$(grep -o '"median_s":[0-9.e-]*' "$out/$name-$w.jsonl" | cut -d: -f2 | sort -g | head -1)
-  printf '%s\t%s\t%s\t%.1f\t%s\n' "$w" "$name" "$best" "$(echo "$end - $start" | bc)" "$(wc -l < "$out/$name-$w.jsonl")" | tee -a "$out/table.tsv" >&2
+  best=$(grep -o '"median_s":[0-9.e-]*' "$file.jsonl" | cut -d: -f2 | sort -g | head -1)
+  printf '%s\t%s\t%s\t%.1f\t%s\t%s\n' "$w" "$name" "$best" "$(echo "$end - $start" | bc)" "$(wc -l < "$file.jsonl")" "$seed" | tee -a "$out/table.tsv" >&2
 }
-printf 'workload\tstrategy\tbest_s\twall_s\tmeasurements\n' > "$out/table.tsv"
+printf 'workload\tstrategy\tbest_s\twall_s\tmeasurements\tseed\n' > "$out/table.tsv"
+if [ -n "${RANK_K:-}" ]; then
+  written="k=$RANK_K rank-by=model"
+else
+  written="k=$per_op"
+fi
 for w in $held_out; do
-  rm -f "$out"/*-"$w".jsonl
-  run tlm-sft "$w" "strategy=tlm model=$out/sft.safetensors k=$per_op measure-top-k=$per_op"
-  run tlm-base "$w" "strategy=tlm model=$base k=$per_op measure-top-k=$per_op"
-  if [ "$baseline" -gt 0 ]; then
-    run evolutionary "$w" "strategy=evolutionary trials=$baseline"
-    run gradient "$w" "strategy=gradient trials=$baseline"
-  fi
+  for seed in ${SEEDS:-0}; do
+    run tlm-sft "$w" "$seed" "strategy=tlm model=$out/sft.safetensors $written measure-top-k=$per_op"
+    run tlm-base "$w" "$seed" "strategy=tlm model=$base $written measure-top-k=$per_op"
+    if [ "$baseline" -gt 0 ]; then
+      run evolutionary "$w" "$seed" "strategy=evolutionary trials=$baseline"
+      run gradient "$w" "$seed" "strategy=gradient trials=$baseline"
+    fi
+  done
 done
 echo "machine: $(lscpu | grep -m1 'Model name' | cut -d: -f2 | xargs); family $(lscpu | grep -m1 'CPU family' | cut -d: -f2 | xargs) model $(lscpu | grep -m1 '^Model:' | cut -d: -f2 | xargs)" | tee "$out/machine.txt" >&2
