@@ -117,14 +117,11 @@ def main():
                 if r:
                     ratios[a_name].append(r)
                 print(f"| {w} | {seed} | {a_name} | {f(a)} | {f(b)} | {f(r)} | {f(base)} | {to_base(a)} | {to_base(b)} |", flush=True)
-    for a_name, rs in ratios.items():
-        if rs:
-            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
-            print(f"| **geomean** ({len(rs)}) | | {a_name} | | | **{geo:.3f}** | | | |")
-    for a_name, rs in ratios.items():
-        if rs:
-            geo = math.exp(sum(math.log(r) for r in rs) / len(rs))
-            print(f"\n{a_name}'s kernels against {b_name}'s, timed in turns: {geo:.3f} (geomean; the goal is at least 0.95).", end="")
+    geomeans = {a_name: math.exp(sum(math.log(r) for r in rs) / len(rs)) for a_name, rs in ratios.items() if rs}
+    for a_name, geo in geomeans.items():
+        print(f"| **geomean** ({len(ratios[a_name])}) | | {a_name} | | | **{geo:.3f}** | | | |")
+    for a_name, geo in geomeans.items():
+        print(f"\n{a_name}'s kernels against {b_name}'s, timed in turns: {geo:.3f} (geomean; the goal is at least 0.95).", end="")
     print(f"\nCompiled picks in {keep}.")
 
 

@@ -27,7 +27,6 @@ pub mod tensorize;
 
 use std::sync::Arc;
 use tilec::diag::{Diagnostics, SourceMap};
-use tilec::ir::Module;
 use tilec::pass::{PassManager, Registry, parse_pipeline};
 use tilec::target::Target;
 
@@ -39,15 +38,16 @@ use tilec::target::Target;
 /// them.
 pub const BEFORE_SEARCH: &[&str] = &["collapse-axes", "pad-axes"];
 
-/// Runs [`BEFORE_SEARCH`] on `module` for `target`, as the default
-/// pipeline does before `search`: for tools that build search problems
-/// outside a pipeline (TLM's prompts, `tilec-bench --model-quality`).
-pub fn run_before_search(module: &mut Module, target: &Arc<Target>, sources: &mut SourceMap) -> Result<(), Diagnostics> {
+/// [`BEFORE_SEARCH`] as a pass manager for `target`, to run on each module
+/// as the default pipeline does before `search`: for tools that build
+/// search problems outside a pipeline (TLM's prompts, `tilec-bench
+/// --model-quality`).
+pub fn before_search(target: &Arc<Target>, sources: &mut SourceMap) -> Result<PassManager, Diagnostics> {
     let text = format!("builtin.module({})", BEFORE_SEARCH.join(","));
     let file = sources.add("<before search>", text.clone());
     let mut pm = PassManager::new(parse_pipeline(&text, file, &registry())?);
     pm.set_target(target.clone());
-    pm.run(module).map(|_| ())
+    Ok(pm)
 }
 
 /// Every pass tilec knows, in the order `--list-passes` shows them.

@@ -44,7 +44,7 @@ pub fn model_quality(records_path: &Path, files: &[PathBuf], target: &Arc<Target
         // The ops as the search saw them: after the passes the default
         // pipeline runs before `search` (a 1x1 convolution collapsed into
         // a GEMM has that GEMM's workload key in the records).
-        tilec_passes::run_before_search(&mut module, target, &mut sources).map_err(|d| sources.render(&d.0))?;
+        tilec_passes::before_search(target, &mut sources).and_then(|mut pm| pm.run(&mut module)).map_err(|d| sources.render(&d.0))?;
         let workload = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
         for f in &module.funcs {
             for op in f.walk() {

@@ -55,6 +55,7 @@ pub fn workload_files(paths: &[PathBuf], skip_small: bool) -> Result<Vec<PathBuf
 /// is the one after those passes, which `iterate` searches.
 pub fn load_prompts(files: &[PathBuf], target: &Arc<Target>, sources: &mut SourceMap) -> Result<Vec<(Module, Vec<Prompt>)>, Diagnostics> {
     let mut out = Vec::new();
+    let mut before_search = tilec_passes::before_search(target, sources)?;
     for file in files {
         let id = tilec::input::read_source(sources, &file.to_string_lossy())?;
         let mut module = tilec::syntax::parse(sources, id)?;
@@ -62,7 +63,7 @@ pub fn load_prompts(files: &[PathBuf], target: &Arc<Target>, sources: &mut Sourc
         if diags.has_errors() {
             return Err(diags);
         }
-        tilec_passes::run_before_search(&mut module, target, sources)?;
+        before_search.run(&mut module)?;
         let mut prompts = Vec::new();
         for f in &module.funcs {
             for op in f.walk() {

@@ -335,11 +335,12 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     let target = targets.resolve(sources, &cli.target)?;
     let llvm = tilec_codegen::driver::llvm_target_of(&target);
     tilec_codegen::driver::host_can_run(&llvm).map_err(|missing| Diagnostic::error(format!("code for `{}` cannot run on this machine: it lacks {missing}", target.name)))?;
-    // The tasks: epilogues fused, axes collapsed, and reductions padded
-    // onto the target's dot intrinsics (`pad-axes` needs the target).
-    let fuse_text = "builtin.module(fuse,collapse-axes,pad-axes)";
-    let fuse_file = sources.add("<fuse>", fuse_text);
-    let mut fuse = PassManager::new(parse_pipeline(fuse_text, fuse_file, &registry)?);
+    // The tasks: epilogues fused, then what the default pipeline runs
+    // before `search` (axes collapsed, reductions padded onto the target's
+    // dot intrinsics; `pad-axes` needs the target).
+    let fuse_text = format!("builtin.module(fuse,{})", tilec_passes::BEFORE_SEARCH.join(","));
+    let fuse_file = sources.add("<fuse>", fuse_text.clone());
+    let mut fuse = PassManager::new(parse_pipeline(&fuse_text, fuse_file, &registry)?);
     fuse.set_target(target.clone());
     fuse.run(&mut module)?;
     let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
