@@ -969,7 +969,9 @@ fn show_predictions() {
         let m = parse(&std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}")));
         let f = &m.funcs[0];
         let op = f.walk().into_iter().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
-        let p = space::Problem::new(f, op, target.clone(), 16).unwrap();
+        let mut p = space::Problem::new(f, op, target.clone(), 16).unwrap().with_intrinsics(f);
+        // `CORES=1`: predicted for one core, as a search measured on one thread is.
+        p.model_cores = std::env::var("CORES").ok().and_then(|c| c.parse().ok());
         let s = f.ops[op].kind.as_compute().unwrap().schedule.clone().unwrap();
         // A hand-written order the space writes otherwise (or not at all):
         // the first of its orders with the named axes in that order.
@@ -1502,4 +1504,48 @@ fn the_model_predicts_for_the_cores_the_candidates_run_on() {
     // More cores than the target has are the target's.
     p.model_cores = Some(8);
     assert_eq!(p.cores_predicted_for(), 2.0);
+}
+
+/// A `dot` operand packed in VNNI's layout over a box wider than the
+/// register tile is read in strips, each register tile's row a run of its
+/// own (`dot_strip_stall`); a box as wide as the register tile is one
+/// panel, one run, and costs nothing there. On int8 GEMM 1024 the model
+/// then ranks B in 64-wide panels (the box of an L2 tile 64 wide) ahead
+/// of 256-wide strips (on a Zen 4 core, 512-wide strips ran 5.48 ms and
+/// 64-wide panels 4.96).
+#[test]
+fn a_dot_operand_packed_wider_than_its_register_tile_is_charged_its_strips() {
+    let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/gemm_int8_1024.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let (_, p) = problem_with_intrinsics(&src, "x86-avx512");
+    let along_j = p.intrinsics.iter().position(|x| x.mapping.m == [AxisId::new(1)]).expect("vpdpbusd along j");
+    let point = |l2: [u64; 3]| {
+        let mut c = vnni_point(&p, Some(along_j), [[256, 256, 1024], l2, [4, 64, 32]]);
+        c.pack = vec![0, 2];
+        c.order = p.orders.iter().find(|o| o.iter().position(|&a| a == 1) < o.iter().position(|&a| a == 0)).expect("an order with j before i").clone();
+        c
+    };
+    let (strips, panels) = (point([8, 256, 1024]), point([64, 64, 1024]));
+    assert!(p.valid(&strips) && p.valid(&panels));
+    assert_eq!(p.dot_strip_stall(&panels, 1.0), 0.0);
+    // Each register tile (4 rows of A) reads B's K x N bytes in rows of 64
+    // lanes x 4: 2^30 / (4 x 64 x 4) = 2^20 rows, each a miss of L2
+    // (6.1 ns), 10 in flight.
+    let l2 = p.target.memory_level("l2").unwrap();
+    let rows = (1u64 << 20) as f64;
+    let want = rows * l2.latency_ns * 1e-9 / p.target.compute.misses_in_flight;
+    assert!((p.dot_strip_stall(&strips, 1.0) - want).abs() < 1e-9 * want.max(1.0), "{} against {want}", p.dot_strip_stall(&strips, 1.0));
+    assert!(p.predict(&panels) < p.predict(&strips));
+}
+
+/// The micro-kernel's fills overlap its compute less as they near it: the
+/// 4-norm of the two over their larger, nothing where either is nothing.
+#[test]
+fn fills_near_the_compute_time_stop_overlapping_it() {
+    use super::analytic::fill_contention;
+    assert_eq!(fill_contention(1.0, 0.0), 0.0);
+    assert_eq!(fill_contention(0.0, 1.0), 0.0);
+    assert!((fill_contention(1.0, 1.0) - (2f64.powf(0.25) - 1.0)).abs() < 1e-12);
+    assert!(fill_contention(1.0, 0.25) < 1e-3);
+    assert_eq!(fill_contention(2.0, 1.0), fill_contention(1.0, 2.0));
+    assert!(fill_contention(1.0, 0.9) > fill_contention(1.0, 0.5));
 }
