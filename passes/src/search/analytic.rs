@@ -950,12 +950,10 @@ impl Problem {
             if !self.gpu() && level + 1 == self.levels {
                 stall += self.page_step_stall(cfg, units * par_eff);
                 stall += self.dot_strip_stall(cfg, units * par_eff);
+                fill = time;
             }
             if !self.gpu() && from.per == Per::Device {
                 exposed = exposed.max(time);
-            }
-            if !self.gpu() && level + 1 == self.levels {
-                fill = time;
             }
             copies += copy;
             time += copy;
