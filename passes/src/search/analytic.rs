@@ -1124,7 +1124,7 @@ impl Problem {
     /// box is the register tile's width (a panel), the rows are one run
     /// and cost nothing here. (int8 GEMM 1024 on a Zen 4 core, `B` packed
     /// per core tile 512 wide against panels 64 wide, the same 4 x 64
-    /// register tile: 5.48 against 4.96 ms in turns; the model without
+    /// register tile: 5.51 against 4.97 ms in turns; the model without
     /// this term ranked the strips first, for their fewer re-reads of `A`.)
     pub fn dot_strip_stall(&self, cfg: &Config, cores: f64) -> f64 {
         let t = &self.target;

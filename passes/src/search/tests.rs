@@ -1511,8 +1511,8 @@ fn the_model_predicts_for_the_cores_the_candidates_run_on() {
 /// own (`dot_strip_stall`); a box as wide as the register tile is one
 /// panel, one run, and costs nothing there. On int8 GEMM 1024 the model
 /// then ranks B in 64-wide panels (the box of an L2 tile 64 wide) ahead
-/// of 256-wide strips (on a Zen 4 core, 512-wide strips ran 5.48 ms and
-/// 64-wide panels 4.96).
+/// of 256-wide strips (on a Zen 4 core, 512-wide strips ran 5.51 ms and
+/// 64-wide panels 4.97).
 #[test]
 fn a_dot_operand_packed_wider_than_its_register_tile_is_charged_its_strips() {
     let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/gemm_int8_1024.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
