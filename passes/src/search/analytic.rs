@@ -1097,7 +1097,7 @@ impl Problem {
     ///   brings in afresh miss ([`Problem::fresh_misses`]).
     pub fn page_step_stall(&self, cfg: &Config, cores: f64) -> f64 {
         let t = &self.target;
-        let served = t.tile_levels.last().and_then(|l| t.memory_index(&l.memory)).map(|mi| &t.memory[mi.saturating_sub(1)]);
+        let served = self.innermost_fill_source();
         (0..self.compute.reads.len())
             .map(|r| match self.page_steps(cfg, r) {
                 PageSteps::Never => 0.0,
@@ -1108,6 +1108,13 @@ impl Problem {
                 PageSteps::FreshTiles => self.fresh_misses(r, cores).seconds(|l| self.fresh_traffic(cfg, r, l)),
             })
             .sum()
+    }
+
+    /// The memory the innermost tiles are filled from (a CPU's L2, for
+    /// tiles in L1): what serves the micro-kernel's misses.
+    fn innermost_fill_source(&self) -> Option<&MemoryLevel> {
+        let t = &self.target;
+        t.tile_levels.last().and_then(|l| t.memory_index(&l.memory)).map(|mi| &t.memory[mi.saturating_sub(1)])
     }
 
     /// The seconds the cores at work (`cores`) wait on the rows of a
@@ -1134,10 +1141,10 @@ impl Problem {
         let Some(d) = read.indices.iter().position(|e| e.uses(*m)) else { return 0.0 };
         let lanes = self.range_of(cfg, m.index(), self.levels - 1);
         let width = self.box_at(cfg, r, p).get(d).copied().unwrap_or(1);
-        let Some(served) = t.tile_levels.last().and_then(|l| t.memory_index(&l.memory)).map(|mi| &t.memory[mi.saturating_sub(1)]) else { return 0.0 };
         if width <= lanes {
             return 0.0;
         }
+        let Some(served) = self.innermost_fill_source() else { return 0.0 };
         let row_bytes = (lanes * u64::from(x.intrinsic.k) * self.info.reads[r].tensor.elem.size_bytes()).max(1) as f64;
         let rows = self.read_traffic_at(cfg, r, self.levels) / row_bytes;
         rows * served.latency_ns * 1e-9 / (t.compute.misses_in_flight * cores)

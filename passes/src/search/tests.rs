@@ -455,9 +455,13 @@ fn zen3_vm() -> Arc<tilec::target::Target> {
     avx2_vm(32 << 20)
 }
 
+/// The text of `benchmarks/workloads/{name}.tile`.
+fn workload_source(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
 fn workload_problem_on(name: &str, target: Arc<tilec::target::Target>) -> space::Problem {
-    let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/{name}.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let m = parse(&src);
+    let m = parse(&workload_source(name));
     let f = &m.funcs[0];
     let op = f.regions[f.body].ops.iter().copied().find(|&o| f.ops[o].kind.as_compute().is_some()).unwrap();
     space::Problem::new(f, op, target, 16).unwrap()
@@ -1515,8 +1519,7 @@ fn the_model_predicts_for_the_cores_the_candidates_run_on() {
 /// 64-wide panels 4.97).
 #[test]
 fn a_dot_operand_packed_wider_than_its_register_tile_is_charged_its_strips() {
-    let src = std::fs::read_to_string(format!("{}/../benchmarks/workloads/gemm_int8_1024.tile", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let (_, p) = problem_with_intrinsics(&src, "x86-avx512");
+    let (_, p) = problem_with_intrinsics(&workload_source("gemm_int8_1024"), "x86-avx512");
     let along_j = p.intrinsics.iter().position(|x| x.mapping.m == [AxisId::new(1)]).expect("vpdpbusd along j");
     let point = |l2: [u64; 3]| {
         let mut c = vnni_point(&p, Some(along_j), [[256, 256, 1024], l2, [4, 64, 32]]);
