@@ -1388,6 +1388,21 @@ impl Verifier<'_> {
             self.err(Diagnostic::error(format!("`intrinsic` shape [{m}, {n}, {k}] has a size 0")).at(span, "sizes must be at least 1"));
             ok = false;
         }
+        for (a, parts) in x.parts.iter().enumerate() {
+            let product = parts.iter().try_fold(1u64, |p, &e| p.checked_mul(e));
+            if parts.is_empty() || parts.contains(&0) || product != Some(x.shape[a]) {
+                self.err(Diagnostic::error(format!("malformed `intrinsic`: the parts of `{}` ({parts:?}) do not multiply to its size {}", ["m", "n", "k"][a], x.shape[a])).at(span, "malformed op"));
+                ok = false;
+            }
+        }
+        if x.is_fused() && x.lane.is_some() {
+            self.err(
+                Diagnostic::error("a warp intrinsic's axes are not fused")
+                    .at(span, "a lane's fragment has one part per axis")
+                    .with_note("fused mappings (`2 * 8`) are compiled for vector intrinsics only, so far"),
+            );
+            ok = false;
+        }
         if x.kind.is_vector() && n != 1 {
             self.err(
                 Diagnostic::error(format!("a `{}` intrinsic has `n` = 1, not {n}", x.kind))
@@ -1451,12 +1466,12 @@ impl Verifier<'_> {
                 ok = false;
                 continue;
             }
-            if t.steps.iter().any(|s| s.len() != rank) {
-                self.err(Diagnostic::error(format!("malformed `intrinsic`: the {role}'s steps are not one per dimension")).at(span, "malformed op"));
+            if (0..3).any(|a| t.steps[a].len() != x.parts[a].len() || t.steps[a].iter().any(|s| s.len() != rank)) {
+                self.err(Diagnostic::error(format!("malformed `intrinsic`: the {role}'s steps are not one per part and dimension")).at(span, "malformed op"));
                 ok = false;
                 continue;
             }
-            if t.steps[fixed].iter().any(|&s| s != 0) {
+            if t.steps[fixed].iter().flatten().any(|&s| s != 0) {
                 let axis = ["m", "n", "k"][fixed];
                 self.err(
                     Diagnostic::error(format!("the {role} of `intrinsic` is indexed by `{axis}`"))
@@ -1465,7 +1480,7 @@ impl Verifier<'_> {
                 );
                 ok = false;
             }
-            if let Some(d) = (0..rank).find(|&d| t.indices[d].divisor() != 1 && (0..3).any(|a| t.steps[a][d] != 0)) {
+            if let Some(d) = (0..rank).find(|&d| t.indices[d].divisor() != 1 && (0..3).any(|a| t.steps[a].iter().any(|s| s[d] != 0))) {
                 self.err(Diagnostic::error(format!("the {role} of `intrinsic` steps dimension {d} inside a division")).at(span, "malformed op"));
                 ok = false;
             }
@@ -1492,9 +1507,13 @@ impl Verifier<'_> {
             for (d, e) in t.indices.iter().enumerate() {
                 let (mut lo, mut hi) = (0i64, 0i64);
                 for a in 0..3 {
-                    let extent = if i == 0 && a < 2 { x.acc_shape()[a] } else { x.shape[a] };
-                    let reach = t.steps[a][d].saturating_mul(extent.saturating_sub(1).min(i64::MAX as u64) as i64);
-                    if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }
+                    // A lane's fragment is one part of 2; a fused axis'
+                    // parts each reach their own extent.
+                    let extents = if i == 0 && a < 2 && x.lane.is_some() { vec![x.acc_shape()[a]] } else { x.parts[a].clone() };
+                    for (s, extent) in t.steps[a].iter().zip(extents) {
+                        let reach = s[d].saturating_mul(extent.saturating_sub(1).min(i64::MAX as u64) as i64);
+                        if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }
+                    }
                 }
                 let shifted = if lo == 0 { Ok(e.clone()) } else { e.checked_add(&AffineExpr::constant(lo)) };
                 let Ok(shifted) = shifted else { return };

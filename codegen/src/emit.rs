@@ -1101,9 +1101,9 @@ impl<'f> Emitter<'f> {
         let (ec, ea, eb) = (elem(0)?, elem(1)?, elem(2)?);
         let acc_ty = format!("vector<{lanes}x{}>", mlir_elem(ec));
         // Lane `l`, element `q` of each operand (the accumulator has one per lane).
-        let acc = self.tile_vector(op, 0, &x.acc, lanes, 1, |l, _| [l, 0, 0])?;
-        let a = self.tile_vector(op, 1, &x.a, lanes, k, |l, q| [l, 0, q])?;
-        let b_group = self.tile_vector(op, 2, &x.b, 1, k, |_, q| [0, 0, q])?;
+        let acc = self.tile_vector(op, 0, &x.acc, &x.parts, lanes, 1, |l, _| [l, 0, 0])?;
+        let a = self.tile_vector(op, 1, &x.a, &x.parts, lanes, k, |l, q| [l, 0, q])?;
+        let b_group = self.tile_vector(op, 2, &x.b, &x.parts, 1, k, |_, q| [0, 0, q])?;
         let b_ty = format!("vector<{k}x{}>", mlir_elem(eb));
         let b = self.fresh("bc");
         if k == 1 {
@@ -1136,7 +1136,7 @@ impl<'f> Emitter<'f> {
             }
             _ => return err(format!("`{}`: no x86 instruction computes a {} of {lanes} lanes of {k} {ea} × {eb} products into {ec}", x.name, x.kind)),
         }
-        self.store_tile_vector(op, &x.acc, lanes, &r, ec)
+        self.store_tile_vector(op, &x.acc, &x.parts, lanes, &r, ec)
     }
 
     /// Lane `(g, t)`'s fragment of `mma.sync` operand `i` (`a`: 1, `b`: 2)
@@ -1168,12 +1168,12 @@ impl<'f> Emitter<'f> {
             }
         };
         let last = b.shape.len().saturating_sub(1);
-        let (Some(dk), Some(dr)) = (unit_dim(&tile.steps[2]), unit_dim(&tile.steps[rows_axis])) else {
+        let (Some(dk), Some(dr)) = (tile.axis_steps(2).and_then(unit_dim), tile.axis_steps(rows_axis).and_then(unit_dim)) else {
             return Ok(None);
         };
         let origin: Vec<AffineExpr<Value>> = tile.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % 8 == 0 && e.terms().iter().all(|&(_, k)| k % 8 == 0);
-        let other_still = tile.steps[1 - rows_axis].iter().all(|&s| s == 0);
+        let other_still = tile.steps[1 - rows_axis].iter().flatten().all(|&s| s == 0);
         if per_reg != 2
             || b.scope != MemScope::Shared
             || tile.pad.is_some()
@@ -1264,7 +1264,9 @@ impl<'f> Emitter<'f> {
             for (d, e) in tile.indices.iter().enumerate() {
                 let mut idx = f.expr_in_values(op, e);
                 for (axis, offset) in p.iter().enumerate() {
-                    let step = tile.steps[axis][d];
+                    // (A warp intrinsic's axes have one part: the verifier.)
+                    let Some(steps) = tile.axis_steps(axis) else { return err("a warp intrinsic's axis is fused") };
+                    let step = steps[d];
                     if step != 0 {
                         if idx.divisor() != 1 {
                             return err("an intrinsic's operand steps inside a division");
@@ -1305,7 +1307,7 @@ impl<'f> Emitter<'f> {
         let origin: Vec<AffineExpr<Value>> = x.acc.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let mut acc_idx = Vec::new();
         for (fm, fn_) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, x.acc.offset(d, [fm, fn_, 0]))).collect::<Result<_, _>>()?;
+            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, x.offset(&x.acc, d, [fm, fn_, 0]))).collect::<Result<_, _>>()?;
             let idx: Vec<String> = at.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             acc_idx.push(idx);
         }
@@ -1368,46 +1370,46 @@ impl<'f> Emitter<'f> {
     /// element `l·k + q` from intrinsic point `point(l, q)`: one vector load
     /// where those elements are consecutive in memory (and need no
     /// padding), else a gather.
-    fn tile_vector(&mut self, op: Op, i: usize, t: &TileOperand, lanes: u64, k: u64, point: impl Fn(i64, i64) -> [i64; 3]) -> Result<String, EmitError> {
+    fn tile_vector(&mut self, op: Op, i: usize, t: &TileOperand, parts: &[Vec<u64>; 3], lanes: u64, k: u64, point: impl Fn(i64, i64) -> [i64; 3]) -> Result<String, EmitError> {
         let f = self.f;
         let buf = f.ops[op].operands[i];
         let (m, mty) = self.memref_of(buf)?;
         let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
         let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let vty = format!("vector<{}x{}>", lanes * k, mlir_elem(tt.elem));
-        if is_run(t, &tt.shape, lanes, k, &point) {
+        if is_run(t, parts, &tt.shape, lanes, k, &point) {
             let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             let v = self.fresh("tv");
             self.line(&format!("{v} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
             return Ok(v);
         }
-        let mut parts = Vec::new();
+        let mut elements = Vec::new();
         for l in 0..lanes as i64 {
             for q in 0..k as i64 {
-                let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(d, point(l, q)))).collect::<Result<_, _>>()?;
-                parts.push(self.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, t.pad)?);
+                let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(parts, d, point(l, q)))).collect::<Result<_, _>>()?;
+                elements.push(self.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, t.pad)?);
             }
         }
         let v = self.fresh("tg");
-        self.line(&format!("{v} = vector.from_elements {} : {vty}", parts.join(", ")));
+        self.line(&format!("{v} = vector.from_elements {} : {vty}", elements.join(", ")));
         Ok(v)
     }
 
     /// Stores the accumulator's lanes back where [`Self::tile_vector`] read them.
-    fn store_tile_vector(&mut self, op: Op, t: &TileOperand, lanes: u64, v: &str, elem: ElemType) -> Result<(), EmitError> {
+    fn store_tile_vector(&mut self, op: Op, t: &TileOperand, parts: &[Vec<u64>; 3], lanes: u64, v: &str, elem: ElemType) -> Result<(), EmitError> {
         let f = self.f;
         let buf = f.ops[op].operands[0];
         let (m, mty) = self.memref_of(buf)?;
         let shape = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?.shape;
         let origin: Vec<AffineExpr<Value>> = t.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
         let vty = format!("vector<{lanes}x{}>", mlir_elem(elem));
-        if is_run(t, &shape, lanes, 1, &|l, _| [l, 0, 0]) {
+        if is_run(t, parts, &shape, lanes, 1, &|l, _| [l, 0, 0]) {
             let base: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             self.line(&format!("vector.store {v}, {m}[{}] : {mty}, {vty}", base.join(", ")));
             return Ok(());
         }
         for l in 0..lanes as i64 {
-            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(d, [l, 0, 0]))).collect::<Result<_, _>>()?;
+            let at: Vec<AffineExpr<Value>> = origin.iter().enumerate().map(|(d, e)| shifted(e, t.offset(parts, d, [l, 0, 0]))).collect::<Result<_, _>>()?;
             let idx: Vec<String> = at.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
             let s = self.fresh("el");
             self.line(&format!("{s} = vector.extract {v}[{l}] : {} from {vty}", mlir_elem(elem)));
@@ -2635,12 +2637,12 @@ impl<'f> Emitter<'f> {
 /// `[K/k][M][k]` moves `m` along its middle dimension and `k` along its
 /// last, and is one run all the same. (The verifier keeps the whole tile in
 /// bounds, so the run stays within the buffer.)
-fn is_run(t: &TileOperand, shape: &[u64], lanes: u64, k: u64, point: &dyn Fn(i64, i64) -> [i64; 3]) -> bool {
+fn is_run(t: &TileOperand, parts: &[Vec<u64>; 3], shape: &[u64], lanes: u64, k: u64, point: &dyn Fn(i64, i64) -> [i64; 3]) -> bool {
     let mut strides = vec![1i64; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         strides[d] = strides[d + 1].saturating_mul(shape[d + 1] as i64);
     }
-    let linear = |p: [i64; 3]| (0..t.indices.len()).map(|d| t.offset(d, p).saturating_mul(strides.get(d).copied().unwrap_or(0))).fold(0i64, i64::saturating_add);
+    let linear = |p: [i64; 3]| (0..t.indices.len()).map(|d| t.offset(parts, d, p).saturating_mul(strides.get(d).copied().unwrap_or(0))).fold(0i64, i64::saturating_add);
     t.pad.is_none()
         && t.indices.len() == shape.len()
         && t.indices.iter().all(|e| e.divisor() == 1)

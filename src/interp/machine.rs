@@ -615,7 +615,7 @@ impl<'f, 'i> Machine<'f, 'i> {
                 if num.rem_euclid(div) != 0 {
                     return None;
                 }
-                idx.push(num.div_euclid(div) + t.offset(d, p));
+                idx.push(num.div_euclid(div) + x.offset(t, d, p));
             }
             Self::offset(&this.buffers[bufs[i]].data.ty.shape, &idx)
         };

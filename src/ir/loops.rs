@@ -409,13 +409,20 @@ impl fmt::Display for IntrinsicKind {
 /// `(m, n, k)` is at `indices + m·steps[0] + n·steps[1] + k·steps[2]`
 /// (dimension by dimension). Its text is the index expressions with the
 /// intrinsic's axes as the variables `m`, `n`, `k`: `%acc[%i, %j * 8 + m]`.
+///
+/// An axis fused from several op axes (AMOS's "complex" mapping: a
+/// convolution's `oh · ow` on `m`) has several *parts* (the call's
+/// [`IntrinsicCall::parts`]): the point along it is their mixed-radix
+/// number, outermost part first, and each part steps the indices on its
+/// own. Its text names the parts `m0`, `m1`, ...: `%x[%c, %oh + m0, %ow + m1]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TileOperand {
     /// The element at `(0, 0, 0)`, over the op's index operands.
     pub indices: Vec<AffineExpr<Dim>>,
-    /// Per intrinsic axis (`m`, `n`, `k`), per dimension: how far one step
-    /// along the axis moves.
-    pub steps: [Vec<i64>; 3],
+    /// Per intrinsic axis (`m`, `n`, `k`), per part of it (one for an axis
+    /// one op axis maps onto), per dimension: how far one step along the
+    /// part moves.
+    pub steps: [Vec<Vec<i64>>; 3],
     /// The value read outside the source, as a load's (`a` and `b` only).
     pub pad: Option<Literal>,
     /// The compute read the operand came from, by name, as a load's
@@ -425,10 +432,41 @@ pub struct TileOperand {
 
 impl TileOperand {
     /// Index of dimension `d` at intrinsic point `p = (m, n, k)`, as an
-    /// offset from the origin.
-    pub fn offset(&self, d: usize, p: [i64; 3]) -> i64 {
-        (0..3).map(|x| self.steps[x].get(d).copied().unwrap_or(0) * p[x]).sum()
+    /// offset from the origin; `parts` are the call's.
+    pub fn offset(&self, parts: &[Vec<u64>; 3], d: usize, p: [i64; 3]) -> i64 {
+        (0..3)
+            .map(|x| {
+                let digits = mixed_radix_digits(&parts[x], p[x]);
+                self.steps[x].iter().zip(digits).map(|(s, q)| s.get(d).copied().unwrap_or(0) * q).sum::<i64>()
+            })
+            .sum()
     }
+
+    /// The steps of axis `x`, per dimension, where one op axis maps onto
+    /// it (one part); `None` for a fused axis.
+    pub fn axis_steps(&self, x: usize) -> Option<&[i64]> {
+        match self.steps[x].as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
+/// The digits of `p` in the mixed radix of `parts` (outermost first): the
+/// point of each part of a fused intrinsic axis. A single part is `p`
+/// itself (also past the part's extent, as a warp fragment's rows are).
+pub fn mixed_radix_digits(parts: &[u64], mut p: i64) -> Vec<i64> {
+    let mut digits = vec![0; parts.len()];
+    for (i, &e) in parts.iter().enumerate().rev() {
+        if i == 0 {
+            digits[0] = p;
+        } else {
+            let e = e.max(1) as i64;
+            digits[i] = p.rem_euclid(e);
+            p = p.div_euclid(e);
+        }
+    }
+    digits
 }
 
 /// `intrinsic "vpdpbusd.ymm" dot [8, 1, 4] %acc[...] += %a[...] * %b[...]`:
@@ -442,6 +480,10 @@ pub struct IntrinsicCall {
     pub kind: IntrinsicKind,
     /// `m`, `n`, `k`.
     pub shape: [u64; 3],
+    /// Per axis, the extents of its parts, outermost first, whose product
+    /// is its size: `[size]` where one op axis maps onto it, several for
+    /// a fused mapping (see [`TileOperand`]).
+    pub parts: [Vec<u64>; 3],
     pub acc: TileOperand,
     pub a: TileOperand,
     pub b: TileOperand,
@@ -466,6 +508,16 @@ impl IntrinsicCall {
     /// or the 2 × 2 of a lane's fragment.
     pub fn acc_shape(&self) -> [u64; 2] {
         if self.lane.is_some() { [2, 2] } else { [self.shape[0], self.shape[1]] }
+    }
+
+    /// Does an axis have several parts (a fused mapping)?
+    pub fn is_fused(&self) -> bool {
+        self.parts.iter().any(|p| p.len() > 1)
+    }
+
+    /// Index of dimension `d` of operand `t` at point `p`, from its origin.
+    pub fn offset(&self, t: &TileOperand, d: usize, p: [i64; 3]) -> i64 {
+        t.offset(&self.parts, d, p)
     }
 
     /// The operands in operand order: `acc`, `a`, `b`.

@@ -118,7 +118,8 @@ pub struct IntrinsicAst {
     pub keyword: Word,
     pub name: Word,
     pub kind: Word,
-    pub shape: Vec<Word>,
+    /// Per axis, its size, or the parts of a fused axis (`2 * 8`).
+    pub shape: Vec<Vec<Word>>,
     /// The read names of `a` and `b` (`reads(b, a)`).
     pub reads: Option<(Word, Word)>,
     /// `lane(%g, %t)`: the clause's word (checked to be `lane`) and the

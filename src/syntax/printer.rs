@@ -213,8 +213,11 @@ impl Printer<'_> {
                 }
             }
             OpKind::Intrinsic(x) => {
-                let [m, n, k] = x.shape;
-                write!(self.out, "intrinsic \"{}\" {} [{m}, {n}, {k}] ", escape_string(&x.name), x.kind).unwrap();
+                // A fused axis prints its parts (`2 * 8`), a basic one its size.
+                let sizes: Vec<String> = (0..3)
+                    .map(|a| if x.parts[a].len() > 1 { x.parts[a].iter().map(ToString::to_string).collect::<Vec<_>>().join(" * ") } else { x.shape[a].to_string() })
+                    .collect();
+                write!(self.out, "intrinsic \"{}\" {} [{}] ", escape_string(&x.name), x.kind, sizes.join(", ")).unwrap();
                 if let (Some(a), Some(b)) = (&x.a.read, &x.b.read) {
                     write!(self.out, "reads({}, {}) ", name_text(a), name_text(b)).unwrap();
                 }
@@ -328,18 +331,23 @@ impl Printer<'_> {
     }
 
     /// Dimension `d` of an `intrinsic` op's operand: its origin's index
-    /// expression plus the intrinsic's axes `m`, `n`, `k` times their
-    /// steps, after the operands' terms.
+    /// expression plus the intrinsic's axes `m`, `n`, `k` (or a fused
+    /// axis' parts `m0`, `m1`, ...) times their steps, after the operands'
+    /// terms.
     fn tile_index_text(&self, op: Op, t: &TileOperand, d: usize) -> String {
         let Some(e) = t.indices.get(d) else { return String::new() };
         let operands = &self.f.ops[op].operands;
-        // (definition order, operand) for operands; (MAX, axis) for m, n, k.
+        // (definition order, operand) for operands; (MAX, axis · 64 + part)
+        // for the intrinsic's axes and their parts.
         let order = |x: Dim| operands.get(x.index()).map_or(usize::MAX - 1, |v| self.defined_at[v.index()]);
         let terms = e.terms().iter().map(|&(x, c)| ((order(x), x.index()), c));
-        let locals = (0..3).map(|axis| ((usize::MAX, axis), t.steps[axis].get(d).copied().unwrap_or(0)));
+        let locals = (0..3).flat_map(|axis| t.steps[axis].iter().enumerate().map(move |(part, s)| ((usize::MAX, axis * 64 + part), s.get(d).copied().unwrap_or(0))));
+        let fused = |axis: usize| t.steps[axis].len() > 1;
         let name = |(o, i): (usize, usize)| {
             if o == usize::MAX {
-                ["m", "n", "k"][i].to_string()
+                let (axis, part) = (i / 64, i % 64);
+                let letter = ["m", "n", "k"][axis];
+                if fused(axis) { format!("{letter}{part}") } else { letter.to_string() }
             } else {
                 match operands.get(i) {
                     Some(&v) => self.name(v),
@@ -351,7 +359,11 @@ impl Printer<'_> {
             // A divided origin has no text with the axes added (the
             // verifier rejects it); print the parts.
             Ok(x) if e.divisor() == 1 => x.to_string_with(name),
-            _ => format!("{} + <steps {:?}>", self.index_text(op, e), t.steps.iter().map(|s| s.get(d).copied().unwrap_or(0)).collect::<Vec<_>>()),
+            _ => format!(
+                "{} + <steps {:?}>",
+                self.index_text(op, e),
+                t.steps.iter().map(|s| s.iter().map(|p| p.get(d).copied().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>()
+            ),
         }
     }
 

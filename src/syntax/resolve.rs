@@ -1318,14 +1318,27 @@ impl Resolver {
             };
             self.error(d);
         }
-        let shape = self.ints::<u64>(&x.shape, "intrinsic size");
-        if let Some(sh) = &shape
+        // Per axis, its parts (one for a basic axis).
+        let parts: Option<Vec<Vec<u64>>> = x.shape.iter().map(|entry| self.ints::<u64>(entry, "intrinsic size")).collect();
+        if let Some(sh) = &parts
             && sh.len() != 3
         {
-            let span = x.shape.first().map_or(x.kind.span, |w| Span { end: x.shape.last().expect("nonempty").span.end, ..w.span });
+            let words = || x.shape.iter().flatten();
+            let span = words().next().map_or(x.kind.span, |w| Span { end: words().last().expect("nonempty").span.end, ..w.span });
             self.error(Diagnostic::error(format!("an intrinsic's shape has 3 sizes (`m`, `n`, `k`), not {}", sh.len())).at(span, "expected `[m, n, k]`"));
             return;
         }
+        let Some(parts) = parts.map(|p| [p[0].clone(), p[1].clone(), p[2].clone()]) else { return };
+        if let Some(entry) = x.shape.iter().find(|e| e.len() > MAX_INTRINSIC_PARTS) {
+            let span = Span { end: entry.last().expect("nonempty").span.end, ..entry[0].span };
+            self.error(Diagnostic::error(format!("an intrinsic axis has {} parts, more than {MAX_INTRINSIC_PARTS}", entry.len())).at(span, "too many parts"));
+            return;
+        }
+        let shape = parts.iter().map(|p| p.iter().try_fold(1u64, |a, &e| a.checked_mul(e))).collect::<Option<Vec<u64>>>();
+        let Some(shape) = shape else {
+            self.error(Diagnostic::error("an intrinsic's size overflows").at(x.kind.span, "in this intrinsic"));
+            return;
+        };
         if let Some(p) = &x.acc.pad {
             self.error(Diagnostic::error("the accumulator of an intrinsic has no padding").at(p.span(), "only `a` and `b` may read padding").with_help("remove `pad(...)` after the accumulator"));
             return;
@@ -1353,7 +1366,7 @@ impl Resolver {
         let mut resolved = Vec::new();
         for t in [&x.acc, &x.a, &x.b] {
             let buf = self.lookup(scope, None, false, &t.buffer);
-            let exprs: Vec<Option<(AffineExpr<Value>, [i64; 3])>> = t.indices.iter().map(|e| self.tile_index(scope, e)).collect();
+            let exprs: Vec<Option<(AffineExpr<Value>, [Vec<i64>; 3])>> = t.indices.iter().map(|e| self.tile_index(scope, e, &parts)).collect();
             let (Some(buf), Some(exprs)) = (buf, exprs.into_iter().collect::<Option<Vec<_>>>()) else { return };
             let Some(tt) = self.readable(func, buf, &t.buffer, "an intrinsic's operands") else { return };
             let pad = match &t.pad {
@@ -1366,45 +1379,70 @@ impl Resolver {
             operands.push(buf);
             resolved.push((exprs, pad.flatten()));
         }
-        let (Some(kind), Some(shape)) = (kind, shape) else { return };
+        let Some(kind) = kind else { return };
         let mut all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
         all.extend(lane.iter().flatten().map(|&v| AffineExpr::var(v)));
         let mut dims = index_operands(&mut operands, &all).into_iter();
         let mut reads = [None, x.reads.as_ref().map(|r| r.0.text.clone()), x.reads.as_ref().map(|r| r.1.text.clone())].into_iter();
         let mut tiles = resolved.into_iter().map(|(exprs, pad)| {
             let indices: Vec<AffineExpr<Dim>> = dims.by_ref().take(exprs.len()).collect();
-            let steps = [0, 1, 2].map(|axis| exprs.iter().map(|(_, s)| s[axis]).collect());
+            // Per axis, per part, per dimension.
+            let steps = [0, 1, 2].map(|axis| (0..parts[axis].len()).map(|part| exprs.iter().map(|(_, s)| s[axis][part]).collect()).collect());
             TileOperand { indices, steps, pad, read: reads.next().flatten() }
         });
         let (acc, a, b) = (tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"));
         let lane = lane.map(|_| [dims.next().expect("g"), dims.next().expect("t")]);
-        let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], acc, a, b, lane };
+        let call = IntrinsicCall { name: x.name.text.clone(), kind, shape: [shape[0], shape[1], shape[2]], parts, acc, a, b, lane };
         func.append_op(place.region, OpKind::Intrinsic(Box::new(call)), operands, vec![], x.span);
     }
 
     /// An index expression of an `intrinsic` op's operand: affine in index
-    /// values and the intrinsic's axes `m`, `n`, `k`, which must stay out
-    /// of a division. Returns the part over index values and the steps of
-    /// `m`, `n`, `k`.
-    fn tile_index(&mut self, scope: &Scope, e: &IndexAst) -> Option<(AffineExpr<Value>, [i64; 3])> {
-        // Index values are `Ok`, the intrinsic's axes `Err(0..3)` (sorted last).
+    /// values and the intrinsic's axes `m`, `n`, `k` (a fused axis' parts
+    /// `m0`, `m1`, ..., `parts` giving how many each axis has), which must
+    /// stay out of a division. Returns the part over index values and the
+    /// steps of each axis' parts.
+    fn tile_index(&mut self, scope: &Scope, e: &IndexAst, parts: &[Vec<u64>; 3]) -> Option<(AffineExpr<Value>, [Vec<i64>; 3])> {
+        const LETTERS: [&str; 3] = ["m", "n", "k"];
+        // `m` on a basic axis, `m0`, `m1`, ... on a fused one: (axis, part).
+        let local = |name: &str| -> Option<(usize, usize)> {
+            let axis = LETTERS.iter().position(|l| name.starts_with(l))?;
+            let rest = &name[1..];
+            match (parts[axis].len(), rest) {
+                (1, "") => Some((axis, 0)),
+                (n, digits) if n > 1 && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => digits.parse::<usize>().ok().filter(|&p| p < n).map(|p| (axis, p)),
+                _ => None,
+            }
+        };
+        let names = || -> String {
+            let mut v = Vec::new();
+            for (a, l) in LETTERS.iter().enumerate() {
+                if parts[a].len() > 1 {
+                    v.extend((0..parts[a].len()).map(|p| format!("`{l}{p}`")));
+                } else {
+                    v.push(format!("`{l}`"));
+                }
+            }
+            v.join(", ")
+        };
+        // Index values are `Ok`, the intrinsic's axes `Err(axis · 64 + part)` (sorted last).
         let mut atom = |r: &mut Resolver, a: &IndexAst| match a {
             IndexAst::Value(w) => r.lookup(scope, None, false, w).map(|v| AffineExpr::var(Ok(v))),
-            IndexAst::Var(w) if ["m", "n", "k"].contains(&w.text.as_str()) => {
-                Some(AffineExpr::var(Err(["m", "n", "k"].iter().position(|&x| x == w.text).expect("listed"))))
+            IndexAst::Var(w) if local(&w.text).is_some() => {
+                let (axis, part) = local(&w.text).expect("checked");
+                Some(AffineExpr::var(Err(axis * 64 + part)))
             }
             other => {
                 r.error(
                     Diagnostic::error(format!("`{}` is neither an index value nor an intrinsic axis", atom_text(other)))
-                        .at(other.span(), "expected `%name`, `m`, `n` or `k`")
-                        .with_help("an intrinsic's operands are indexed by index values and its axes: `%acc[%i, %j * 8 + m]`"),
+                        .at(other.span(), format!("expected `%name` or one of {}", names()))
+                        .with_help("an intrinsic's operands are indexed by index values and its axes: `%acc[%i, %j * 8 + m]`; a fused axis (`[2 * 8, 1, 1]`) by its parts, outermost first: `%x[%oh + m0, %ow + m1]`"),
                 );
                 None
             }
         };
         let full: AffineExpr<Result<Value, usize>> = self.index_expr(e, true, &mut atom)?;
-        let steps = [0, 1, 2].map(|axis| full.coeff(Err(axis)));
-        if full.divisor() != 1 && steps.iter().any(|&s| s != 0) {
+        let steps = [0, 1, 2].map(|axis| (0..parts[axis].len()).map(|part| full.coeff(Err(axis * 64 + part))).collect::<Vec<i64>>());
+        if full.divisor() != 1 && steps.iter().flatten().any(|&s| s != 0) {
             self.error(
                 Diagnostic::error("an intrinsic's axis inside a division")
                     .at(e.span(), "`m`, `n` and `k` must step the index by a constant")
@@ -1802,3 +1840,7 @@ fn elem_type_names(conjunction: &str) -> String {
     let (last, rest) = names.split_last().expect("there are element types");
     format!("{} {conjunction} {last}", rest.join(", "))
 }
+
+/// The most parts an intrinsic axis may be fused from (an op has at most
+/// a handful of axes; the printer numbers parts below 64).
+const MAX_INTRINSIC_PARTS: usize = 8;

@@ -168,6 +168,31 @@ impl Mapping {
     }
 }
 
+/// How an intrinsic axis of `size` splits over the loops of the op axes
+/// mapped onto it, of `extents` (outermost first): each inner one takes
+/// what of the size its extent divides (their greatest common divisor),
+/// innermost first, and the outermost the rest, which its extent must be a
+/// multiple of. The parts, outermost first (their product is `size`);
+/// `None` where the outermost extent is not a multiple of its part. One
+/// extent is a basic mapping: its part is the whole size. (The rule
+/// `tensorize` rewrites a fused mapping by, and the search sizes tiles by.)
+pub fn fused_parts(extents: &[u64], size: u64) -> Option<Vec<u64>> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let mut parts = vec![0; extents.len()];
+    let mut remaining = size;
+    for (j, &e) in extents.iter().enumerate().rev() {
+        let part = if j == 0 { remaining } else { gcd(e, remaining) };
+        if j == 0 && !e.is_multiple_of(part) {
+            return None;
+        }
+        parts[j] = part;
+        remaining /= part.max(1);
+    }
+    Some(parts)
+}
+
 /// Why no mapping of a contraction onto `x` exists, or every mapping, in
 /// a fixed order: the contraction's `lhs` as `a` first (then swapped where
 /// the types allow), then by the axes on `m`, `n` and `k`, fewer first.

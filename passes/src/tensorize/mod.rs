@@ -206,10 +206,10 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
             .at(span, "in this kernel")
             .with_note("lanes hold fragments of m16n8 accumulators (docs/tensorize.md); choose an `mma.sync.m16n8k*` intrinsic"));
     }
-    if choice.axes.iter().any(|a| a.len() > 1) {
-        return Err(Diagnostic::error("tensorize rewrites basic mappings only (one op axis per intrinsic axis), so far")
+    if kind == IntrinsicKind::Mma && choice.axes.iter().any(|a| a.len() > 1) {
+        return Err(Diagnostic::error("tensorize rewrites fused mappings (several op axes on one intrinsic axis) of vector intrinsics only, so far")
             .at(span, "in this kernel")
-            .with_help("choose a basic mapping (`tilec --print-mappings` marks them)"));
+            .with_help("choose a basic mapping for a warp intrinsic (`tilec --print-mappings` marks them)"));
     }
     let sizes = [u64::from(x.m), u64::from(x.n), u64::from(x.k)];
     let statements: Vec<Statement> = subtree(f, kernel).into_iter().filter_map(|op| statement(f, op, &choice.a)).collect();
@@ -307,32 +307,42 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
             .with_help("tensorize rewrites loop nests as `tile` makes them: the mapped loops around the statement alone"));
     }
     let ancestors = f.ancestors(s.store);
-    // Per intrinsic axis: its op axis' innermost loop around the statement.
-    let mut mapped: [Option<Op>; 3] = [None; 3];
+    // Per intrinsic axis, its parts: the innermost loop of each op axis
+    // mapped onto it, outermost first, and how many of its iterations the
+    // part covers.
+    let mut mapped: [Vec<(Op, u64)>; 3] = Default::default();
     for (i, axes) in choice.axes.iter().enumerate() {
-        let Some(axis) = axes.first() else { continue };
-        let innermost = ancestors.iter().copied().find(|&o| {
-            for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|t| &t.axis == axis && matches!(t.level, TagLevel::Point | TagLevel::Vector))
-        });
         let name = ["m", "n", "k"][i];
-        let Some(lp) = innermost else {
-            if sizes[i] == 1 {
-                continue;
-            }
-            return Err(Diagnostic::error(format!("cannot tensorize: `{axis}` (on `{name}`) has no point loop around the statement"))
-                .at(span, "the statement")
-                .with_note(format!("its innermost tile must be a multiple of {} (the intrinsic's `{name}`)", sizes[i])));
-        };
-        let extent = for_loop(f, lp).expect("a loop").extent;
-        if !extent.is_multiple_of(sizes[i]) {
-            return Err(Diagnostic::error(format!("cannot tensorize: the innermost loop of `{axis}` (on `{name}`) runs {extent} times, not a multiple of {}", sizes[i]))
+        let loops: Vec<Option<Op>> = axes
+            .iter()
+            .map(|axis| {
+                ancestors.iter().copied().find(|&o| {
+                    for_loop(f, o).and_then(|l| l.tag.as_ref()).is_some_and(|t| &t.axis == axis && matches!(t.level, TagLevel::Point | TagLevel::Vector))
+                })
+            })
+            .collect();
+        // A missing point loop is one iteration.
+        let extents: Vec<u64> = loops.iter().map(|l| l.map_or(1, |l| for_loop(f, l).expect("a loop").extent)).collect();
+        let Some(parts) = tilec::target::mapping::fused_parts(&extents, sizes[i]) else {
+            // The outermost op axis' loop does not hold what the inner
+            // ones leave of the size.
+            let left = extents[1..].iter().rev().fold(sizes[i], |r, &e| r / gcd(e, r));
+            let axis = &axes[0];
+            let Some(lp) = loops[0] else {
+                return Err(Diagnostic::error(format!("cannot tensorize: `{axis}` (on `{name}`) has no point loop around the statement"))
+                    .at(span, "the statement")
+                    .with_note(format!("its innermost tile must be a multiple of {left} (the intrinsic's `{name}`)")));
+            };
+            let what = if axes.len() > 1 { format!("{left} (what the intrinsic's `{name}` leaves to it)") } else { format!("{left}") };
+            return Err(Diagnostic::error(format!("cannot tensorize: the innermost loop of `{axis}` (on `{name}`) runs {} times, not a multiple of {what}", extents[0]))
                 .at(f.op_spans[lp], "this loop")
-                .with_help(format!("make the innermost tile of `{axis}` (per virtual thread) a multiple of {}", sizes[i])));
-        }
-        mapped[i] = Some(lp);
+                .with_help(format!("make the innermost tile of `{axis}` (per virtual thread) a multiple of {left}")));
+        };
+        // A fused axis' parts of one iteration do not move it.
+        mapped[i] = loops.iter().zip(parts).filter_map(|(l, part)| l.filter(|_| part > 1 || axes.len() == 1).map(|l| (l, part))).collect();
     }
     // The loops from the outermost mapped one down nest perfectly.
-    if let Some(top) = mapped.iter().flatten().copied().max_by_key(|&o| ancestors.iter().position(|&a| a == o)) {
+    if let Some(top) = mapped.iter().flatten().map(|&(o, _)| o).max_by_key(|&o| ancestors.iter().position(|&a| a == o)) {
         let depth = ancestors.iter().position(|&a| a == top).expect("an ancestor");
         for &lp in &ancestors[..depth] {
             let Some(l) = for_loop(f, lp) else {
@@ -367,29 +377,38 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
             .at(span, "the statement"));
     }
     // Origins and steps of the three operands.
-    let ivs: [Option<Value>; 3] = mapped.map(|l| l.map(|l| induction_var(f, l)));
+    let ivs: Vec<(usize, Value, bool, u64)> = (0..3)
+        .flat_map(|i| mapped[i].iter().map(move |&(lp, part)| (i, lp, part)))
+        .map(|(i, lp, part)| (i, induction_var(f, lp), for_loop(f, lp).expect("a loop").extent == part, part))
+        .collect();
     let mut origins: Vec<Vec<AffineExpr<Value>>> = Vec::new();
-    let mut steps: Vec<[Vec<i64>; 3]> = Vec::new();
+    let mut steps: Vec<[Vec<Vec<i64>>; 3]> = Vec::new();
     for op in [s.acc, s.a, s.b] {
         let exprs = f.access_indices(op);
         let mut o = Vec::new();
-        let mut st: [Vec<i64>; 3] = Default::default();
+        let mut st: [Vec<Vec<i64>>; 3] = mapped.clone().map(|parts| vec![Vec::new(); parts.len().max(1)]);
         for e in &exprs {
-            for (i, iv) in ivs.iter().enumerate() {
-                let c = iv.map_or(0, |v| e.coeff(v));
+            for (i, axis) in st.iter_mut().enumerate() {
+                if mapped[i].is_empty() {
+                    axis[0].push(0);
+                }
+            }
+            for &(i, iv, _, _) in &ivs {
+                let c = e.coeff(iv);
                 if c != 0 && e.divisor() != 1 {
                     return Err(Diagnostic::error("cannot tensorize: a read divides the index of a mapped axis")
                         .at(f.op_spans[op], "this access")
                         .with_note(format!("the intrinsic's `{}` must step the index by a constant", ["m", "n", "k"][i])));
                 }
-                st[i].push(c);
+                let part = mapped[i].iter().position(|&(lp, _)| induction_var(f, lp) == iv).expect("mapped");
+                st[i][part].push(c);
             }
-            // The tile's first point: a loop of the intrinsic's size is
-            // gone (0); a longer one steps by the size.
+            // The tile's first point: a loop of its part's size is gone
+            // (0); a longer one steps by the part.
             let origin = e
-                .substitute(|v| match ivs.iter().position(|&iv| iv == Some(v)) {
-                    Some(i) if for_loop(f, mapped[i].expect("mapped")).expect("a loop").extent == sizes[i] => AffineExpr::constant(0),
-                    Some(i) => AffineExpr::from_parts([(v, sizes[i] as i64)], 0, 1).expect("small"),
+                .substitute(|v| match ivs.iter().find(|&&(_, iv, _, _)| iv == v) {
+                    Some(&(_, _, true, _)) => AffineExpr::constant(0),
+                    Some(&(_, _, false, part)) => AffineExpr::from_parts([(v, part as i64)], 0, 1).expect("small"),
                     None => AffineExpr::var(v),
                 })
                 .map_err(|_| Diagnostic::error("cannot tensorize: an index overflows").at(f.op_spans[op], "this access"))?;
@@ -409,17 +428,17 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
     let mut steps = steps.into_iter();
     let mut tile = |(pad, read)| TileOperand { indices: packed.next().expect("3"), steps: steps.next().expect("3"), pad, read };
     let (acc, a, b) = (tile((None, None)), tile(load_a), tile(load_b));
-    let call = IntrinsicCall { name: x.name.clone(), kind, shape: sizes, acc, a, b, lane: None };
+    let parts = [0, 1, 2].map(|i| if mapped[i].is_empty() { vec![sizes[i]] } else { mapped[i].iter().map(|&(_, p)| p).collect() });
+    let call = IntrinsicCall { name: x.name.clone(), kind, shape: sizes, parts, acc, a, b, lane: None };
     // Replace the statement, then the loops: those of the intrinsic's size
     // go (their one op moves up), longer ones step by it.
     for &op in &s.ops {
         f.remove_op(op);
     }
     f.build_op(Cursor::end(region), OpKind::Intrinsic(Box::new(call)), operands, vec![], span);
-    for (i, lp) in mapped.iter().enumerate() {
-        let Some(lp) = *lp else { continue };
+    for &(lp, part) in mapped.iter().flatten() {
         let extent = for_loop(f, lp).expect("a loop").extent;
-        if extent == sizes[i] {
+        if extent == part {
             let body = f.ops[lp].regions[0];
             let inner = std::mem::take(&mut f.regions[body].ops);
             let parent = f.ops[lp].parent;
@@ -430,10 +449,14 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
                 f.regions[parent].ops.insert(at + k, o);
             }
         } else if let OpKind::For(l) = &mut f.ops[lp].kind {
-            l.extent = extent / sizes[i];
+            l.extent = extent / part;
         }
     }
     Ok(())
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 mod banks;

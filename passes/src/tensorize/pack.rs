@@ -108,16 +108,17 @@ fn plan(f: &Function, ops: &[Op], buffer: Value, operand: usize) -> Option<Plan>
             OpKind::Intrinsic(x) if at == operand && !data.operands[..3].iter().enumerate().any(|(i, &v)| i != operand && v == buffer) => {
                 let k = x.shape[2];
                 let t = if operand == 1 { &x.a } else { &x.b };
-                if x.kind != IntrinsicKind::Dot || k <= 1 || t.steps.iter().any(|s| s.len() != t.indices.len()) {
+                // (A fused mapping's operand is not repacked.)
+                if x.kind != IntrinsicKind::Dot || k <= 1 || x.is_fused() || t.steps.iter().flatten().any(|s| s.len() != t.indices.len()) {
                     return None;
                 }
-                let dk = unit_step_dim(&t.steps[2])?;
+                let dk = unit_step_dim(t.axis_steps(2)?)?;
                 // The lanes operand moves along `m` in another dimension
                 // (the broadcast one does not move along `m`).
-                if operand == 1 && unit_step_dim(&t.steps[0])? == dk {
+                if operand == 1 && unit_step_dim(t.axis_steps(0)?)? == dk {
                     return None;
                 }
-                if t.steps[1].iter().any(|&s| s != 0) || (operand == 2 && t.steps[0].iter().any(|&s| s != 0)) {
+                if t.steps[1].iter().flatten().any(|&s| s != 0) || (operand == 2 && t.steps[0].iter().flatten().any(|&s| s != 0)) {
                     return None;
                 }
                 // A broadcast operand whose `k` elements are already the
@@ -178,12 +179,13 @@ fn apply(f: &mut Function, buffer: Value, plan: &Plan, operand: usize) {
             let a = if operand == 1 { &mut x.a } else { &mut x.b };
             a.indices[dim] = a.indices[dim].exact_quotient(k as i64).expect("checked by plan");
             a.indices.push(AffineExpr::constant(0));
-            for steps in &mut a.steps {
+            for steps in a.steps.iter_mut().flatten() {
                 steps.push(0);
             }
-            // `k` steps the inner part (innermost) instead of `dim`.
-            a.steps[2][dim] = 0;
-            *a.steps[2].last_mut().expect("pushed") = 1;
+            // `k` (one part: `plan` checked) steps the inner part
+            // (innermost) instead of `dim`.
+            a.steps[2][0][dim] = 0;
+            *a.steps[2][0].last_mut().expect("pushed") = 1;
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Differential property test: random basic mappings of random
+//! Differential property test: random mappings, basic and fused, of random
 //! contractions onto the vector intrinsics of the x86 targets, with random
 //! tile sizes, caches and vectors; the interpreter's answer on the
 //! tensorized kernel (each intrinsic with its own rounding) must match the
@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use std::sync::Arc;
 use tilec::pass::{Pass, PassOptions};
 use tilec::target::Target;
-use tilec::target::mapping::{candidates, contraction};
+use tilec::target::mapping::{candidates, contraction, fused_parts};
 
 /// Contractions over extents that the intrinsics' sizes (8, 16 lanes; 1,
 /// 2, 4 products) divide, so that tiles divide them too.
@@ -89,16 +89,18 @@ fn divisors(n: u64) -> Vec<u64> {
 }
 
 /// A random schedule whose every tile divides its axis, the mapped axes'
-/// innermost tiles multiples of the intrinsic's sizes, maybe with caches
-/// (the lanes operand `a`'s more often: `pack` repacks its buffer) and the
-/// `m` axis vectorised at the intrinsic's width.
+/// innermost tiles multiples of the intrinsic's sizes (a fused axis' op
+/// axes any tiles: the verifier turns away those that do not split the
+/// size, and the caller draws again), maybe with caches (the lanes operand
+/// `a`'s more often: `pack` repacks its buffer) and a basic `m` axis
+/// vectorised at the intrinsic's width.
 fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping, ch: &mut Choices) -> Schedule {
     let levels = t.tile_levels.len();
     let mut s = Schedule::new(&t.name);
     let size_on = |a: AxisId| {
-        if mapping.m.contains(&a) {
+        if mapping.m == [a] {
             u64::from(x.m)
-        } else if mapping.k.contains(&a) {
+        } else if mapping.k == [a] {
             u64::from(x.k)
         } else {
             1
@@ -119,7 +121,7 @@ fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target:
             s.cache.push(tilec::ir::schedule::CacheDirective { read: i, read_name: String::new(), level: ch.pick(&["l1", "l2", "l3"]).to_string() });
         }
     }
-    if ch.below(2) == 0 {
+    if mapping.m.len() == 1 && ch.below(2) == 0 {
         s.vector = Some((c.axis(mapping.m[0]).name.clone(), u64::from(x.m)));
     }
     s.unroll = ch.pick(&[0, 8]);
@@ -149,20 +151,23 @@ fn choice_of(m: &Module, cop: Op, c: &Compute, x: &Intrinsic, mapping: &tilec::t
 }
 
 /// What one case did: whether it tensorized (`None`: no offered intrinsic
-/// maps the op, or no schedule was found) and whether it repacked a lanes
-/// operand (a copy with `split`).
-fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
+/// maps the op, or no schedule was found), and how ([`Case`]).
+fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<Case>, TestCaseError> {
     let t = &targets()[which];
     let (mut m, cop, c, con) = parsed(CONTRACTIONS[op]);
     let mut ch = Choices::new(seed);
-    // An offered intrinsic with a basic mapping of this op.
-    let options: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> = t
-        .offered_intrinsics()
-        .filter(|x| x.is_vector())
-        .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
-        // Tiles divide the axes: the intrinsic's sizes must divide the mapped ones.
-        .filter(|(x, mp)| mp.m.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.m))) && mp.k.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(x.k))))
-        .collect();
+    // An offered intrinsic with a mapping of this op, basic or fused (each
+    // drawn as often as the other, where there are both).
+    let fits = |x: &Intrinsic, mp: &tilec::target::mapping::Mapping| {
+        // Tiles divide the axes: the mapped axes' extents must split the
+        // intrinsic's sizes.
+        let split = |axes: &[AxisId], size: u32| fused_parts(&axes.iter().map(|&a| c.axis(a).extent).collect::<Vec<_>>(), u64::from(size)).is_some();
+        (mp.m.is_empty() || split(&mp.m, x.m)) && (mp.k.is_empty() || split(&mp.k, x.k))
+    };
+    let all: Vec<(&Intrinsic, tilec::target::mapping::Mapping)> =
+        t.offered_intrinsics().filter(|x| x.is_vector()).flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().map(move |mp| (x, mp))).filter(|(x, mp)| fits(x, mp)).collect();
+    let (basic, fused): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, mp)| mp.is_basic());
+    let options = if fused.is_empty() || !basic.is_empty() && ch.below(2) == 0 { basic } else { fused };
     if options.is_empty() {
         return Ok(None);
     }
@@ -172,9 +177,13 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, Te
     let mut tries = 0;
     loop {
         let s = schedule_for(&c, t, x, &mapping, &mut ch);
+        // (The pass is given the mapping, not the schedule: the verifier's
+        // rule for a fused axis' tiles is checked here.)
+        let innermost = |axes: &[AxisId]| axes.iter().map(|&a| s.tiles_of(&c.axis(a).name).and_then(|t| t.last().copied()).unwrap_or(c.axis(a).extent)).collect::<Vec<u64>>();
+        let split = fused_parts(&innermost(&mapping.m), u64::from(x.m)).is_some() && fused_parts(&innermost(&mapping.k), u64::from(x.k)).is_some();
         set_schedule(&mut m, s);
         name_reads(&mut m);
-        if !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
+        if split && !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
             break;
         }
         tries += 1;
@@ -188,7 +197,18 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<bool>, Te
     let after = check_equivalent(&m, t, &mut refs, seed);
     let g = &after.funcs[0];
     prop_assert!(g.walk().into_iter().any(|o| matches!(g.ops[o].kind, OpKind::Intrinsic(_))), "no intrinsic in\n{}", tilec::syntax::print_module(&after));
-    Ok(Some(g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Copy(c) if c.split.is_some()))))
+    let packed = g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Copy(c) if c.split.is_some()));
+    let fused = g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.is_fused()));
+    Ok(Some(Case { packed, fused }))
+}
+
+/// What a tensorized case did.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    /// A lanes operand was repacked (a copy with `split`).
+    packed: bool,
+    /// An intrinsic has a fused axis (several parts).
+    fused: bool,
 }
 
 proptest! {
@@ -210,7 +230,7 @@ fn packing_is_exercised() {
     for seed in 0..24u64 {
         for (op, which) in [(1, 1), (2, 2), (4, 1), (5, 1)] {
             match tensorize_case(op, which, seed) {
-                Ok(Some(p)) => {
+                Ok(Some(Case { packed: p, .. })) => {
                     tensorized += 1;
                     packed += u32::from(p);
                     conv_packed += u32::from(p && op == 5);
@@ -222,6 +242,27 @@ fn packing_is_exercised() {
     }
     assert!(packed * 5 >= tensorized, "{packed} of {tensorized} tensorized dot kernels repacked");
     assert!(conv_packed > 0, "no convolution repacked ({packed} of {tensorized} kernels)");
+}
+
+/// The convolutions (f32, and int8 with VNNI) over fixed seeds: some cases
+/// must tensorize with a fused axis (lanes over `oh · ow`, or `dot` groups
+/// over `c · s`), so the property test above covers fused mappings.
+#[test]
+fn fused_mappings_are_exercised() {
+    let (mut tensorized, mut fused) = (0, 0);
+    for seed in 0..24u64 {
+        for (op, which) in [(3, 0), (3, 1), (5, 1)] {
+            match tensorize_case(op, which, seed) {
+                Ok(Some(case)) => {
+                    tensorized += 1;
+                    fused += u32::from(case.fused);
+                }
+                Ok(None) => {}
+                Err(e) => panic!("op {op}, target {which}, seed {seed}: {e}"),
+            }
+        }
+    }
+    assert!(fused * 5 >= tensorized, "{fused} of {tensorized} tensorized convolutions fused");
 }
 
 /// Contractions for warp intrinsics (`mma.sync` on sm80): f16 into f32 and

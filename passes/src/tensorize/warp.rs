@@ -57,7 +57,7 @@ fn unit_dim(steps: &[i64]) -> Option<usize> {
 /// different ones), if they are.
 fn acc_dims(f: &Function, call: Op) -> Option<(usize, usize)> {
     let OpKind::Intrinsic(x) = &f.ops[call].kind else { return None };
-    let (dm, dn) = (unit_dim(&x.acc.steps[0])?, unit_dim(&x.acc.steps[1])?);
+    let (dm, dn) = (unit_dim(x.acc.axis_steps(0)?)?, unit_dim(x.acc.axis_steps(1)?)?);
     (dm != dn).then_some((dm, dn))
 }
 
@@ -240,7 +240,7 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
         for (tile, indices) in y.tiles_mut().into_iter().zip(packed) {
             tile.indices = indices;
         }
-        y.acc.steps = steps;
+        y.acc.steps = steps.map(|s| vec![s]);
         f.ops[o].operands = operands;
         f.ops[o].kind = OpKind::Intrinsic(Box::new(y));
     }

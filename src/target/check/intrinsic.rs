@@ -96,9 +96,7 @@ impl<'a> IntrinsicCheck<'a> {
             self.not_a_candidate(x, &con, &chosen, &candidates);
             return;
         }
-        if chosen.is_basic() {
-            self.tiles_fit(s, x, &chosen);
-        }
+        self.tiles_fit(s, x, &chosen);
         self.vector_lanes(s, x, &chosen);
     }
 
@@ -236,15 +234,21 @@ impl<'a> IntrinsicCheck<'a> {
         None
     }
 
-    /// Basic mappings: the innermost tile of each mapped axis, per virtual
-    /// thread, is whole intrinsic tiles along its intrinsic axis.
+    /// The innermost tile of each mapped axis, per virtual thread, is whole
+    /// intrinsic tiles along its intrinsic axis (basic mappings), or the
+    /// tiles of fused axes split its size ([`Self::fused_tiles_fit`]).
     fn tiles_fit(&mut self, s: &Schedule, x: &Intrinsic, chosen: &Mapping) {
         for ax in IntrinsicAxis::ALL {
             let size = u64::from(ax.size(x));
-            let [id] = chosen.axes(ax) else { continue };
             if size <= 1 {
                 continue;
             }
+            let fused = chosen.axes(ax);
+            if fused.len() > 1 {
+                self.fused_tiles_fit(s, x, ax, fused);
+                continue;
+            }
+            let [id] = fused else { continue };
             let decl = self.c.axis(*id);
             let name = decl.name.as_str();
             let tiled = s.tiles_of(name).and_then(|t| t.last().copied());
@@ -274,6 +278,45 @@ impl<'a> IntrinsicCheck<'a> {
                 });
             self.error(d);
         }
+    }
+
+    /// Fused mappings: the innermost tiles of the op axes on `ax`, per
+    /// virtual thread, split its size as `tensorize` splits it
+    /// ([`crate::target::mapping::fused_parts`]): the outermost op axis'
+    /// tile holds what the inner ones leave.
+    fn fused_tiles_fit(&mut self, s: &Schedule, x: &Intrinsic, ax: IntrinsicAxis, fused: &[AxisId]) {
+        let size = u64::from(ax.size(x));
+        let per_thread: Vec<u64> = fused
+            .iter()
+            .map(|&id| {
+                let decl = self.c.axis(id);
+                s.tiles_of(&decl.name).and_then(|t| t.last().copied()).unwrap_or(decl.extent) / s.vthreads_of(&decl.name).max(1)
+            })
+            .collect();
+        if crate::target::mapping::fused_parts(&per_thread, size).is_some() {
+            return;
+        }
+        let gcd = |mut a: u64, mut b: u64| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        let left = per_thread[1..].iter().rev().fold(size, |r, &e| r / gcd(e, r));
+        let decl = self.c.axis(fused[0]);
+        let names: Vec<String> = fused.iter().map(|&id| format!("`{}`", self.c.axis(id).name)).collect();
+        let d = Diagnostic::error(format!(
+            "the innermost tile of `{}` (per virtual thread), {}, is not a multiple of {left}, what the inner axes leave of `{}`'s `{}` size {size}",
+            decl.name,
+            per_thread[0],
+            x.name,
+            ax.name()
+        ))
+        .at(self.span, "tiles do not fit the intrinsic")
+        .with_secondary(decl.span, "axis declared here")
+        .with_note(format!("{} are fused onto `{}`: each inner axis takes what of the size its innermost tile divides, the outermost the rest", names.join(", "), ax.name()))
+        .with_help(format!("use an innermost tile of `{}` that is a multiple of {left}", decl.name));
+        self.error(d);
     }
 
     /// A `vector` entry on a mapped axis: only the `m` axis of a vector
