@@ -325,8 +325,10 @@ impl Problem {
     /// broadcasts that feed a single FMA).
     pub fn register_tile(&self, cfg: &Config) -> (f64, f64, f64) {
         let inner = self.levels - 1;
-        let w = self.vector_width(cfg).max(1);
+        let w = self.register_lanes(cfg).max(1);
         let lane_axis = self.lane_axis(cfg);
+        // A fused `m`'s op axes: the lanes of each register, gathered.
+        let fused_lanes = self.intrinsic_of(cfg).map(|x| x.lane_axes()).unwrap_or_default();
         let points: u64 = self.axes.iter().enumerate().filter(|&(i, a)| a.spatial || Some(i) == lane_axis).map(|(i, _)| self.range_of(cfg, i, inner)).product();
         let acc = points.div_ceil(w) as f64;
         let t = |id: AxisId| {
@@ -342,7 +344,7 @@ impl Problem {
         // beside 12 accumulators and a row of the input, 17 of 16, and two
         // accumulators went to the stack every step: 9.6 ms against 5.6
         // for 8 accumulators.)
-        let outer = cfg.order.iter().copied().find(|&a| self.axes[a].spatial && Some(a) != cfg.vector && self.range_of(cfg, a, inner) > 1).filter(|_| lane_axis.is_none());
+        let outer = cfg.order.iter().copied().find(|&a| self.axes[a].spatial && Some(a) != cfg.vector && !fused_lanes.contains(&a) && self.range_of(cfg, a, inner) > 1).filter(|_| lane_axis.is_none());
         let (mut loads, mut vector_loads) = (0.0, 0.0);
         // The body's reads feed each reduction step; an epilogue's are read
         // once per output element, after the reduction, like the output is
@@ -352,7 +354,7 @@ impl Problem {
         for (r, read) in self.compute.reads.iter().enumerate() {
             let elems = (self.read_bytes(r, &t) / self.info.reads[r].tensor.elem.size_bytes().max(1)).max(1);
             let packed = cfg.pack_level(r).map(|_| self.packed_strides());
-            let contiguous = w > 1 && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, AxisId::new(v), packed.as_ref()));
+            let contiguous = w > 1 && fused_lanes.is_empty() && cfg.vector.is_some_and(|v| Self::walks_contiguously(&read.indices, AxisId::new(v), packed.as_ref()));
             // Guarded loads are scalar for a padded read that no packed
             // copy (which holds the padding) stands in for, unless its
             // lanes walk only dimensions they never leave (a pooling's
@@ -378,7 +380,7 @@ impl Problem {
                 }
                 continue;
             }
-            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v))));
+            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(AxisId::new(a))));
             if w > 1 && uses_vector {
                 // Lanes gathered one element at a time.
                 loads += elems as f64 * self.target.model.gather_load_cost;
@@ -569,11 +571,14 @@ impl Problem {
             // unpacked lanes operand's `m × k`; an unpacked broadcast
             // operand's `k` where they are not consecutive in its source
             // (a convolution's input channels, a plane apart).
+            // A fused mapping's operands are not repacked (`tensorize`
+            // packs basic ones): its lanes operand is gathered, and a
+            // fused `k`'s broadcast elements are not consecutive.
             let mut gathered = 0.0;
-            if cfg.pack_level(x.mapping.a).is_none() {
+            if cfg.pack_level(x.mapping.a).is_none() || x.fused_lanes() || x.fused_k() {
                 gathered += f64::from(x.intrinsic.m * x.intrinsic.k);
             }
-            let k_axis = x.mapping.k.first().copied();
+            let k_axis = x.mapping.k.first().copied().filter(|_| !x.fused_k());
             let b_consecutive = self.compute.all_reads().nth(x.mapping.b).zip(k_axis).is_some_and(|((_, read), k)| Self::walks_contiguously(&read.indices, k, None));
             if cfg.pack_level(x.mapping.b).is_none() && !b_consecutive {
                 gathered += f64::from(x.intrinsic.k);

@@ -73,28 +73,78 @@ impl Config {
     }
 }
 
-/// One intrinsic option of an op: a vector intrinsic the target offers
-/// and a basic mapping of the op onto it whose mapped axes' extents are
-/// whole intrinsic tiles (docs/search.md, "Tensor intrinsics in the
-/// space").
+/// One intrinsic option of an op: an intrinsic the target offers and a
+/// mapping of the op onto it whose mapped axes' extents split the
+/// intrinsic's sizes (docs/search.md, "Tensor intrinsics in the space").
 #[derive(Clone, Debug, PartialEq)]
 pub struct IntrinsicOption {
     /// The intrinsic (a copy of the target's entry).
     pub intrinsic: Intrinsic,
     pub mapping: Mapping,
+    /// Per op axis, its part of the intrinsic axis it is mapped onto (the
+    /// whole size for a basic mapping, [`mapping::fused_parts`] of the op's
+    /// extents for a fused one; 1 for an axis the mapping leaves out).
+    parts: Vec<u64>,
 }
 
 impl IntrinsicOption {
-    /// The intrinsic's size along the intrinsic axis op axis `a` is mapped
-    /// onto (1 for an axis the mapping leaves out).
+    /// The option of `mapping` onto `x` for op `c`, if the mapped extents
+    /// split the intrinsic's sizes, and for a fused mapping every op axis
+    /// of a fused intrinsic axis gets a part of more than one point (else
+    /// it is a basic mapping's, listed once as that).
+    pub fn new(c: &Compute, x: &Intrinsic, mapping: Mapping) -> Option<IntrinsicOption> {
+        let mut parts = vec![1; c.axes.len()];
+        for ax in IntrinsicAxis::ALL {
+            let axes = mapping.axes(ax);
+            if axes.is_empty() {
+                if ax.size(x) > 1 {
+                    return None;
+                }
+                continue;
+            }
+            let extents: Vec<u64> = axes.iter().map(|&a| c.axis(a).extent).collect();
+            let split = mapping::fused_parts(&extents, u64::from(ax.size(x)))?;
+            if axes.len() > 1 && split.contains(&1) {
+                return None;
+            }
+            for (&a, p) in axes.iter().zip(split) {
+                parts[a.index()] = p;
+            }
+        }
+        Some(IntrinsicOption { intrinsic: x.clone(), mapping, parts })
+    }
+
+    /// The part of the intrinsic axis op axis `a` is mapped onto that it
+    /// covers (1 for an axis the mapping leaves out): its innermost tile
+    /// is a multiple of it.
     pub fn size_of(&self, a: usize) -> u64 {
-        IntrinsicAxis::ALL.into_iter().find(|&ax| self.mapping.axes(ax).iter().any(|id| id.index() == a)).map_or(1, |ax| u64::from(ax.size(&self.intrinsic)))
+        self.parts.get(a).copied().unwrap_or(1)
     }
 
     /// The op axis on the intrinsic's `m` (the lanes of a vector
-    /// intrinsic).
+    /// intrinsic), where one is (`None` for a fused `m`).
     pub fn m_axis(&self) -> Option<usize> {
-        self.mapping.m.first().map(|id| id.index())
+        match self.mapping.m.as_slice() {
+            [one] => Some(one.index()),
+            _ => None,
+        }
+    }
+
+    /// A vector intrinsic whose lanes run over several op axes (a fused
+    /// `m`): no vector loop makes them; `tensorize` does, from the point
+    /// loops, and their operands are gathered lane by lane.
+    pub fn fused_lanes(&self) -> bool {
+        !self.is_warp() && self.mapping.m.len() > 1
+    }
+
+    /// The op axes of a fused `m` (empty otherwise).
+    pub fn lane_axes(&self) -> Vec<usize> {
+        if self.fused_lanes() { self.mapping.m.iter().map(|a| a.index()).collect() } else { Vec::new() }
+    }
+
+    /// Several op axes on the intrinsic's `k`.
+    pub fn fused_k(&self) -> bool {
+        self.mapping.k.len() > 1
     }
 
     /// A `dot` intrinsic: `k` multiply-adds per lane per instruction.
@@ -112,20 +162,19 @@ impl IntrinsicOption {
 /// `target`, in a fixed order: the target's offered intrinsics that
 /// `tensorize` rewrites and code generation compiles
 /// ([`crate::tensorize::rewrites`]: vector ones on CPUs, m16n8 `mma` of
-/// f16, bf16 and i8 on GPUs) in file order, each with its basic mapping candidates
-/// in their order ([`mapping::candidates`]), keeping those whose mapped
-/// axes' extents are multiples of the intrinsic's sizes.
+/// f16, bf16 and i8 on GPUs) in file order, each with its mapping
+/// candidates in their order ([`mapping::candidates`]: basic ones, then,
+/// for vector intrinsics, fused ones), keeping those whose mapped axes'
+/// extents split the intrinsic's sizes ([`IntrinsicOption::new`]).
 fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<IntrinsicOption> {
     let Ok(con) = mapping::contraction(f, op) else { return Vec::new() };
     let mut out = Vec::new();
     for x in target.offered_intrinsics().filter(|x| crate::tensorize::rewrites(x)) {
         let Ok(maps) = mapping::candidates(c, &con, x) else { continue };
-        for m in maps.into_iter().filter(Mapping::is_basic) {
-            let fits = IntrinsicAxis::ALL.into_iter().all(|ax| m.fused_extent(c, ax).is_multiple_of(u64::from(ax.size(x))));
-            if fits {
-                out.push(IntrinsicOption { intrinsic: x.clone(), mapping: m });
-            }
-        }
+        // (`tensorize` rewrites fused mappings of vector intrinsics only.)
+        let (basic, fused): (Vec<Mapping>, Vec<Mapping>) = maps.into_iter().partition(Mapping::is_basic);
+        let fused = if x.is_vector() { fused } else { Vec::new() };
+        out.extend(basic.into_iter().chain(fused).filter_map(|m| IntrinsicOption::new(c, x, m)));
     }
     out
 }
@@ -500,6 +549,8 @@ impl Problem {
         // `tensorize` turns a packed copy into VNNI's layout, and the model
         // charges an unpacked one a gather per instruction.
         if x.is_dot()
+            && !x.fused_lanes()
+            && !x.fused_k()
             && self.packable.contains(&x.mapping.a)
             && let Some(&l) = self.pack_levels.first()
         {
@@ -1040,8 +1091,9 @@ impl Problem {
     /// `tensorize` rewrites them: no partial tiles (every size divides the
     /// extent and the size above it, so no guard lands inside the
     /// tensorized nest), each mapped axis' innermost tile per virtual
-    /// thread whole intrinsic tiles, and the vector on the `m` axis as
-    /// wide as the intrinsic's lanes.
+    /// thread whole intrinsic tiles (a fused axis' tiles split into the
+    /// option's parts), and the vector on the `m` axis as wide as the
+    /// intrinsic's lanes (none for a fused `m`).
     pub fn fits_intrinsic(&self, cfg: &Config) -> bool {
         let Some(i) = cfg.intrinsic else { return true };
         let Some(x) = self.intrinsics.get(i) else { return false };
@@ -1056,7 +1108,34 @@ impl Problem {
             // loops to make warps of.
             return nested && whole && cfg.vector.is_none() && cfg.vthreads.iter().all(|&v| v <= 1) && self.tiles_per_block(cfg) > 1;
         }
+        if x.mapping.m.len() > 1 || x.fused_k() {
+            // A fused axis: its op axes' innermost tiles (per virtual
+            // thread) split it into the option's parts, as `tensorize`
+            // splits it (an inner axis' tile that took more would make
+            // another mapping than the one the model sees); a fused `m`
+            // has no vector loop.
+            let split_as_planned = [&x.mapping.m, &x.mapping.k].into_iter().zip([x.intrinsic.m, x.intrinsic.k]).all(|(axes, size)| {
+                let tiles: Vec<u64> = axes.iter().map(|&a| cfg.tiles[a.index()][self.levels - 1] / cfg.vthreads[a.index()].max(1)).collect();
+                axes.is_empty() || mapping::fused_parts(&tiles, u64::from(size)).is_some_and(|p| axes.iter().zip(p).all(|(&a, p)| p == x.size_of(a.index())))
+            });
+            if !split_as_planned {
+                return false;
+            }
+        }
+        if x.fused_lanes() {
+            return nested && whole && cfg.vector.is_none();
+        }
         nested && whole && cfg.vector == x.m_axis() && self.vector_width(cfg) == u64::from(x.intrinsic.m)
+    }
+
+    /// The lanes a register of `cfg`'s register tile holds: the vector
+    /// width, or a vector intrinsic's lanes where they run over several op
+    /// axes (a fused `m`, which has no vector loop).
+    pub fn register_lanes(&self, cfg: &Config) -> u64 {
+        match self.intrinsic_of(cfg) {
+            Some(x) if x.fused_lanes() => u64::from(x.intrinsic.m),
+            _ => self.vector_width(cfg),
+        }
     }
 
     /// `cfg`'s vector axis when it is a reduction axis with a vector width.

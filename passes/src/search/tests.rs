@@ -1209,6 +1209,57 @@ fn the_intrinsic_options_of_an_op_are_its_offered_vector_intrinsics_and_basic_ma
     assert!(Problem::new(f, op, tilec::target::builtin("x86-avx512").unwrap(), 16).unwrap().intrinsics.is_empty());
 }
 
+/// An int8 convolution's options: `vpdpbusd.zmm` with the lanes on `f`
+/// (basic) and on `oh · ow` (fused: 28 × 28 splits 16 lanes 4 × 4); the
+/// fused option's parts size its tiles, its point has no vector and
+/// verifies, its schedule names both axes and `tensorize` compiles it
+/// with 4 × 4 parts; tiles that split the lanes otherwise (`ow` taking 8)
+/// are not its points; the model charges its gathered lanes, so the same
+/// tiles are predicted slower than with the lanes on `f`.
+#[test]
+fn a_fused_mapping_is_an_option_whose_tiles_split_the_lanes() {
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/workloads/conv2d_int8_resnet50_r5.tile")).unwrap();
+    let (m, p) = problem_with_intrinsics(&src, "x86-avx512");
+    let names = option_names(&p);
+    let fused = names.iter().position(|n| n.contains("m=[oh, ow]")).unwrap_or_else(|| panic!("{names:?}"));
+    let basic = names.iter().position(|n| n.contains("m=[f]")).unwrap_or_else(|| panic!("{names:?}"));
+    let x = &p.intrinsics[fused];
+    let axis = |name: &str| p.compute.axes.iter().position(|a| a.name == name).unwrap();
+    let (f, oh, ow, c) = (axis("f"), axis("oh"), axis("ow"), axis("c"));
+    assert_eq!((x.size_of(oh), x.size_of(ow), x.size_of(c), x.size_of(f)), (4, 4, 4, 1));
+    assert!(x.fused_lanes() && x.m_axis().is_none());
+    let start = p.start(Some(fused));
+    assert_eq!(start.vector, None);
+    assert!(p.fits_intrinsic(&start));
+    assert_eq!(p.register_lanes(&start), 16);
+    let mut wider = start.clone();
+    let last = p.levels - 1;
+    for l in 0..p.levels {
+        wider.tiles[ow][l] = 8;
+        wider.tiles[oh][l] = if l == last { 2 } else { 4 };
+    }
+    assert!(!p.fits_intrinsic(&wider), "ow's 8 would take 8 of the lanes, not the option's 4");
+    let s = p.schedule(&start);
+    let knob = s.intrinsic.as_ref().expect("a knob");
+    assert_eq!(knob.m, ["oh", "ow"]);
+    let mut scheduled = m.clone();
+    crate::testing::set_schedule(&mut scheduled, s.clone());
+    let v = tilec::verify::verify_module_with(&scheduled, Some(&p.target));
+    assert!(!v.has_errors(), "{v:?}");
+    // The same register tile (16 f × 4 oh × 4 ow, 16 accumulators) with
+    // the lanes on f, vectorised, the weights packed as a dot option starts.
+    let mut fused_tile = start.clone();
+    let mut along_f = p.start(Some(basic));
+    along_f.tiles.clone_from(&start.tiles);
+    for l in 0..p.levels {
+        fused_tile.tiles[f][l] = 16;
+        along_f.tiles[f][l] = 16;
+    }
+    assert!(p.valid(&along_f) && p.valid(&fused_tile), "{along_f:?} {fused_tile:?}");
+    assert_eq!(p.register_tile(&fused_tile).0, p.register_tile(&along_f).0);
+    assert!(p.predict(&fused_tile) > p.predict(&along_f), "fused {} against basic {}", p.predict(&fused_tile), p.predict(&along_f));
+}
+
 /// A point of a GEMM with intrinsic choice `option`: `tiles[level]` the
 /// sizes of `(i, j, k)` at `core`, `l2`, `l1`.
 fn vnni_point(p: &Problem, option: Option<usize>, tiles: [[u64; 3]; 3]) -> Config {

@@ -12,7 +12,10 @@
 //!    axis mapped onto it (its `vector` loop if `vectorize` made one, else
 //!    its `point` loop) must run a multiple of `S` times. A loop of exactly
 //!    `S` iterations becomes the intrinsic's axis; a longer one keeps
-//!    `extent / S` iterations, each covering `S` points of the axis.
+//!    `extent / S` iterations, each covering `S` points of the axis. A
+//!    fused axis (several op axes) splits `S` into parts, one per op axis
+//!    (`tilec::target::mapping::fused_parts`), each loop treated so with its
+//!    part.
 //! 3. The loops from the outermost of those down to the statement must
 //!    nest perfectly (each holds only the next), so moving the intrinsic's
 //!    parts of them innermost keeps every output's sum in its order.
@@ -48,12 +51,17 @@ m16n8kK) make each thread-level tile a warp's: the thread's body runs in two
 the lane's fragments (`[M/16][2][N/8][2]`), the loops over the accumulator's
 rows and columns elsewhere (the fold into the output) run over the lane's own,
 and each intrinsic names its lane (`lane(%g, %t)`); run it after `bind`.
-Fused mappings (several op axes on one intrinsic axis) and `wmma` are not
-rewritten yet. A `dot` intrinsic's
+A fused mapping (several op axes on one intrinsic axis, `m = [oh, ow]`; vector
+intrinsics only) splits the intrinsic's axis into parts, one per op axis: each
+inner one takes what of the size its innermost loop divides, innermost first,
+the outermost the rest (a multiple of it must remain in its loop); the
+intrinsic then steps each part on its own (`[4 * 4, 1, 1]`, `m0`, `m1`). `wmma`
+is not rewritten yet. A `dot` intrinsic's
 `a` operand staged by `cache` in a local buffer that only the intrinsics
 read is then repacked in VNNI's layout, `[K/k][M][k]` (the copy gets `split
 [dk, k] permute [...]`), so that each lane's `k` elements and the lanes
-follow each other and code generation loads them as one vector.",
+follow each other and code generation loads them as one vector (not for a
+fused mapping, whose operands are gathered lane by lane).",
     options: &[
         OptionDecl { name: "intrinsic", kind: OptionKind::Str, default: "", help: "the intrinsic (empty: each kernel's schedule)" },
         OptionDecl { name: "a", kind: OptionKind::Str, default: "", help: "with `intrinsic`: the read that plays `a`" },
