@@ -18,6 +18,14 @@ each, with its "workload".
 Thread counts come from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (set by
 tilec-bench) and --threads (onnxruntime's intra-op threads).
 
+With --tilec-lib LIB (one thread; `tilec-bench --in-turns`), the kernels
+of LIB (a library of `tilec --emit=lib`, or tilec-bench's, with its call
+metadata LIB.json) are timed too, in turns with the baseline: one call of
+each, alternately (every other round in reverse order), in this process.
+A shared machine's slow phases last seconds and would otherwise fall on
+one side's runs; the JSON then also has "tilec_median_s" and
+"tilec_min_s".
+
 onnxruntime gets the weights as initializers (constants), as in a real
 model: it then prepacks them once, at session creation, into the blocked
 layouts its kernels use (NCHWc filters), which it cannot do for weights
@@ -38,6 +46,31 @@ import time
 RUNS = 30
 WARMUP_CALLS = 5
 WARMUP_SECONDS = 0.2
+
+
+# The tuned kernels of --tilec-lib: one call of them, timed in turns with
+# the baseline (`measured`).
+TILEC_CALL = None
+
+
+def measured(library, fn):
+    """The baseline `fn`'s figures: its median alone, or with --tilec-lib
+    in turns with tilec's kernels (both warmed up as `median_time` warms
+    one up, then RUNS rounds of one call each)."""
+    if TILEC_CALL is None:
+        return {"library": library, "median_s": median_time(fn)}
+    from interleave import time_in_turns
+
+    entries = [("baseline", fn), ("tilec", TILEC_CALL)]
+    start = time.perf_counter()
+    calls = 0
+    while calls < WARMUP_CALLS or time.perf_counter() - start < WARMUP_SECONDS:
+        for _, call in entries:
+            call()
+        calls += 1
+    times = time_in_turns(entries, RUNS, 0)
+    middle = lambda ts: sorted(ts)[len(ts) // 2]
+    return {"library": library, "median_s": middle(times["baseline"]), "tilec_median_s": middle(times["tilec"]), "tilec_min_s": min(times["tilec"])}
 
 
 def median_time(fn):
@@ -91,7 +124,7 @@ def numpy_case(header):
     # No CPU library here multiplies bf16: a bf16 GEMM is set beside the
     # f32 one, and the label says so.
     f32 = " f32 (no bf16 GEMM here)" if "bf16 x bf16" in header else ""
-    return {"library": blas_name(np) + f32, "median_s": median_time(fn)}
+    return measured(blas_name(np) + f32, fn)
 
 
 def onnx_case(header, threads):
@@ -140,7 +173,7 @@ def onnx_timed(node, inputs, output_type, feeds, constants, threads, library):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return {"library": library, "median_s": median_time(lambda: session.run(None, feeds))}
+    return measured(library, lambda: session.run(None, feeds))
 
 
 def onnx_int8_case(header, threads):
@@ -303,7 +336,26 @@ def main():
     parser.add_argument("workload", nargs="+")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--tilec-lib", metavar="LIB", help="also time this library's kernels, in turns with the baseline (one thread)")
     args = parser.parse_args()
+    if args.tilec_lib:
+        if args.threads != 1 or args.device != "cpu" or len(args.workload) != 1:
+            parser.error("--tilec-lib times one workload on one CPU thread")
+        from interleave import kernel_call
+        from kernel_lib import run_on_kernel_stack
+
+        def in_turns():
+            # The kernels (and their prepack kernels, run once here) need
+            # the kernel thread's stack.
+            global TILEC_CALL
+            TILEC_CALL = kernel_call(args.tilec_lib)
+            report(args)
+
+        return run_on_kernel_stack(in_turns)
+    report(args)
+
+
+def report(args):
     for workload in args.workload:
         result = baseline(workload, args.threads, args.device)
         if len(args.workload) > 1:

@@ -6,7 +6,9 @@
 # the hand-written GEMM 1024 example for reference; each run's measured
 # peak. The convolutions run with `--weights` (their weights are a
 # network's, laid out once, as onnxruntime gets them: initializers it
-# prepacks); the GEMMs' B stays an input, as numpy's is. Writes
+# prepacks); the GEMMs' B stays an input, as numpy's is. On one thread
+# each workload's kernels and its baseline are timed in turns (five rounds
+# of 30 calls of each, alternately: tilec-bench --in-turns). Writes
 # benchmarks/results/<date>-{1t,Nt,weights-1t,weights-Nt,hand-1t,hand-Nt}.json,
 # prints the Markdown table and draws docs/performance.svg.
 # With --tvm (first), also the GEMMs and convolutions against TVM's
@@ -44,14 +46,20 @@ cores=$(nproc)
 out=benchmarks/results/$(date +%F)
 runs=()
 for t in 1 "$cores"; do
+  # On one thread tilec's kernels and the baseline are timed in turns, one
+  # call of each alternately in one process (--in-turns), so that a slow
+  # phase of the machine falls on both; with more threads, in alternating
+  # rounds of runs.
+  turns=()
+  [ "$t" -eq 1 ] && turns=(--in-turns --rounds 5)
   echo "==> $t thread(s): markov, 8 candidates measured per workload, beside numpy/onnxruntime" >&2
   "$bin/tilec-bench" --peak --threads="$t" --strategy=markov --search-options="measure-top-k=8" \
-      --baseline --repeat 10 --warmup 2 --json "$@" "${files[@]}" > "$out-${t}t.json"
+      --baseline "${turns[@]}" --repeat 10 --warmup 2 --json "$@" "${files[@]}" > "$out-${t}t.json"
   echo "==> $t thread(s): the convolutions, their weights as weights (--weights), beside onnxruntime" >&2
   "$bin/tilec-bench" --peak --threads="$t" --strategy=markov --search-options="measure-top-k=8" \
-      --baseline --repeat 10 --warmup 2 --weights --json "$@" "${conv_files[@]}" > "$out-weights-${t}t.json"
+      --baseline "${turns[@]}" --repeat 10 --warmup 2 --weights --json "$@" "${conv_files[@]}" > "$out-weights-${t}t.json"
   echo "==> $t thread(s): the hand-written schedule of $hand" >&2
-  "$bin/tilec-bench" --peak --threads="$t" --strategy=plain --baseline --repeat 10 --warmup 2 --json "$@" "$hand" > "$out-hand-${t}t.json"
+  "$bin/tilec-bench" --peak --threads="$t" --strategy=plain --baseline "${turns[@]}" --repeat 10 --warmup 2 --json "$@" "$hand" > "$out-hand-${t}t.json"
   runs+=(--from "$out-${t}t.json" --from "$out-weights-${t}t.json" --from "$out-hand-${t}t.json")
   [ "$cores" -gt 1 ] || break
 done

@@ -188,9 +188,17 @@ pub fn emit_stage(m: &Module, t: &Target, stage: Stage) -> Result<(Artifact, Opt
 /// how to call the kernels of a CPU object (docs/codegen.md, "The C ABI");
 /// a prepack kernel also has `"prepack": true`.
 fn cpu_metadata(l: &Lowered, t: &Target) -> String {
-    let mut s = format!("{{\n  \"target\": \"{}\",\n  \"kernels\": [", t.name);
+    cpu_library_metadata(&t.name, l.functions.iter().map(|(func, kernels, plan)| (func.as_str(), kernels.as_slice(), plan)))
+}
+
+/// [`cpu_metadata`] of the kernels and host plans of `functions` (name,
+/// kernels, plan), compiled for target `target`: the `LIB.json` that
+/// `tilec --emit=lib` writes beside a library, for the benchmark scripts
+/// that call its kernels (`benchmarks/kernel_lib.py`).
+pub fn cpu_library_metadata<'a>(target: &str, functions: impl IntoIterator<Item = (&'a str, &'a [KernelAbi], &'a HostPlan)>) -> String {
+    let mut s = format!("{{\n  \"target\": \"{target}\",\n  \"kernels\": [");
     let mut first = true;
-    for (func, kernels, plan) in &l.functions {
+    for (func, kernels, plan) in functions {
         for k in kernels {
             if !first {
                 s.push(',');

@@ -83,6 +83,15 @@ struct Cli {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
 
+    /// With `--baseline` (the libraries) on one thread: time tilec's kernels
+    /// and the baseline in turns, one call of each alternately in the
+    /// baseline's process (`benchmarks/baseline.py --tilec-lib`), `--rounds`
+    /// times; the figures are then the medians of those rounds' medians.
+    /// Blocks of runs on each side leave a machine's slow phases (seconds
+    /// long) on one side's runs; turns give both sides the same ones.
+    #[arg(long = "in-turns")]
+    in_turns: bool,
+
     /// Skip the comparison with the interpreter.
     #[arg(long = "no-check")]
     no_check: bool,
@@ -269,6 +278,8 @@ struct Measured {
     /// The element types the heaviest op multiplies: which peak the row is
     /// held to.
     product_types: Option<(ElemType, ElemType)>,
+    /// Timed in turns with the baseline (`--in-turns`), every round.
+    in_turns: bool,
 }
 
 /// Bytes of `f`'s tensor inputs and results.
@@ -391,6 +402,13 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let compiled = tilec_codegen::compile_function_cpu(f, &tilec_codegen::driver::llvm_target_of(target)).map_err(|e| e.0)?;
     let so = tilec_codegen::link_shared(&compiled.artifacts.object, dir, &f.name).map_err(|e| e.0)?;
     let program = tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone())?;
+    // The call metadata beside the library, for the baseline script's
+    // calls of it (`--in-turns`).
+    let in_turns = cli.in_turns.then(|| PathBuf::from(format!("{}.json", so.display())));
+    if let Some(meta) = &in_turns {
+        let text = tilec_codegen::driver::cpu_library_metadata(&target.name, [(f.name.as_str(), compiled.kernels.as_slice(), &compiled.plan)]);
+        std::fs::write(meta, text).map_err(|e| format!("cannot write `{}`: {e}", meta.display()))?;
+    }
     let compile_s = start.elapsed().as_secs_f64();
 
     let inputs: Vec<Tensor> = original
@@ -407,6 +425,25 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let mut results = Vec::new();
     let mut baseline_rounds: Option<Result<(BaselineRun, Vec<f64>), String>> = cli.baseline.map(|_| Ok((BaselineRun::default(), Vec::new())));
     for _ in 0..cli.rounds {
+        if in_turns.is_some() && matches!(baseline_rounds, Some(Ok(_))) {
+            // One round in turns: the baseline's script times both.
+            if results.is_empty() {
+                results = program.run_timed(&inputs, threads)?.results;
+            }
+            if let (Some(Ok((run, medians))), Some(kind)) = (&mut baseline_rounds, cli.baseline) {
+                match run_baseline(path, threads, kind, cli.tvm_trials, Some(&so)) {
+                    Ok((r, t, Some((ours, ours_min)))) => {
+                        *run = r;
+                        medians.push(t);
+                        round_medians_s.push(ours);
+                        min_s = min_s.min(ours_min);
+                        continue;
+                    }
+                    Ok(_) => baseline_rounds = Some(Err("the baseline script did not time tilec's kernels".into())),
+                    Err(why) => baseline_rounds = Some(Err(why)),
+                }
+            }
+        }
         let mut times = Vec::new();
         for _ in 0..cli.repeat.max(1) {
             let run = program.run_timed(&inputs, threads)?;
@@ -417,8 +454,8 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         min_s = min_s.min(round.min_s);
         round_medians_s.push(round.median_s);
         if let (Some(Ok((run, medians))), Some(kind)) = (&mut baseline_rounds, cli.baseline) {
-            match run_baseline(path, threads, kind, cli.tvm_trials) {
-                Ok((r, t)) => {
+            match run_baseline(path, threads, kind, cli.tvm_trials, None) {
+                Ok((r, t, _)) => {
                     *run = r;
                     medians.push(t);
                 }
@@ -432,6 +469,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
+    let timed_in_turns = in_turns.is_some() && matches!(baseline_rounds, Some(Ok(_)));
     let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { run, median_s: median(&round_medians_s), round_medians_s }));
     Ok(Measured {
         search_s,
@@ -446,6 +484,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         baseline,
         schedules,
         product_types: tilec::ir::cost::product_types(&original),
+        in_turns: timed_in_turns,
     })
 }
 
@@ -504,7 +543,9 @@ fn first_python(candidates: impl IntoIterator<Item = String>) -> Option<String> 
 
 /// The baseline of `kind` on the same workload: what it is and its median
 /// seconds, or why it was skipped.
-fn run_baseline(path: &Path, threads: usize, kind: BaselineKind, tvm_trials: u32) -> Result<(BaselineRun, f64), String> {
+/// The baseline's median for workload `path` (and, given `tilec_lib`, the
+/// median and minimum of that library's kernels, timed in turns with it).
+fn run_baseline(path: &Path, threads: usize, kind: BaselineKind, tvm_trials: u32, tilec_lib: Option<&Path>) -> Result<(BaselineRun, f64, Option<(f64, f64)>), String> {
     // Each found once per run, not once per workload: $TILEC_PYTHON, then
     // the environment tools/bench-env.sh makes, then the system's.
     static PYTHON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
@@ -525,6 +566,9 @@ fn run_baseline(path: &Path, threads: usize, kind: BaselineKind, tvm_trials: u32
     if kind == BaselineKind::Tvm {
         command.arg("--trials").arg(tvm_trials.to_string());
     }
+    if let Some(lib) = tilec_lib {
+        command.arg("--tilec-lib").arg(lib);
+    }
     let out = command
         .env("OMP_NUM_THREADS", threads.to_string())
         .env("OPENBLAS_NUM_THREADS", threads.to_string())
@@ -538,7 +582,10 @@ fn run_baseline(path: &Path, threads: usize, kind: BaselineKind, tvm_trials: u32
         format!("baseline failed: {}", err.trim().lines().last().unwrap_or(""))
     })?;
     match (doc["library"].as_str(), doc["median_s"].as_f64(), doc["skipped"].as_str()) {
-        (Some(lib), Some(t), _) => Ok((BaselineRun { library: lib.to_string(), tuning_s: doc["tuning_s"].as_f64() }, t)),
+        (Some(lib), Some(t), _) => {
+            let ours = doc["tilec_median_s"].as_f64().zip(doc["tilec_min_s"].as_f64());
+            Ok((BaselineRun { library: lib.to_string(), tuning_s: doc["tuning_s"].as_f64() }, t, ours))
+        }
         (_, _, Some(why)) => Err(why.to_string()),
         _ => Err("baseline gave no figure".into()),
     }
@@ -707,6 +754,11 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
     let strategies: Vec<String> = if cli.strategy.is_empty() { vec!["plain".to_string()] } else { cli.strategy.clone() };
     if cli.curve {
         check_curve(cli, &strategies, &target, threads)?;
+    }
+    if cli.in_turns && (cli.baseline != Some(BaselineKind::Libraries) || threads != 1) {
+        return Err(Diagnostic::error("--in-turns times tilec and the library baseline in turns, in one process on one thread")
+            .with_help(format!("pass --baseline and --threads=1{}", if threads != 1 { format!(" (not {threads})") } else { String::new() }))
+            .into());
     }
     // The peak ratios use: a peak measured now (--peak, which also caches
     // it), else one an earlier --peak cached for this machine, else the
@@ -922,6 +974,7 @@ fn row_json(r: &Row, peak: Option<&Peak>, bandwidth: Option<f64>) -> Json {
                 "measurements": m.measurements,
                 "median_ms": m.median_s * 1e3,
                 "round_medians_ms": m.round_medians_s.iter().map(|t| t * 1e3).collect::<Vec<_>>(),
+                "in_turns": m.in_turns,
                 "min_ms": m.min_s * 1e3,
                 "flops": m.flops,
                 "gflops": gflops,
