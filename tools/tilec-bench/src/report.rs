@@ -153,9 +153,23 @@ pub fn markdown(runs: &[Run]) -> String {
             .collect();
         libs.sort();
         libs.dedup();
+        // Timed in turns with the baselines (`--in-turns`, every row).
+        let records = run.doc["records"].as_array().into_iter().flatten();
+        let in_turns = run.doc["records"].as_array().is_some_and(|r| !r.is_empty()) && records.clone().all(|r| r["in_turns"].as_bool() == Some(true));
+        let timing = if in_turns {
+            let rounds = run.doc["rounds"].as_u64().unwrap_or(1);
+            format!("timed in turns with the baselines, one call of each alternately, {rounds} round(s) of 30 calls each (the medians of the rounds' medians)")
+        } else {
+            format!(
+                "{} timed runs{} after {} warm-up(s)",
+                run.doc["repeat"],
+                run.doc["rounds"].as_u64().filter(|&r| r > 1).map_or(String::new(), |r| format!(" in each of {r} rounds (alternating with the baselines; the medians of the rounds' medians)")),
+                run.doc["warmup"]
+            )
+        };
         writeln!(
             out,
-            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {} timed runs{} after {} warm-up(s), seed {}; baselines: {}{}.",
+            "- `{}`: {}, target `{}`, {} thread(s); peak {} GFLOP/s ({}){}; {timing}, seed {}; baselines: {}{}.",
             run.name,
             run.doc["machine"].as_str().unwrap_or("?"),
             run.doc["target"].as_str().unwrap_or("?"),
@@ -163,9 +177,6 @@ pub fn markdown(runs: &[Run]) -> String {
             f(&p["gflops"], 1.0, 1),
             p["source"].as_str().unwrap_or("?"),
             p["bandwidth_gbs"].as_f64().map_or(String::new(), |b| format!(", triad {b:.1} GB/s")),
-            run.doc["repeat"],
-            run.doc["rounds"].as_u64().filter(|&r| r > 1).map_or(String::new(), |r| format!(" in each of {r} rounds (alternating with the baselines; the medians of the rounds' medians)")),
-            run.doc["warmup"],
             run.doc["seed"],
             if libs.is_empty() { "none".to_string() } else { libs.join(", ") },
             if run.doc["weights"].as_bool() == Some(true) { "; parameters after the first as weights, laid out once (`--weights`)" } else { "" },
