@@ -1059,6 +1059,32 @@ impl<'f> Emitter<'f> {
             }
             return Ok(Ev::Vector(v, t.elem));
         }
+        // Every other element of the last dimension (a stride-2 window: a
+        // pooling's or strided convolution's `2·ow + s`), all lanes in
+        // bounds (no mask): two loads of `w` that overlap by one, from the
+        // first lane's element to the last's, and one shuffle of the even
+        // ones (`vpermt2ps`), where lane by lane it was `w` scalar loads.
+        let stride_two = a.pad.is_none()
+            && mask.is_none()
+            && lanes.width >= 2
+            && idx.iter().all(|e| e.divisor() == 1)
+            && splits[last].lane == 2
+            && splits[..last].iter().all(|s| s.lane == 0);
+        if stride_two {
+            let w = lanes.width as i64;
+            let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
+            let upper = splits[last].uniform.checked_add(&AffineExpr::constant(w - 1)).map_err(|_| EmitError("an index overflows".into()))?;
+            let mut high = base.clone();
+            high[last] = self.numerator(&upper)?;
+            let (lo, hi, v) = (self.fresh("vl"), self.fresh("vh"), self.fresh("ve"));
+            self.line(&format!("{lo} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
+            self.line(&format!("{hi} = vector.load {m}[{}] : {mty}, {vty}", high.join(", ")));
+            // Lane l is element 2l of the run: in `lo` below w, else element
+            // 2l - (w - 1) of `hi`, which the shuffle numbers w + that.
+            let picks: Vec<String> = (0..w).map(|l| if 2 * l < w { 2 * l } else { 2 * l + 1 }.to_string()).collect();
+            self.line(&format!("{v} = vector.shuffle {lo}, {hi} [{}] : {vty}, {vty}", picks.join(", ")));
+            return Ok(Ev::Vector(v, t.elem));
+        }
         // Gather lane by lane (a masked-off lane reads nothing and is 0).
         let mut parts = Vec::new();
         for l in 0..lanes.width as i64 {

@@ -381,6 +381,42 @@ impl Problem {
                 continue;
             }
             let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(AxisId::new(a))));
+            // Lanes two elements apart in the last dimension (a pooling's
+            // or strided convolution's `2·ow + s`), read unpadded from the
+            // source in whole vectors (no lane masked off): code generation
+            // loads them as two overlapping vectors and one shuffle of the
+            // even elements. (ResNet's stem max pooling, its input packed
+            // per 8 rows by hand: 0.202 ms so, 0.299 for the scalar pick,
+            // 0.431 when every lane was a scalar load, in turns on the Zen 4.)
+            // From a packed copy code generation does the same, but the
+            // model is not trusted with it yet: charging those so, markov's
+            // construction moved to packed, vectorised picks that ran
+            // 0.25-0.91x the old ones' time on a 1-D convolution, ResNet-18's
+            // stem and its stride-2 3x3, and 1.36-2.8x on an average pooling
+            // of 139 MB and a batch-128 3x3 convolution, where the copy
+            // costs more than the model says. They stay charged as gathers.
+            let stride_two = w > 1
+                && fused_lanes.is_empty()
+                && cfg.vector.is_some_and(|v| {
+                    let unmasked = cfg.pack_level(r).is_none() && (0..self.levels).all(|l| (if l == 0 { self.axes[v].extent } else { cfg.tiles[v][l - 1] }).is_multiple_of(cfg.tiles[v][l].max(1)));
+                    let v = AxisId::new(v);
+                    unmasked && read.indices.split_last().is_some_and(|(last, rest)| last.coeff(v) == 2 && last.divisor() == 1 && rest.iter().all(|e| !e.uses(v)))
+                });
+            // What a vector of them costs, in vector loads: its two loads
+            // and the shuffle, which on Zen 4 and Intel's AVX-512 cores is
+            // a 512-bit two-source permute (one a clock or two), counted
+            // as two more; with the copy that packs the padding, pooling
+            // picks at 3 ran slower than the scalar ones (an average
+            // pooling of 3 x 3 windows 1.6x).
+            const STRIDE_TWO_LOADS: f64 = 6.0;
+            if stride_two {
+                let v = elems.div_ceil(w) as f64;
+                loads += STRIDE_TWO_LOADS * v;
+                if !streamed {
+                    vector_loads += 2.0 * v;
+                }
+                continue;
+            }
             if w > 1 && uses_vector {
                 // Lanes gathered one element at a time.
                 loads += elems as f64 * self.target.model.gather_load_cost;

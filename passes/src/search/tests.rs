@@ -1591,6 +1591,29 @@ fn a_dot_operand_packed_wider_than_its_register_tile_is_charged_its_strips() {
     assert!(p.predict(&panels) < p.predict(&strips));
 }
 
+/// Lanes two elements apart in the last dimension of a read with no
+/// padding (an average pooling's `2·ow + s`), in whole vectors: two vector
+/// loads and a shuffle per vector of lanes, as code generation emits them
+/// (`STRIDE_TWO_LOADS`, 6 loads' worth), where every lane was charged a
+/// gathered load. Packed, or with a partial vector, they are still charged
+/// as gathers (see `register_tile`).
+#[test]
+fn lanes_two_apart_load_as_two_vectors_and_a_shuffle() {
+    let (_, p) = problem_with_intrinsics(&workload_source("avgpool_p1"), "x86-avx512");
+    let ow = p.compute.axes.iter().position(|a| a.name == "ow").unwrap();
+    let mut cfg = p.initial();
+    cfg.tiles[ow] = vec![24, 24, 8];
+    cfg.vector = Some(ow);
+    assert_eq!(p.vector_width(&cfg), 8);
+    let (_, loads, _) = p.register_tile(&cfg);
+    assert_eq!(loads, 6.0);
+    // A partial vector (16 lanes over 24 columns) gathers its lanes.
+    let mut partial = cfg.clone();
+    partial.tiles[ow] = vec![32, 32, 16];
+    assert_eq!(p.vector_width(&partial), 16);
+    assert!(p.register_tile(&partial).1 > 16.0, "{}", p.register_tile(&partial).1);
+}
+
 /// The micro-kernel's fills overlap its compute less as they near it: the
 /// 4-norm of the two over their larger, nothing where either is nothing.
 #[test]
