@@ -62,23 +62,23 @@ def measured(library, fn):
     from interleave import time_in_turns
 
     entries = [("baseline", fn), ("tilec", TILEC_CALL)]
-    start = time.perf_counter()
-    calls = 0
-    while calls < WARMUP_CALLS or time.perf_counter() - start < WARMUP_SECONDS:
-        for _, call in entries:
-            call()
-        calls += 1
+    warm_up(lambda: [call() for _, call in entries])
     times = time_in_turns(entries, RUNS, 0)
     middle = lambda ts: sorted(ts)[len(ts) // 2]
     return {"library": library, "median_s": middle(times["baseline"]), "tilec_median_s": middle(times["tilec"]), "tilec_min_s": min(times["tilec"])}
 
 
-def median_time(fn):
+def warm_up(fn):
+    """Calls `fn` at least WARMUP_CALLS times and for WARMUP_SECONDS."""
     start = time.perf_counter()
     calls = 0
     while calls < WARMUP_CALLS or time.perf_counter() - start < WARMUP_SECONDS:
         fn()
         calls += 1
+
+
+def median_time(fn):
+    warm_up(fn)
     times = []
     for _ in range(RUNS):
         start = time.perf_counter()

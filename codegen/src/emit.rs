@@ -1040,10 +1040,10 @@ impl<'f> Emitter<'f> {
             return Ok(Ev::Scalar(v, t.elem));
         };
         let last = idx.len() - 1;
-        let contiguous = a.pad.is_none()
-            && idx.iter().all(|e| e.divisor() == 1)
-            && splits[last].lane == 1
-            && splits[..last].iter().all(|s| s.lane == 0);
+        // Lanes that move along the last dimension alone, `step` apart,
+        // with nothing to pad.
+        let along_last = |step: i64| a.pad.is_none() && idx.iter().all(|e| e.divisor() == 1) && splits[last].lane == step && splits[..last].iter().all(|s| s.lane == 0);
+        let contiguous = along_last(1);
         let vty = format!("vector<{}x{}>", lanes.width, mlir_elem(t.elem));
         let mask = self.mask_for(src, &idx);
         if contiguous {
@@ -1064,13 +1064,7 @@ impl<'f> Emitter<'f> {
         // bounds (no mask): two loads of `w` that overlap by one, from the
         // first lane's element to the last's, and one shuffle of the even
         // ones (`vpermt2ps`), where lane by lane it was `w` scalar loads.
-        let stride_two = a.pad.is_none()
-            && mask.is_none()
-            && lanes.width >= 2
-            && idx.iter().all(|e| e.divisor() == 1)
-            && splits[last].lane == 2
-            && splits[..last].iter().all(|s| s.lane == 0);
-        if stride_two {
+        if along_last(2) && mask.is_none() && lanes.width >= 2 {
             let w = lanes.width as i64;
             let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
             let upper = splits[last].uniform.checked_add(&AffineExpr::constant(w - 1)).map_err(|_| EmitError("an index overflows".into()))?;

@@ -432,12 +432,22 @@ pub struct TileOperand {
 
 impl TileOperand {
     /// Index of dimension `d` at intrinsic point `p = (m, n, k)`, as an
-    /// offset from the origin; `parts` are the call's.
+    /// offset from the origin; `parts` are the call's. Each axis' point is
+    /// taken apart into its parts' digits, innermost first; the outermost
+    /// part takes the rest (a single part is the point itself, also past
+    /// its extent, as a warp fragment's rows are).
     pub fn offset(&self, parts: &[Vec<u64>; 3], d: usize, p: [i64; 3]) -> i64 {
         (0..3)
             .map(|x| {
-                let digits = mixed_radix_digits(&parts[x], p[x]);
-                self.steps[x].iter().zip(digits).map(|(s, q)| s.get(d).copied().unwrap_or(0) * q).sum::<i64>()
+                let mut rest = p[x];
+                let mut sum = 0;
+                for (i, (steps, &e)) in self.steps[x].iter().zip(&parts[x]).enumerate().rev() {
+                    let radix = e.max(1) as i64;
+                    let digit = if i == 0 { rest } else { rest.rem_euclid(radix) };
+                    rest = rest.div_euclid(radix);
+                    sum += steps.get(d).copied().unwrap_or(0) * digit;
+                }
+                sum
             })
             .sum()
     }
@@ -450,23 +460,6 @@ impl TileOperand {
             _ => None,
         }
     }
-}
-
-/// The digits of `p` in the mixed radix of `parts` (outermost first): the
-/// point of each part of a fused intrinsic axis. A single part is `p`
-/// itself (also past the part's extent, as a warp fragment's rows are).
-pub fn mixed_radix_digits(parts: &[u64], mut p: i64) -> Vec<i64> {
-    let mut digits = vec![0; parts.len()];
-    for (i, &e) in parts.iter().enumerate().rev() {
-        if i == 0 {
-            digits[0] = p;
-        } else {
-            let e = e.max(1) as i64;
-            digits[i] = p.rem_euclid(e);
-            p = p.div_euclid(e);
-        }
-    }
-    digits
 }
 
 /// `intrinsic "vpdpbusd.ymm" dot [8, 1, 4] %acc[...] += %a[...] * %b[...]`:

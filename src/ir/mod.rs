@@ -22,7 +22,7 @@ use cranelift_entity::{PrimaryMap, SecondaryMap, entity_impl};
 pub use cranelift_entity::EntityRef;
 
 pub use affine::AffineExpr;
-pub use loops::{Access, CopyOp, CopySplit, Dim, ForLoop, Guard, IntrinsicCall, IntrinsicKind, Kernel, LoopTag, Mapping, TagLevel, TileOperand, WARP_LANES, mixed_radix_digits};
+pub use loops::{Access, CopyOp, CopySplit, Dim, ForLoop, Guard, IntrinsicCall, IntrinsicKind, Kernel, LoopTag, Mapping, TagLevel, TileOperand, WARP_LANES};
 pub use ops::{AxisDecl, AxisId, AxisKind, BinaryOp, Combiner, Compute, Literal, OpKind, Read, UnaryOp};
 pub use schedule::{CacheDirective, IntrinsicChoice, Schedule};
 pub use types::{BufferType, ElemType, MemScope, TensorType, Type};

@@ -1424,12 +1424,12 @@ impl Resolver {
             }
             v.join(", ")
         };
-        // Index values are `Ok`, the intrinsic's axes `Err(axis · 64 + part)` (sorted last).
+        // Index values are `Ok`, the intrinsic's axes `Err((axis, part))` (sorted last).
         let mut atom = |r: &mut Resolver, a: &IndexAst| match a {
             IndexAst::Value(w) => r.lookup(scope, None, false, w).map(|v| AffineExpr::var(Ok(v))),
             IndexAst::Var(w) if local(&w.text).is_some() => {
                 let (axis, part) = local(&w.text).expect("checked");
-                Some(AffineExpr::var(Err(axis * 64 + part)))
+                Some(AffineExpr::var(Err((axis, part))))
             }
             other => {
                 r.error(
@@ -1440,8 +1440,8 @@ impl Resolver {
                 None
             }
         };
-        let full: AffineExpr<Result<Value, usize>> = self.index_expr(e, true, &mut atom)?;
-        let steps = [0, 1, 2].map(|axis| (0..parts[axis].len()).map(|part| full.coeff(Err(axis * 64 + part))).collect::<Vec<i64>>());
+        let full: AffineExpr<Result<Value, (usize, usize)>> = self.index_expr(e, true, &mut atom)?;
+        let steps = [0, 1, 2].map(|axis| (0..parts[axis].len()).map(|part| full.coeff(Err((axis, part)))).collect::<Vec<i64>>());
         if full.divisor() != 1 && steps.iter().flatten().any(|&s| s != 0) {
             self.error(
                 Diagnostic::error("an intrinsic's axis inside a division")

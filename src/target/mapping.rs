@@ -171,26 +171,32 @@ impl Mapping {
 /// How an intrinsic axis of `size` splits over the loops of the op axes
 /// mapped onto it, of `extents` (outermost first): each inner one takes
 /// what of the size its extent divides (their greatest common divisor),
-/// innermost first, and the outermost the rest, which its extent must be a
-/// multiple of. The parts, outermost first (their product is `size`);
-/// `None` where the outermost extent is not a multiple of its part. One
-/// extent is a basic mapping: its part is the whole size. (The rule
-/// `tensorize` rewrites a fused mapping by, and the search sizes tiles by.)
-pub fn fused_parts(extents: &[u64], size: u64) -> Option<Vec<u64>> {
+/// innermost first, and the outermost the rest. The parts, outermost first
+/// (their product is `size`), whether or not the outermost extent holds its
+/// part ([`fused_parts`] checks that; a diagnostic names the part).
+pub fn fused_split(extents: &[u64], size: u64) -> Vec<u64> {
     fn gcd(a: u64, b: u64) -> u64 {
         if b == 0 { a } else { gcd(b, a % b) }
     }
     let mut parts = vec![0; extents.len()];
     let mut remaining = size;
-    for (j, &e) in extents.iter().enumerate().rev() {
-        let part = if j == 0 { remaining } else { gcd(e, remaining) };
-        if j == 0 && !e.is_multiple_of(part) {
-            return None;
-        }
-        parts[j] = part;
-        remaining /= part.max(1);
+    for j in (1..extents.len()).rev() {
+        parts[j] = gcd(extents[j], remaining);
+        remaining /= parts[j].max(1);
     }
-    Some(parts)
+    if let Some(outermost) = parts.first_mut() {
+        *outermost = remaining;
+    }
+    parts
+}
+
+/// [`fused_split`] where the outermost extent is a multiple of its part,
+/// else `None`. One extent is a basic mapping: its part is the whole size.
+/// (The rule `tensorize` rewrites a fused mapping by, the verifier checks a
+/// schedule's tiles by, and the search sizes tiles by.)
+pub fn fused_parts(extents: &[u64], size: u64) -> Option<Vec<u64>> {
+    let parts = fused_split(extents, size);
+    extents.first().zip(parts.first()).is_none_or(|(&e, &p)| e.is_multiple_of(p)).then_some(parts)
 }
 
 /// Why no mapping of a contraction onto `x` exists, or every mapping, in

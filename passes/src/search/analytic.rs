@@ -328,7 +328,7 @@ impl Problem {
         let w = self.register_lanes(cfg).max(1);
         let lane_axis = self.lane_axis(cfg);
         // A fused `m`'s op axes: the lanes of each register, gathered.
-        let fused_lanes = self.intrinsic_of(cfg).map(|x| x.lane_axes()).unwrap_or_default();
+        let fused_lanes = self.intrinsic_of(cfg).map_or(&[][..], |x| x.lane_axes());
         let points: u64 = self.axes.iter().enumerate().filter(|&(i, a)| a.spatial || Some(i) == lane_axis).map(|(i, _)| self.range_of(cfg, i, inner)).product();
         let acc = points.div_ceil(w) as f64;
         let t = |id: AxisId| {
@@ -344,7 +344,7 @@ impl Problem {
         // beside 12 accumulators and a row of the input, 17 of 16, and two
         // accumulators went to the stack every step: 9.6 ms against 5.6
         // for 8 accumulators.)
-        let outer = cfg.order.iter().copied().find(|&a| self.axes[a].spatial && Some(a) != cfg.vector && !fused_lanes.contains(&a) && self.range_of(cfg, a, inner) > 1).filter(|_| lane_axis.is_none());
+        let outer = cfg.order.iter().copied().find(|&a| self.axes[a].spatial && Some(a) != cfg.vector && !fused_lanes.contains(&AxisId::new(a)) && self.range_of(cfg, a, inner) > 1).filter(|_| lane_axis.is_none());
         let (mut loads, mut vector_loads) = (0.0, 0.0);
         // The body's reads feed each reduction step; an epilogue's are read
         // once per output element, after the reduction, like the output is
@@ -380,14 +380,15 @@ impl Problem {
                 }
                 continue;
             }
-            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(AxisId::new(a))));
+            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(a)));
             // Lanes two elements apart in the last dimension (a pooling's
             // or strided convolution's `2·ow + s`), read unpadded from the
             // source in whole vectors (no lane masked off): code generation
             // loads them as two overlapping vectors and one shuffle of the
-            // even elements. (ResNet's stem max pooling, its input packed
-            // per 8 rows by hand: 0.202 ms so, 0.299 for the scalar pick,
-            // 0.431 when every lane was a scalar load, in turns on the Zen 4.)
+            // even elements. (ResNet's stem max pooling, one output row per
+            // packed copy: 0.415 ms so, 0.493 with every lane a scalar load;
+            // 8 rows per copy, by hand: 0.202 ms, against 0.299 for the
+            // scalar pick; in turns on the Zen 4, one thread.)
             // From a packed copy code generation does the same, but the
             // model is not trusted with it yet: charging those so, markov's
             // construction moved to packed, vectorised picks that ran

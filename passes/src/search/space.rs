@@ -138,8 +138,8 @@ impl IntrinsicOption {
     }
 
     /// The op axes of a fused `m` (empty otherwise).
-    pub fn lane_axes(&self) -> Vec<usize> {
-        if self.fused_lanes() { self.mapping.m.iter().map(|a| a.index()).collect() } else { Vec::new() }
+    pub fn lane_axes(&self) -> &[AxisId] {
+        if self.fused_lanes() { &self.mapping.m } else { &[] }
     }
 
     /// Several op axes on the intrinsic's `k`.

@@ -334,7 +334,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
         let Some(parts) = tilec::target::mapping::fused_parts(&extents, sizes[i]) else {
             // The outermost op axis' loop does not hold what the inner
             // ones leave of the size.
-            let left = extents[1..].iter().rev().fold(sizes[i], |r, &e| r / gcd(e, r));
+            let left = tilec::target::mapping::fused_split(&extents, sizes[i])[0];
             let axis = &axes[0];
             let Some(lp) = loops[0] else {
                 return Err(Diagnostic::error(format!("cannot tensorize: `{axis}` (on `{name}`) has no point loop around the statement"))
@@ -385,9 +385,11 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
             .at(span, "the statement"));
     }
     // Origins and steps of the three operands.
-    let ivs: Vec<(usize, Value, bool, u64)> = (0..3)
-        .flat_map(|i| mapped[i].iter().map(move |&(lp, part)| (i, lp, part)))
-        .map(|(i, lp, part)| (i, induction_var(f, lp), for_loop(f, lp).expect("a loop").extent == part, part))
+    // Per mapped loop: its intrinsic axis, its part's position there, its
+    // induction variable, whether the part is the whole loop, the part.
+    let ivs: Vec<(usize, usize, Value, bool, u64)> = (0..3)
+        .flat_map(|i| mapped[i].iter().enumerate().map(move |(j, &(lp, part))| (i, j, lp, part)))
+        .map(|(i, j, lp, part)| (i, j, induction_var(f, lp), for_loop(f, lp).expect("a loop").extent == part, part))
         .collect();
     let mut origins: Vec<Vec<AffineExpr<Value>>> = Vec::new();
     let mut steps: Vec<[Vec<Vec<i64>>; 3]> = Vec::new();
@@ -401,22 +403,21 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
                     axis[0].push(0);
                 }
             }
-            for &(i, iv, _, _) in &ivs {
+            for &(i, part, iv, _, _) in &ivs {
                 let c = e.coeff(iv);
                 if c != 0 && e.divisor() != 1 {
                     return Err(Diagnostic::error("cannot tensorize: a read divides the index of a mapped axis")
                         .at(f.op_spans[op], "this access")
                         .with_note(format!("the intrinsic's `{}` must step the index by a constant", ["m", "n", "k"][i])));
                 }
-                let part = mapped[i].iter().position(|&(lp, _)| induction_var(f, lp) == iv).expect("mapped");
                 st[i][part].push(c);
             }
             // The tile's first point: a loop of its part's size is gone
             // (0); a longer one steps by the part.
             let origin = e
-                .substitute(|v| match ivs.iter().find(|&&(_, iv, _, _)| iv == v) {
-                    Some(&(_, _, true, _)) => AffineExpr::constant(0),
-                    Some(&(_, _, false, part)) => AffineExpr::from_parts([(v, part as i64)], 0, 1).expect("small"),
+                .substitute(|v| match ivs.iter().find(|&&(_, _, iv, _, _)| iv == v) {
+                    Some(&(_, _, _, true, _)) => AffineExpr::constant(0),
+                    Some(&(_, _, _, false, part)) => AffineExpr::from_parts([(v, part as i64)], 0, 1).expect("small"),
                     None => AffineExpr::var(v),
                 })
                 .map_err(|_| Diagnostic::error("cannot tensorize: an index overflows").at(f.op_spans[op], "this access"))?;
@@ -461,10 +462,6 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
         }
     }
     Ok(())
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 mod banks;

@@ -282,7 +282,7 @@ impl<'a> IntrinsicCheck<'a> {
 
     /// Fused mappings: the innermost tiles of the op axes on `ax`, per
     /// virtual thread, split its size as `tensorize` splits it
-    /// ([`crate::target::mapping::fused_parts`]): the outermost op axis'
+    /// ([`mapping::fused_parts`]): the outermost op axis'
     /// tile holds what the inner ones leave.
     fn fused_tiles_fit(&mut self, s: &Schedule, x: &Intrinsic, ax: IntrinsicAxis, fused: &[AxisId]) {
         let size = u64::from(ax.size(x));
@@ -293,16 +293,10 @@ impl<'a> IntrinsicCheck<'a> {
                 s.tiles_of(&decl.name).and_then(|t| t.last().copied()).unwrap_or(decl.extent) / s.vthreads_of(&decl.name).max(1)
             })
             .collect();
-        if crate::target::mapping::fused_parts(&per_thread, size).is_some() {
+        if mapping::fused_parts(&per_thread, size).is_some() {
             return;
         }
-        let gcd = |mut a: u64, mut b: u64| {
-            while b != 0 {
-                (a, b) = (b, a % b);
-            }
-            a
-        };
-        let left = per_thread[1..].iter().rev().fold(size, |r, &e| r / gcd(e, r));
+        let left = mapping::fused_split(&per_thread, size)[0];
         let decl = self.c.axis(fused[0]);
         let names: Vec<String> = fused.iter().map(|&id| format!("`{}`", self.c.axis(id).name)).collect();
         let d = Diagnostic::error(format!(

@@ -404,10 +404,10 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let program = tilec_codegen::CpuProgram::load(&so, compiled.kernels.clone(), compiled.plan.clone())?;
     // The call metadata beside the library, for the baseline script's
     // calls of it (`--in-turns`).
-    let in_turns = cli.in_turns.then(|| PathBuf::from(format!("{}.json", so.display())));
-    if let Some(meta) = &in_turns {
+    if cli.in_turns {
+        let meta = PathBuf::from(format!("{}.json", so.display()));
         let text = tilec_codegen::driver::cpu_library_metadata(&target.name, [(f.name.as_str(), compiled.kernels.as_slice(), &compiled.plan)]);
-        std::fs::write(meta, text).map_err(|e| format!("cannot write `{}`: {e}", meta.display()))?;
+        std::fs::write(&meta, text).map_err(|e| format!("cannot write `{}`: {e}", meta.display()))?;
     }
     let compile_s = start.elapsed().as_secs_f64();
 
@@ -425,7 +425,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let mut results = Vec::new();
     let mut baseline_rounds: Option<Result<(BaselineRun, Vec<f64>), String>> = cli.baseline.map(|_| Ok((BaselineRun::default(), Vec::new())));
     for _ in 0..cli.rounds {
-        if in_turns.is_some() && matches!(baseline_rounds, Some(Ok(_))) {
+        if cli.in_turns && matches!(baseline_rounds, Some(Ok(_))) {
             // One round in turns: the baseline's script times both.
             if results.is_empty() {
                 results = program.run_timed(&inputs, threads)?.results;
@@ -469,7 +469,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         let want = run_function(&original, &inputs).map_err(|e| format!("interpreter: {e}"))?;
         Some(results.iter().zip(&want).all(|(g, w)| compare(g, w).passed))
     };
-    let timed_in_turns = in_turns.is_some() && matches!(baseline_rounds, Some(Ok(_)));
+    let timed_in_turns = cli.in_turns && matches!(baseline_rounds, Some(Ok(_)));
     let baseline = baseline_rounds.map(|b| b.map(|(run, round_medians_s)| Baseline { run, median_s: median(&round_medians_s), round_medians_s }));
     Ok(Measured {
         search_s,
