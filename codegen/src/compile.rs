@@ -176,7 +176,7 @@ pub struct CpuArtifacts {
 }
 
 /// The LLVM target of a tilec target description.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LlvmTarget {
     pub triple: String,
     pub cpu: String,

@@ -3,7 +3,8 @@
 //! time limit, checks its results against a reference, and reports the
 //! median and spread of its run times.
 
-use crate::{CpuCompiled, GpuCompiled, LlvmTarget, compile_function_cpu, compile_function_gpu, link_shared};
+use crate::LlvmTarget;
+use crate::compile_worker::{ChildCompileFailure, CompileJob, CompileWorker, compile_job};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +14,8 @@ use tilec::measure::{Evaluator, Failure, Measurement, Timing};
 use tilec_runtime::worker::{Code, Job, WorkerFailure, run_in_worker};
 
 /// Where the worker executable is: `$TILEC_WORKER`, else next to the
-/// running executable (cargo puts all of tilec's binaries in one folder).
+/// running executable (cargo puts all of tilec's binaries in one folder),
+/// or one folder up (a test binary runs from cargo's `deps/`).
 pub fn find_worker() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TILEC_WORKER") {
         return Some(PathBuf::from(p));
@@ -54,6 +56,10 @@ pub struct WorkerEvaluator {
     /// Seconds of timed runs a candidate gets at least (see
     /// `Job::min_time_s`).
     pub min_time_s: f64,
+    /// Where candidates compile: a child process under a time limit, or
+    /// this one when there is no `tilec` executable to run as
+    /// `compile-worker` (docs/search.md, "Measurement").
+    pub compiler: Option<CompileWorker>,
     /// The fastest median so far for the current op (reset by
     /// `set_reference_from`).
     best_median_s: Option<f64>,
@@ -80,7 +86,7 @@ impl WorkerEvaluator {
 
     /// An evaluator of candidates for `machine`.
     pub fn for_machine(machine: Machine, worker: PathBuf, dir: PathBuf) -> Self {
-        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, best_median_s: None, count: 0, compiled: HashMap::new() }
+        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, compiler: CompileWorker::find(), best_median_s: None, count: 0, compiled: HashMap::new() }
     }
 
     /// The time limit for the next candidate: the fixed timeout, or less
@@ -140,23 +146,39 @@ impl WorkerEvaluator {
         if !self.compiled.contains_key(&key) {
             let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
             let name = format!("cand{}", self.count);
+            std::fs::create_dir_all(&self.dir).map_err(|e| Failure::Other(format!("cannot create {}: {e}", self.dir.display())))?;
             let compiled = match &self.machine {
                 Machine::Cpu(target) => {
-                    let CpuCompiled { artifacts, kernels, plan, .. } = compile_function_cpu(f, target).map_err(|e| Failure::Compile(e.0))?;
-                    let library = link_shared(&artifacts.object, &self.dir, &name).map_err(|e| Failure::Compile(e.0))?;
-                    Compiled { kernels, plan, code: Code::Cpu { library } }
+                    let (mlir, kernels) = crate::emit_cpu_module(f).map_err(|e| Failure::Compile(e.0))?;
+                    let object = self.dir.join(format!("{name}.o"));
+                    self.compile_in_worker(CompileJob::Cpu { mlir, target: target.clone(), object: object.clone() })?;
+                    let library = crate::link_object_file(&object, &self.dir, &name).map_err(|e| Failure::Compile(e.0))?;
+                    let _ = std::fs::remove_file(&object);
+                    Compiled { kernels, plan: tilec_runtime::HostPlan::of(f), code: Code::Cpu { library } }
                 }
                 Machine::Cuda(target) => {
-                    let GpuCompiled { ptx, kernels, .. } = compile_function_gpu(f, target).map_err(|e| Failure::Compile(e.0))?;
-                    std::fs::create_dir_all(&self.dir).map_err(|e| Failure::Other(format!("cannot create {}: {e}", self.dir.display())))?;
-                    let path = self.dir.join(format!("{name}.ptx"));
-                    std::fs::write(&path, ptx).map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))?;
-                    Compiled { kernels, plan: tilec_runtime::HostPlan::of(f), code: Code::Cuda { ptx: path } }
+                    let (mlir, kernels) = crate::emit_gpu_module(f, target).map_err(|e| Failure::Compile(e.0))?;
+                    let ptx = self.dir.join(format!("{name}.ptx"));
+                    self.compile_in_worker(CompileJob::Gpu { mlir, chip: target.isa.cpu.clone(), features: target.isa.features.clone(), ptx: ptx.clone() })?;
+                    Compiled { kernels, plan: tilec_runtime::HostPlan::of(f), code: Code::Cuda { ptx } }
                 }
             };
             self.compiled.insert(key.clone(), compiled);
         }
         Ok(&self.compiled[&key])
+    }
+}
+
+impl WorkerEvaluator {
+    /// Runs `job` in the compile worker, or in this process without one.
+    fn compile_in_worker(&self, job: CompileJob) -> Result<(), Failure> {
+        match &self.compiler {
+            Some(worker) => worker.run(&job).map_err(|e| match e {
+                ChildCompileFailure::Error(e) => Failure::Compile(e),
+                other => Failure::Compile(other.to_string()),
+            }),
+            None => compile_job(&job).map_err(|e| Failure::Compile(e.0)),
+        }
     }
 }
 
@@ -234,7 +256,7 @@ pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec:
     let Some(t) = target.filter(|_| measures) else { return Ok(None) };
     match t.kind {
         tilec::target::TargetKind::Cuda => cuda_evaluator(t).map(Some),
-        _ => cpu_evaluator(t, 1).map(Some),
+        _ => cpu_evaluator(t, 1).map(|e| Some(Box::new(e) as Box<dyn tilec::measure::Evaluator>)),
     }
 }
 
@@ -259,7 +281,7 @@ fn worker_and_folder() -> Result<(PathBuf, PathBuf), String> {
 /// The checking CPU evaluator for `target`, timing candidates on `threads`
 /// threads; `Err` says why there is none (a GPU target, code this machine
 /// cannot run, no `tilec-worker`).
-pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<Box<dyn tilec::measure::Evaluator>, String> {
+pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<CheckedEvaluator, String> {
     if t.kind != tilec::target::TargetKind::Cpu {
         return Err(format!("`{}` is a GPU target: its candidates are measured by `cuda_evaluator`", t.name));
     }
@@ -268,7 +290,7 @@ pub fn cpu_evaluator(t: &tilec::target::Target, threads: usize) -> Result<Box<dy
     let (worker, dir) = worker_and_folder()?;
     let mut e = WorkerEvaluator::new(llvm, worker, dir);
     e.threads = threads;
-    Ok(Box::new(CheckedEvaluator(e)))
+    Ok(CheckedEvaluator(e))
 }
 
 /// The worker evaluator, checking results against the interpreter when

@@ -3,6 +3,7 @@
 //! This crate links LLVM and MLIR; the core crate never does.
 
 pub mod compile;
+pub mod compile_worker;
 pub mod driver;
 pub mod emit;
 pub mod evaluator;
@@ -40,18 +41,31 @@ pub fn cpu_module_text(kernels: &str) -> String {
 /// Compiles the kernels of `f` (a function whose compute ops are all
 /// tiled) for `target`.
 pub fn compile_function_cpu(f: &Function, target: &LlvmTarget) -> Result<CpuCompiled, CompileError> {
-    let (text, kernels) = emit::emit_function(f, emit::Device::Cpu).map_err(|e| CompileError(e.0))?;
-    let mlir = cpu_module_text(&text);
+    let (mlir, kernels) = emit_cpu_module(f)?;
     let artifacts = compile::compile_cpu(&mlir, target)?;
     Ok(CpuCompiled { mlir, artifacts, kernels, plan: HostPlan::of(f) })
+}
+
+/// The MLIR module of `f`'s CPU kernels, and their ABI: what
+/// [`compile_function_cpu`] compiles (the evaluator compiles it in a
+/// child process, `compile_worker`).
+pub fn emit_cpu_module(f: &Function) -> Result<(String, Vec<KernelAbi>), CompileError> {
+    let (text, kernels) = emit::emit_function(f, emit::Device::Cpu).map_err(|e| CompileError(e.0))?;
+    Ok((cpu_module_text(&text), kernels))
 }
 
 /// Links an object into a shared library with the system C compiler.
 pub fn link_shared(object: &[u8], dir: &Path, name: &str) -> Result<PathBuf, CompileError> {
     std::fs::create_dir_all(dir).map_err(|e| CompileError(format!("cannot create `{}`: {e}", dir.display())))?;
     let obj = dir.join(format!("{name}.o"));
-    let so = dir.join(format!("lib{name}.so"));
     std::fs::write(&obj, object).map_err(|e| CompileError(format!("cannot write `{}`: {e}", obj.display())))?;
+    link_object_file(&obj, dir, name)
+}
+
+/// Links the object file `obj` into `dir/lib{name}.so` with the system C
+/// compiler.
+pub fn link_object_file(obj: &Path, dir: &Path, name: &str) -> Result<PathBuf, CompileError> {
+    let so = dir.join(format!("lib{name}.so"));
     let out = std::process::Command::new("cc")
         // Every symbol resolved now: a call the kernels cannot satisfy is a
         // link error here, not a loader abort (exit 127) in the middle of a run.
@@ -101,8 +115,14 @@ pub fn compile_function_gpu(f: &Function, target: &tilec::target::Target) -> Res
     if target.kind != tilec::target::TargetKind::Cuda {
         return Err(CompileError(format!("`{}` is not a CUDA target: PTX needs one", target.name)));
     }
-    let (text, kernels) = emit::emit_function(f, emit::Device::of(target)).map_err(|e| CompileError(e.0))?;
-    let mlir = gpu_module_text(&text);
+    let (mlir, kernels) = emit_gpu_module(f, target)?;
     let (nvvm, ptx) = compile::compile_gpu(&mlir, &target.isa.cpu, &target.isa.features)?;
     Ok(GpuCompiled { mlir, nvvm, ptx, kernels })
+}
+
+/// The MLIR container module of `f`'s GPU kernels for CUDA target
+/// `target`, and their ABI: what [`compile_function_gpu`] compiles.
+pub fn emit_gpu_module(f: &Function, target: &tilec::target::Target) -> Result<(String, Vec<KernelAbi>), CompileError> {
+    let (text, kernels) = emit::emit_function(f, emit::Device::of(target)).map_err(|e| CompileError(e.0))?;
+    Ok((gpu_module_text(&text), kernels))
 }

@@ -155,17 +155,30 @@ impl std::fmt::Display for WorkerFailure {
 
 /// Runs `job` in the worker executable `worker`, killing it after `timeout`.
 pub fn run_in_worker(worker: &Path, job: &Job, timeout: Duration) -> Result<Report, WorkerFailure> {
-    let mut child = Command::new(worker)
+    let text = serde_json::to_string(job).map_err(|e| WorkerFailure::Protocol(e.to_string()))?;
+    let out = run_child(&mut Command::new(worker), &text, timeout)?;
+    serde_json::from_str(out.trim()).map_err(|e| WorkerFailure::Protocol(format!("{e}: {out:.200}")))
+}
+
+/// Runs `command` as a child process with `input` on its stdin, killing it
+/// after `timeout`; its stdout, once it exits with success. A child that
+/// dies (a signal, a non-zero exit) is `Crashed`, with the last lines of
+/// its stderr. The measurement worker and the compile worker
+/// (`tilec compile-worker`, `tilec_codegen::compile_worker`) both run
+/// under it.
+pub fn run_child(command: &mut Command, input: &str, timeout: Duration) -> Result<String, WorkerFailure> {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", worker.display())))?;
-    let text = serde_json::to_string(job).map_err(|e| WorkerFailure::Protocol(e.to_string()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(text.as_bytes()).map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
-    }
-    // Read the pipes on threads so a chatty worker cannot block on a full pipe.
+        .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", command.get_program().to_string_lossy())))?;
+    // Read the pipes on threads so a chatty child cannot block on a full
+    // pipe, and write the input on one so that a child which stops reading
+    // (it crashed) cannot block the parent before its timeout starts.
+    let mut in_pipe = child.stdin.take().expect("piped");
+    let input = input.to_string();
+    let in_thread = std::thread::spawn(move || in_pipe.write_all(input.as_bytes()));
     let mut out_pipe = child.stdout.take().expect("piped");
     let mut err_pipe = child.stderr.take().expect("piped");
     let out_thread = std::thread::spawn(move || {
@@ -191,6 +204,9 @@ pub fn run_in_worker(worker: &Path, job: &Job, timeout: Duration) -> Result<Repo
             Err(e) => return Err(WorkerFailure::Crashed(e.to_string())),
         }
     };
+    // (A child that exited without reading all its input broke the pipe:
+    // its exit status says what happened, not the write's error.)
+    let _ = in_thread.join();
     let out = out_thread.join().unwrap_or_default();
     let err = err_thread.join().unwrap_or_default();
     if !status.success() {
@@ -201,7 +217,7 @@ pub fn run_in_worker(worker: &Path, job: &Job, timeout: Duration) -> Result<Repo
         let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
         return Err(WorkerFailure::Crashed(if tail.is_empty() { how } else { format!("{how}: {tail}") }));
     }
-    serde_json::from_str(out.trim()).map_err(|e| WorkerFailure::Protocol(format!("{e}: {out:.200}")))
+    Ok(out)
 }
 
 #[cfg(unix)]

@@ -153,7 +153,7 @@ pub fn run(sources: &mut SourceMap, args: &IterateArgs) -> Result<(), Diagnostic
         let mut pm = PassManager::new(pipeline);
         pm.set_target(target.clone());
         match tilec_codegen::evaluator::cpu_evaluator(&target, args.threads) {
-            Ok(e) => pm.set_evaluator(e),
+            Ok(e) => pm.set_evaluator(Box::new(e)),
             Err(why) => return Err(fail(format!("iterate measures, and cannot here: {why}"))),
         }
         pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));

@@ -164,6 +164,12 @@ struct Cli {
     #[arg(long, default_value_t = 10)]
     repeat: usize,
 
+    /// Seconds a candidate may take to compile before it is stopped and
+    /// counted as failed (compiles run in a child process, `tilec
+    /// compile-worker`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    compile_timeout: f64,
+
     /// Compare the tuned network's outputs with the reference interpreter's
     /// on the network as written (small networks: the interpreter is slow);
     /// a mismatch fails the run.
@@ -304,6 +310,12 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     }
     if cli.repeat == 0 {
         return Err(Diagnostic::error("--repeat must be at least 1").into());
+    }
+    if !(cli.compile_timeout > 0.0 && cli.compile_timeout.is_finite()) {
+        return Err(Diagnostic::error(format!("--compile-timeout must be a positive number of seconds (got {})", cli.compile_timeout)).into());
+    }
+    if tilec_codegen::compile_worker::CompileWorker::find().is_none() {
+        eprintln!("tilec-tune: warning: no `tilec` executable beside tilec-tune (nor $TILEC_COMPILER): candidates compile in this process, without --compile-timeout");
     }
     if !(0.0..=1.0).contains(&cli.alpha) || cli.beta <= 0.0 || cli.window == 0 {
         return Err(Diagnostic::error("the gradient scheduler needs 0 ≤ --alpha ≤ 1, --beta > 0 and --window ≥ 1").into());
@@ -647,7 +659,12 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
     pm.set_target(target.clone());
     // Candidates are timed on the threads the network will run on.
     match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
-        Ok(e) => pm.set_evaluator(e),
+        Ok(mut e) => {
+            if let Some(c) = &mut e.0.compiler {
+                c.timeout = std::time::Duration::from_secs_f64(cli.compile_timeout);
+            }
+            pm.set_evaluator(Box::new(e))
+        }
         Err(why) => pm.set_no_evaluator_reason(why),
     }
     pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));

@@ -180,6 +180,11 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == "tasks") {
         return tasks::main(args.into_iter().skip(2));
     }
+    // The evaluator's compile child (`tilec_codegen::compile_worker`): one
+    // job on stdin, not for users.
+    if args.len() == 2 && args[1] == "compile-worker" {
+        return tilec_codegen::compile_worker::serve();
+    }
     // Usage errors exit with 1 like every other user error (clap's default
     // is 2); `--help` and `--version` exit with 0.
     let cli = match Cli::try_parse() {
