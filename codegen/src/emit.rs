@@ -1060,19 +1060,42 @@ impl<'f> Emitter<'f> {
             return Ok(Ev::Vector(v, t.elem));
         }
         // Every other element of the last dimension (a stride-2 window: a
-        // pooling's or strided convolution's `2·ow + s`), all lanes in
-        // bounds (no mask): two loads of `w` that overlap by one, from the
-        // first lane's element to the last's, and one shuffle of the even
-        // ones (`vpermt2ps`), where lane by lane it was `w` scalar loads.
-        if along_last(2) && mask.is_none() && lanes.width >= 2 {
+        // pooling's or strided convolution's `2·ow + s`): two loads of `w`
+        // that overlap by one, from the first lane's element to the last's,
+        // and one shuffle of the even ones (`vpermt2ps`), where lane by
+        // lane it was `w` scalar loads. Under a lane mask (a partial tile:
+        // 56 outputs on 16 lanes) the loads are masked: element `j` of the
+        // run is read where lane ⌈j/2⌉ is on. Every element a lane needs
+        // (`2l`) is then read, and the odd ones read lie between two that
+        // are, as the mask is a prefix of the lanes (`vector.create_mask`).
+        if along_last(2) && lanes.width >= 2 {
             let w = lanes.width as i64;
             let base: Vec<String> = splits.iter().map(|s| self.numerator(&s.uniform)).collect::<Result<_, _>>()?;
             let upper = splits[last].uniform.checked_add(&AffineExpr::constant(w - 1)).map_err(|_| EmitError("an index overflows".into()))?;
             let mut high = base.clone();
             high[last] = self.numerator(&upper)?;
             let (lo, hi, v) = (self.fresh("vl"), self.fresh("vh"), self.fresh("ve"));
-            self.line(&format!("{lo} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
-            self.line(&format!("{hi} = vector.load {m}[{}] : {mty}, {vty}", high.join(", ")));
+            match &mask {
+                None => {
+                    self.line(&format!("{lo} = vector.load {m}[{}] : {mty}, {vty}", base.join(", ")));
+                    self.line(&format!("{hi} = vector.load {m}[{}] : {mty}, {vty}", high.join(", ")));
+                }
+                Some(mask) => {
+                    let maskty = mask_type(lanes.width);
+                    let off = self.fresh("off");
+                    self.line(&format!("{off} = arith.constant dense<false> : {maskty}"));
+                    // Lane ⌈j/2⌉'s bit, or a false one (numbered `w` in the
+                    // shuffle) past the last lane.
+                    let bit = |j: i64| ((j + 1) / 2).min(w).to_string();
+                    let zero = self.zero_like(t.elem, true)?;
+                    for (name, first, at) in [(&lo, 0, &base), (&hi, w - 1, &high)] {
+                        let picks: Vec<String> = (first..first + w).map(bit).collect();
+                        let elems = self.fresh("em");
+                        self.line(&format!("{elems} = vector.shuffle {mask}, {off} [{}] : {maskty}, {maskty}", picks.join(", ")));
+                        self.line(&format!("{name} = vector.maskedload {m}[{}], {elems}, {zero} : {mty}, {maskty}, {vty} into {vty}", at.join(", ")));
+                    }
+                }
+            }
             // Lane l is element 2l of the run: in `lo` below w, else element
             // 2l - (w - 1) of `hi`, which the shuffle numbers w + that.
             let picks: Vec<String> = (0..w).map(|l| if 2 * l < w { 2 * l } else { 2 * l + 1 }.to_string()).collect();
