@@ -366,36 +366,6 @@ impl Problem {
             // and markov's construction went from 0.302 ms to 0.152). (Partial tiles are not: a guard on another
             // axis is a branch around vector code, and the vector axis'
             // own partial tile masks its lanes, which `predict` charges.)
-            if read.pad.is_some() && cfg.pack_level(r).is_none() {
-                let uniform = contiguous && cfg.vector.is_some_and(|v| self.lanes_stay_inside(r, AxisId::new(v)));
-                loads += if uniform { elems.div_ceil(w) } else { elems } as f64 * self.target.model.guarded_load_cost;
-                continue;
-            }
-            let streamed = outer.is_some_and(|o| read.indices.iter().any(|e| e.uses(AxisId::new(o))));
-            if contiguous {
-                let v = elems.div_ceil(w) as f64;
-                loads += v;
-                if !streamed {
-                    vector_loads += v;
-                }
-                continue;
-            }
-            let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(a)));
-            // Lanes two elements apart in the last dimension (a pooling's
-            // or strided convolution's `2·ow + s`), read unpadded from the
-            // source in whole vectors (no lane masked off): code generation
-            // loads them as two overlapping vectors and one shuffle of the
-            // even elements. (ResNet's stem max pooling, one output row per
-            // packed copy: 0.415 ms so, 0.493 with every lane a scalar load;
-            // 8 rows per copy, by hand: 0.202 ms, against 0.299 for the
-            // scalar pick; in turns on the Zen 4, one thread.)
-            // From a packed copy code generation does the same, but the
-            // model is not trusted with it yet: charging those so, markov's
-            // construction moved to packed, vectorised picks that ran
-            // 0.25-0.91x the old ones' time on a 1-D convolution, ResNet-18's
-            // stem and its stride-2 3x3, and 1.36-2.8x on an average pooling
-            // of 139 MB and a batch-128 3x3 convolution, where the copy
-            // costs more than the model says. They stay charged as gathers.
             let stride_two = w > 1
                 && fused_lanes.is_empty()
                 && cfg.vector.is_some_and(|v| {
@@ -403,40 +373,158 @@ impl Problem {
                     let v = AxisId::new(v);
                     unmasked && read.indices.split_last().is_some_and(|(last, rest)| last.coeff(v) == 2 && last.divisor() == 1 && rest.iter().all(|e| !e.uses(v)))
                 });
-            // What a vector of them costs, in vector loads: its two loads
-            // and the shuffle, which on Zen 4 and Intel's AVX-512 cores is
-            // a 512-bit two-source permute (one a clock or two), counted
-            // as two more; with the copy that packs the padding, pooling
-            // picks at 3 ran slower than the scalar ones (an average
-            // pooling of 3 x 3 windows 1.6x).
-            const STRIDE_TWO_LOADS: f64 = 6.0;
-            if stride_two {
-                let v = elems.div_ceil(w) as f64;
-                loads += STRIDE_TWO_LOADS * v;
-                if !streamed {
-                    vector_loads += 2.0 * v;
+            let guarded = read.pad.is_some() && cfg.pack_level(r).is_none();
+            // The read's loads and the registers they hold, read without
+            // guards.
+            let unguarded = || -> (f64, f64) {
+                let (mut l, mut vl) = (0.0, 0.0);
+                let streamed = outer.is_some_and(|o| read.indices.iter().any(|e| e.uses(AxisId::new(o))));
+                if contiguous {
+                    let v = elems.div_ceil(w) as f64;
+                    l += v;
+                    if !streamed {
+                        vl += v;
+                    }
+                    return (l, vl);
                 }
+                let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(a)));
+                // Lanes two elements apart in the last dimension (a pooling's
+                // or strided convolution's `2·ow + s`), read unpadded from the
+                // source in whole vectors: code generation
+                // loads them as two overlapping vectors and one shuffle of the
+                // even elements. (Under a partial tile's mask it loads them
+                // masked, but the model is not trusted with that: charged so,
+                // markov vectorised a 10-wide average pooling on 16 lanes,
+                // which ran 2.7x slower than its scalar pick.) (ResNet's stem max pooling, one output row per
+                // packed copy: 0.415 ms so, 0.493 with every lane a scalar load;
+                // 8 rows per copy, by hand: 0.202 ms, against 0.299 for the
+                // scalar pick; in turns on the Zen 4, one thread.)
+                // From a packed copy code generation does the same, but the
+                // model is not trusted with it yet: charging those so, markov's
+                // construction moved to packed, vectorised picks that ran
+                // 0.25-0.91x the old ones' time on a 1-D convolution, ResNet-18's
+                // stem and its stride-2 3x3, and 1.36-2.8x on an average pooling
+                // of 139 MB and a batch-128 3x3 convolution, where the copy
+                // costs more than the model says. They stay charged as gathers.
+                // What a vector of them costs, in vector loads: its two loads
+                // and the shuffle, which on Zen 4 and Intel's AVX-512 cores is
+                // a 512-bit two-source permute (one a clock or two), counted
+                // as two more; with the copy that packs the padding, pooling
+                // picks at 3 ran slower than the scalar ones (an average
+                // pooling of 3 x 3 windows 1.6x).
+                const STRIDE_TWO_LOADS: f64 = 6.0;
+                if stride_two {
+                    let v = elems.div_ceil(w) as f64;
+                    l += STRIDE_TWO_LOADS * v;
+                    if !streamed {
+                        vl += 2.0 * v;
+                    }
+                    return (l, vl);
+                }
+                if w > 1 && uses_vector {
+                    // Lanes gathered one element at a time.
+                    l += elems as f64 * self.target.model.gather_load_cost;
+                } else {
+                    l += elems as f64;
+                    // Broadcasts are held across the outer point loop they do
+                    // not use. A broadcast that feeds a single FMA (a register
+                    // tile one vector wide) becomes that FMA's destination
+                    // register: LLVM issues the step's loads ahead of its FMAs,
+                    // so each is held meanwhile. (An 8x8 GEMM register tile, 8
+                    // accumulators, 1 vector and 8 such broadcasts, spilled an
+                    // accumulator and ran at 41 GFLOP/s against 81 for 4x16 on
+                    // the AMD EPYC host.)
+                    if (outer.is_some() && !streamed && !uses_vector) || acc <= elems as f64 {
+                        vl += elems as f64;
+                    }
+                }
+                (l, vl)
+            };
+            if !guarded {
+                let (l, vl) = unguarded();
+                loads += l;
+                vector_loads += vl;
                 continue;
             }
-            if w > 1 && uses_vector {
-                // Lanes gathered one element at a time.
-                loads += elems as f64 * self.target.model.gather_load_cost;
+            // `hoist-guards` versions the nest on a padded read's bounds:
+            // the register tiles whose windows lie inside the source read
+            // it unpadded, and only the border tiles pay the guards
+            // (ResNet's stem max pooling, 8 x 8 outputs a tile, 8 lanes
+            // along `ow`: 0.184 ms so, 0.294 with every tile guarded; in
+            // turns, one thread, Zen 4). Where the unguarded reads would
+            // cost no less (a gather), the model keeps the guarded figure.
+            let uniform = contiguous && cfg.vector.is_some_and(|v| self.lanes_stay_inside(r, AxisId::new(v)));
+            let guarded_loads = if uniform { elems.div_ceil(w) } else { elems } as f64 * self.target.model.guarded_load_cost;
+            // (Only vector code is versioned, `hoist-guards`. The model is
+            // trusted with it for a pooling's stride-2 lanes alone so far:
+            // counted for every padded read of vector code, markov's
+            // construction moved on 30 of 74 workloads, most of them
+            // convolutions whose broadcast inputs it then charged at one
+            // load an element; for stride-2 lanes of convolutions too, it
+            // picked unpacked 4-lane schedules for ResNet-18's stride-2 3x3
+            // and a grouped convolution that ran 2.6-3.3x slower than the
+            // packed picks, where their input's reuse across output
+            // channels is the packed copy's to exploit.)
+            let pooling = self.nreads() == 1;
+            let inside = if stride_two && pooling { self.padding_interior_share(r, cfg) } else { 0.0 };
+            let (l, vl) = if inside > 0.0 { unguarded() } else { (f64::INFINITY, 0.0) };
+            if l < guarded_loads {
+                loads += inside * l + (1.0 - inside) * guarded_loads;
+                vector_loads += vl;
             } else {
-                loads += elems as f64;
-                // Broadcasts are held across the outer point loop they do
-                // not use. A broadcast that feeds a single FMA (a register
-                // tile one vector wide) becomes that FMA's destination
-                // register: LLVM issues the step's loads ahead of its FMAs,
-                // so each is held meanwhile. (An 8x8 GEMM register tile, 8
-                // accumulators, 1 vector and 8 such broadcasts, spilled an
-                // accumulator and ran at 41 GFLOP/s against 81 for 4x16 on
-                // the AMD EPYC host.)
-                if (outer.is_some() && !streamed && !uses_vector) || acc <= elems as f64 {
-                    vector_loads += elems as f64;
-                }
+                loads += guarded_loads;
             }
         }
         (acc, loads, vector_loads)
+    }
+
+    /// The share of the register tiles whose points all read read `r`
+    /// inside its source (`hoist-guards` runs those unpadded): per
+    /// dimension whose index moves with one spatial axis (coefficient
+    /// above 0, the reductions at any step), the tiles of that axis'
+    /// innermost size that lie wholly inside; a dimension indexed by
+    /// several spatial axes counts as border everywhere.
+    pub(super) fn padding_interior_share(&self, r: usize, cfg: &Config) -> f64 {
+        let Some((_, read)) = self.compute.all_reads().nth(r) else { return 0.0 };
+        let shape = &self.info.reads[r].tensor.shape;
+        let inner = self.levels - 1;
+        let mut share = 1.0;
+        for (e, &n) in read.indices.iter().zip(shape) {
+            if e.divisor() != 1 {
+                return 0.0;
+            }
+            let (mut lo, mut hi) = (e.constant_term(), e.constant_term());
+            let mut spatial: Option<(usize, i64)> = None;
+            for a in e.vars() {
+                let (i, c) = (a.index(), e.coeff(a));
+                if self.axes[i].spatial {
+                    if spatial.is_some() || c < 0 {
+                        return 0.0;
+                    }
+                    spatial = Some((i, c));
+                } else {
+                    let last = c * (self.axes[i].extent as i64 - 1);
+                    lo += last.min(0);
+                    hi += last.max(0);
+                }
+            }
+            let n = n as i64;
+            let Some((a, c)) = spatial else {
+                if lo < 0 || hi >= n {
+                    return 0.0;
+                }
+                continue;
+            };
+            // Tile `t` of `size` points reads from `c·t·size + lo` to
+            // `c·(t·size + size - 1) + hi`.
+            let size = self.range_of(cfg, a, inner).max(1) as i64;
+            let tiles = self.axes[a].extent.div_ceil(size as u64) as i64;
+            let first = if lo >= 0 { 0 } else { (-lo as u64).div_ceil((c * size) as u64) as i64 };
+            let room = n - 1 - hi - c * (size - 1);
+            let last = if room < 0 { -1 } else { (room / (c * size)).min(tiles - 1) };
+            share *= (last - first + 1).max(0) as f64 / tiles as f64;
+        }
+        share
     }
 
     /// Does every index of read `r` that uses axis `v` stay inside its

@@ -1614,6 +1614,34 @@ fn lanes_two_apart_load_as_two_vectors_and_a_shuffle() {
     assert!(p.register_tile(&partial).1 > 16.0, "{}", p.register_tile(&partial).1);
 }
 
+/// A padded pooling's stride-2 lanes read straight from the source: the
+/// register tiles whose windows lie inside it (`hoist-guards` runs them
+/// unpadded) cost two vectors and a shuffle a vector, the border tiles a
+/// guarded load a lane. ResNet's stem, 8-lane tiles along `ow` and one row
+/// along `oh`: rows from 1 (55 of 56 tiles) and columns from 1 (6 of 7
+/// tiles) are inside.
+#[test]
+fn padded_pooling_lanes_cost_what_the_inside_tiles_run() {
+    let (_, p) = problem_with_intrinsics(&workload_source("maxpool_resnet_stem"), "x86-avx512");
+    let axis = |name: &str| p.compute.axes.iter().position(|a| a.name == name).unwrap();
+    let (oh, ow) = (axis("oh"), axis("ow"));
+    let mut cfg = p.initial();
+    cfg.tiles[oh] = vec![1, 1, 1];
+    cfg.tiles[ow] = vec![8, 8, 8];
+    cfg.vector = Some(ow);
+    assert_eq!(p.vector_width(&cfg), 8);
+    let inside = (55.0 / 56.0) * (6.0 / 7.0);
+    assert!((p.padding_interior_share(0, &cfg) - inside).abs() < 1e-12, "{}", p.padding_interior_share(0, &cfg));
+    let guarded = 8.0 * p.target.model.guarded_load_cost;
+    let (_, loads, _) = p.register_tile(&cfg);
+    assert!((loads - (inside * 6.0 + (1.0 - inside) * guarded)).abs() < 1e-9, "{loads}");
+    // Without a vector the nest is not versioned: every load is guarded.
+    let mut scalar = cfg.clone();
+    scalar.vector = None;
+    let (_, loads, _) = p.register_tile(&scalar);
+    assert!((loads - guarded).abs() < 1e-9, "{loads}");
+}
+
 /// The micro-kernel's fills overlap its compute less as they near it: the
 /// 4-norm of the two over their larger, nothing where either is nothing.
 #[test]
