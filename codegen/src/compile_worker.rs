@@ -14,7 +14,7 @@
 //! its object or PTX is the one an in-process compile writes.
 
 use crate::compile::{CompileError, LlvmTarget, compile_cpu, compile_gpu};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use tilec_runtime::worker::{WorkerFailure, run_child};
 
@@ -25,16 +25,6 @@ pub enum CompileJob {
     Cpu { mlir: String, target: LlvmTarget, object: PathBuf },
     /// GPU kernels' MLIR ([`crate::gpu_module_text`]) to PTX for `chip`.
     Gpu { mlir: String, chip: String, features: String, ptx: PathBuf },
-}
-
-impl CompileJob {
-    /// The file the job writes.
-    pub fn output(&self) -> &Path {
-        match self {
-            CompileJob::Cpu { object, .. } => object,
-            CompileJob::Gpu { ptx, .. } => ptx,
-        }
-    }
 }
 
 /// What the child answers on its stdout: the compile error, if any (a
@@ -153,6 +143,7 @@ impl CompileWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// A stand-in for `tilec`: a shell script, run as `SCRIPT compile-worker`.
     fn fake_compiler(dir: &Path, name: &str, body: &str, timeout: Duration) -> CompileWorker {
@@ -208,9 +199,8 @@ mod tests {
     #[test]
     fn a_job_in_this_process_writes_its_object() {
         let dir = tempfile::tempdir().unwrap();
-        let job = job(dir.path());
-        compile_job(&job).expect("an empty module compiles");
-        let object = std::fs::read(job.output()).unwrap();
+        compile_job(&job(dir.path())).expect("an empty module compiles");
+        let object = std::fs::read(dir.path().join("out/empty.o")).unwrap();
         assert_eq!(&object[..4], b"\x7fELF");
         let bad = CompileJob::Cpu { mlir: "module { not mlir".into(), target: LlvmTarget::host(), object: dir.path().join("bad.o") };
         assert!(compile_job(&bad).unwrap_err().0.contains("did not parse"));

@@ -4,7 +4,7 @@
 //! median and spread of its run times.
 
 use crate::LlvmTarget;
-use crate::compile_worker::{ChildCompileFailure, CompileJob, CompileWorker, compile_job};
+use crate::compile_worker::{CompileJob, CompileWorker, compile_job};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -139,6 +139,15 @@ impl WorkerEvaluator {
         Ok(())
     }
 
+    /// Runs `job` in the compile worker, or in this process without one.
+    fn compile_in_worker(&self, job: CompileJob) -> Result<(), Failure> {
+        match &self.compiler {
+            // (An error in words, a timeout or a crash with its reason.)
+            Some(worker) => worker.run(&job).map_err(|e| Failure::Compile(e.to_string())),
+            None => compile_job(&job).map_err(|e| Failure::Compile(e.0)),
+        }
+    }
+
     /// Compiles (and, for a CPU, links) `candidate`, or finds it compiled
     /// for this op.
     fn compile(&mut self, candidate: &Module, func: &str) -> Result<&Compiled, Failure> {
@@ -146,7 +155,7 @@ impl WorkerEvaluator {
         if !self.compiled.contains_key(&key) {
             let f = candidate.func(func).ok_or_else(|| Failure::Other(format!("no function @{func}")))?;
             let name = format!("cand{}", self.count);
-            std::fs::create_dir_all(&self.dir).map_err(|e| Failure::Other(format!("cannot create {}: {e}", self.dir.display())))?;
+            // (`compile_job` makes the folder its output goes in.)
             let compiled = match &self.machine {
                 Machine::Cpu(target) => {
                     let (mlir, kernels) = crate::emit_cpu_module(f).map_err(|e| Failure::Compile(e.0))?;
@@ -166,19 +175,6 @@ impl WorkerEvaluator {
             self.compiled.insert(key.clone(), compiled);
         }
         Ok(&self.compiled[&key])
-    }
-}
-
-impl WorkerEvaluator {
-    /// Runs `job` in the compile worker, or in this process without one.
-    fn compile_in_worker(&self, job: CompileJob) -> Result<(), Failure> {
-        match &self.compiler {
-            Some(worker) => worker.run(&job).map_err(|e| match e {
-                ChildCompileFailure::Error(e) => Failure::Compile(e),
-                other => Failure::Compile(other.to_string()),
-            }),
-            None => compile_job(&job).map_err(|e| Failure::Compile(e.0)),
-        }
     }
 }
 

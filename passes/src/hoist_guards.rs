@@ -138,8 +138,7 @@ enum Extreme {
 
 /// [`hoisted_to`], at the loops' values that `extreme` names.
 fn hoisted(f: &Function, guard: Op, cond: &Cond, l: Op, extreme: Extreme) -> Option<Cond> {
-    let (e, bound) = cond;
-    if e.divisor() != 1 {
+    if cond.0.divisor() != 1 {
         return None;
     }
     let ancestors = f.ancestors(guard);
@@ -148,23 +147,38 @@ fn hoisted(f: &Function, guard: Op, cond: &Cond, l: Op, extreme: Extreme) -> Opt
     if !between.iter().any(|&a| stays_a_loop(f, a)) {
         return None;
     }
-    let mut largest: HashMap<Value, i64> = HashMap::new();
+    // A loop that stays a loop cannot be checked outside it.
+    if between.iter().any(|&a| stays_a_loop(f, a) && cond.0.uses(induction_var(f, a))) {
+        return None;
+    }
+    at_extremes(f, cond, between, extreme)
+}
+
+/// `cond` with each loop of `between` that it uses at the value that
+/// `extreme` names (for `Every`, the value that makes `e` largest), and
+/// its constant moved to the bound: `e + k < b` reads better as `e < b -
+/// k`.
+fn at_extremes(f: &Function, cond: &Cond, between: &[Op], extreme: Extreme) -> Option<Cond> {
+    let (e, bound) = cond;
+    let mut at: HashMap<Value, i64> = HashMap::new();
     for &a in between {
         let Some(lp) = for_loop(f, a) else { continue };
         let iv = induction_var(f, a);
         if e.uses(iv) {
-            if stays_a_loop(f, a) {
-                return None;
-            }
             let last = i64::try_from(lp.extent).ok()? - 1;
-            largest.insert(iv, if (e.coeff(iv) > 0) == (extreme == Extreme::Every) { last } else { 0 });
+            at.insert(iv, if (e.coeff(iv) > 0) == (extreme == Extreme::Every) { last } else { 0 });
         }
     }
-    let hoisted = e.substitute(|v| largest.get(&v).map_or_else(|| AffineExpr::var(v), |&x| AffineExpr::constant(x))).ok()?;
-    // `e + k < b` reads better as `e < b - k`.
+    let hoisted = e.substitute(|v| at.get(&v).map_or_else(|| AffineExpr::var(v), |&x| AffineExpr::constant(x))).ok()?;
     let k = hoisted.constant_term();
     let hoisted = hoisted.checked_add(&AffineExpr::constant(-k)).ok()?;
     Some((hoisted, bound.checked_sub(k)?))
+}
+
+/// Is `op` left uncopied? Allocations are not copied, and a parallel nest
+/// stays one (its loops directly nested): the check moves inside.
+fn is_kept(f: &Function, op: Op) -> bool {
+    std::iter::once(op).chain(subtree(f, op)).any(|o| matches!(f.ops[o].kind, OpKind::Alloc) || for_loop(f, o).is_some_and(|x| x.mapping == Mapping::Parallel))
 }
 
 /// `e < b` negated: `-e < 1 - b`.
@@ -196,12 +210,7 @@ fn version_loop(f: &mut Function, l: Op, cx: &mut PassContext) {
         let Some(cond) = next else { return };
         for op in f.regions[body].ops.clone() {
             let holds = guards_in(f, op).into_iter().any(|g| !decided(f, g, &cond) && f.guard_conds(g).iter().any(|c| hoisted_to(f, g, c, l).as_ref() == Some(&cond)));
-            // Allocations are not copied, and a parallel nest stays one
-            // (its loops directly nested): the check moves inside.
-            let keep = std::iter::once(op).chain(subtree(f, op)).any(|o| {
-                matches!(f.ops[o].kind, OpKind::Alloc) || for_loop(f, o).is_some_and(|x| x.mapping == Mapping::Parallel)
-            });
-            if holds && !keep {
+            if holds && !is_kept(f, op) {
                 split(f, op, &cond, l, cx);
             }
         }
@@ -335,32 +344,17 @@ fn unpad(f: &mut Function, load: Op, cx: &mut PassContext) {
 /// loops around it (values the body can see). `None` when the bound holds
 /// everywhere it is checked from here on (nothing to split on).
 fn pad_bound_at(f: &Function, load: Op, cond: &Cond, l: Op) -> Option<Option<Cond>> {
-    let (e, bound) = cond;
     let ancestors = f.ancestors(load);
     let at = ancestors.iter().position(|&a| a == l)?;
     let between = &ancestors[..at];
-    let mut extreme: HashMap<Value, i64> = HashMap::new();
-    let mut any_loop = false;
-    for &a in between {
-        let Some(lp) = for_loop(f, a) else { continue };
-        any_loop = true;
-        let iv = induction_var(f, a);
-        if e.uses(iv) {
-            let last = i64::try_from(lp.extent).ok()? - 1;
-            extreme.insert(iv, if e.coeff(iv) > 0 { last } else { 0 });
-        }
-    }
-    if !any_loop {
+    if !between.iter().any(|&a| for_loop(f, a).is_some()) {
         return None;
     }
+    let cond = at_extremes(f, cond, between, Extreme::Every)?;
     let visible: HashMap<Value, u64> = std::iter::once(l).chain(f.ancestors(l)).filter_map(|a| for_loop(f, a).map(|x| (induction_var(f, a), x.extent))).collect();
-    let hoisted = e.substitute(|v| extreme.get(&v).map_or_else(|| AffineExpr::var(v), |&x| AffineExpr::constant(x))).ok()?;
-    if hoisted.vars().any(|v| !visible.contains_key(&v)) {
+    if cond.0.vars().any(|v| !visible.contains_key(&v)) {
         return None;
     }
-    let k = hoisted.constant_term();
-    let hoisted = hoisted.checked_add(&AffineExpr::constant(-k)).ok()?;
-    let cond = (hoisted, bound.checked_sub(k)?);
     // A bound that holds wherever `l` runs needs no check (a border the
     // loops never reach).
     if holds_everywhere(&cond, &visible) {
@@ -389,8 +383,7 @@ fn version_padding_in(f: &mut Function, r: Region, cx: &mut PassContext, done: &
 fn version_padding(f: &mut Function, l: Op, cx: &mut PassContext, done: &mut HashSet<Op>) {
     let body = f.ops[l].regions[0];
     for op in f.regions[body].ops.clone() {
-        let keep = std::iter::once(op).chain(subtree(f, op)).any(|o| matches!(f.ops[o].kind, OpKind::Alloc) || for_loop(f, o).is_some_and(|x| x.mapping == Mapping::Parallel));
-        if keep {
+        if is_kept(f, op) {
             continue;
         }
         let loads: Vec<Op> = padded_loads(f, op).into_iter().filter(|o| !done.contains(o)).collect();

@@ -457,8 +457,9 @@ impl Problem {
             let guarded_loads = if uniform { elems.div_ceil(w) } else { elems } as f64 * self.target.model.guarded_load_cost;
             // (Only vector code is versioned, `hoist-guards`. The model is
             // trusted with it for a pooling's stride-2 lanes alone so far:
-            // counted for every padded read of vector code, markov's
-            // construction moved on 30 of 74 workloads, most of them
+            // counted for every padded read of vector code (and masked
+            // stride-2 lanes as whole vectors), markov's construction
+            // moved on 30 of 74 workloads, most of them
             // convolutions whose broadcast inputs it then charged at one
             // load an element; for stride-2 lanes of convolutions too, it
             // picked unpacked 4-lane schedules for ResNet-18's stride-2 3x3
