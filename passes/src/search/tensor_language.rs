@@ -11,7 +11,7 @@
 //!     target=x86-avx2 cores=64 vector-bits=256 vector-registers=16
 //!     mem=dram:274877906944 ... has=vfmadd231ps.ymm               hardware
 //!     split i=1024 i.core=64 i.l2=16 i.l1=4                       decisions
-//!     split j=1024 ... split r:k=1024 k.core=1024 k.l2=64 k.l1=8
+//!     split j=1024 ... split r:k=1024 k.core=all k.l2=64 k.l1=8
 //!     pack in0.pack=none in1.pack=l2
 //!     order loop=i loop=j loop=k  vector=j </s>
 //! ```
@@ -22,7 +22,8 @@
 //! element type and access pattern, the output; the target's name, cores,
 //! vector width and registers, memory levels and the intrinsics it offers.
 //! Then, per decision space, context words (`split i=1024`, the paper's
-//! "split i=1024 to") and one token per decision (`i.core=64`): the
+//! "split i=1024 to") and one token per decision (`i.core=64`; a level
+//! that leaves its enclosing tile whole writes [`WHOLE`], `k.core=all`): the
 //! intrinsic (where the op has options), every axis' tile sizes outermost
 //! level first and its virtual threads (GPUs), where each read is packed
 //! (CPUs), the loop order one axis at a time, and the vector axis.
@@ -51,6 +52,14 @@ pub const UNK: &str = "<unk>";
 pub const BOS: &str = "<s>";
 pub const EOS: &str = "</s>";
 pub const SPECIALS: [&str; 4] = [PAD, UNK, BOS, EOS];
+
+/// The size a tile decision writes when it keeps the whole of the tile it
+/// splits (`k.l2=all`: the level does not split `k`), whatever that size
+/// is. "Keep it whole" is a choice that carries from one shape to another
+/// (a GEMM's reduction kept whole in L2 is fast for K = 768 and for K =
+/// 1024 alike), where `k.l2=768` and `k.l2=1024` are unrelated tokens that
+/// a model must learn one shape at a time.
+pub const WHOLE: &str = "all";
 
 /// One decision of the walk: a knob of the space (`knobs.rs`), except the
 /// loop order, which the sentence writes one axis at a time (so that
@@ -178,8 +187,17 @@ impl<'p> Walk<'p> {
                 return next.into_iter().map(|a| (format!("loop={}", p.axes[a].name), a as i64)).collect();
             }
         };
+        // The size of the tile a tile decision splits: the axis' extent at
+        // the outermost level, else the level above's (decided already:
+        // the walk goes outermost first).
+        let enclosing = match knob {
+            Knob::Tile { axis, level: 0 } => Some(p.axes[axis].extent as i64),
+            Knob::Tile { axis, level } => Some(self.space.value(&self.cfg, Knob::Tile { axis, level: level - 1 })),
+            _ => None,
+        };
         let word = |v: i64| -> String {
             match knob {
+                Knob::Tile { axis, level } if Some(v) == enclosing => format!("{}.{}={WHOLE}", p.axes[axis].name, p.target.tile_levels[level].name),
                 Knob::Intrinsic => intrinsic_word(p, usize::try_from(v).ok()),
                 Knob::Tile { axis, level } => format!("{}.{}={v}", p.axes[axis].name, p.target.tile_levels[level].name),
                 Knob::VThread { axis } => format!("{}.vthread={v}", p.axes[axis].name),

@@ -85,8 +85,25 @@ fn a_gemm_sentence_reads_as_documented() {
     let expected_prompt = "<s> op=gemm reduce=sum body=mul axis=i:64 axis=j:80 axis=r:k:48 in0=f32[i,k] in1=f32[k,j] out=f32[i,j] target=x86-avx2 cores=";
     assert!(words.starts_with(expected_prompt), "{words}");
     assert!(words.contains(" has=vfmadd231ps.ymm "), "{words}");
-    assert!(words.contains(" intrinsic=none split i=64 i.core=1 i.l2=1 i.l1=1 split j=80 "), "{words}");
+    assert!(words.contains(" intrinsic=none split i=64 i.core=1 i.l2=all i.l1=all split j=80 "), "{words}");
     assert!(words.ends_with(" pack in0.pack=none in1.pack=none order loop=i loop=j loop=k vector=j </s>"), "{words}");
+}
+
+/// A tile level that keeps the tile it splits whole writes `all` (the
+/// outermost level: the axis' extent), and reads back as that size.
+#[test]
+fn a_tile_kept_whole_is_written_all() {
+    let (_, p) = problem(GEMM, &tilec::target::builtin("x86-avx2").unwrap(), false);
+    let k = p.axes.iter().position(|a| a.name == "k").unwrap();
+    let mut c = p.initial();
+    c.tiles[k] = vec![48, 48, 8];
+    let words = tensor_language::sentence_of(&p, &c).unwrap();
+    assert!(words.join(" ").contains(" split r:k=48 k.core=all k.l2=all k.l1=8 "), "{}", words.join(" "));
+    assert_eq!(tensor_language::config_of_sentence(&p, &words), Ok(c.clone()));
+    let i = p.axes.iter().position(|a| a.name == "i").unwrap();
+    c.tiles[i] = vec![16, 16, 16];
+    let words = tensor_language::sentence_of(&p, &c).unwrap().join(" ");
+    assert!(words.contains(" split i=64 i.core=16 i.l2=all i.l1=all "), "{words}");
 }
 
 /// Decoding names the first token that is not what the space has there.
@@ -155,9 +172,11 @@ fn corpus_vocabulary(p: &Problem) -> Vocabulary {
     Vocabulary::from_sentences(sentences.iter().map(Vec::as_slice))
 }
 
-/// The size in a tile token (`i.core=16` → 16).
+/// The size in a tile token (`i.core=16` → 16; `i.core=all`, the largest
+/// there is, → 1e9).
 fn tile_size(t: &str) -> f32 {
-    t.rsplit_once('=').and_then(|(k, v)| if k.contains('.') && !k.ends_with(".pack") { v.parse::<f32>().ok() } else { None }).unwrap_or(0.0)
+    let size = |v: &str| if v == tensor_language::WHOLE { Some(1e9) } else { v.parse::<f32>().ok() };
+    t.rsplit_once('=').and_then(|(k, v)| if k.contains('.') && !k.ends_with(".pack") { size(v) } else { None }).unwrap_or(0.0)
 }
 
 /// Masked generation writes only sentences of the space, follows the
@@ -239,8 +258,10 @@ impl tilec::lm::TokenModelLoader for RuleLoader {
             return Err(format!("no such file `{path}`"));
         }
         let (_, p) = problem(GEMM, &tilec::target::builtin("x86-avx2").unwrap(), true);
-        // Larger tiles likelier (P ∝ size), but every option drawn.
-        Ok(Box::new(RuleModel { vocabulary: corpus_vocabulary(&p).tokens().to_vec(), rule: |t| tile_size(t).max(1.0).ln(), calls: Default::default() }))
+        // Larger tiles likelier (P ∝ size; a whole tile, whose size the
+        // token does not say, as likely as size 1), but every option drawn.
+        let rule = |t: &str| if t.ends_with(tensor_language::WHOLE) { 0.0 } else { tile_size(t).max(1.0).ln() };
+        Ok(Box::new(RuleModel { vocabulary: corpus_vocabulary(&p).tokens().to_vec(), rule, calls: Default::default() }))
     }
 }
 
