@@ -17,6 +17,15 @@ pub trait TokenModel {
     /// context extends the previous call's may reuse its work (a key/value
     /// cache), so generating token by token stays linear.
     fn next_token_logits(&mut self, context: &[u32]) -> Result<Vec<f32>, String>;
+
+    /// The logits after each of `contexts`, which all have the same length
+    /// (sentences written in lockstep, as `strategy=tlm` writes a batch of
+    /// one op's). A model that runs them as one batch (a row per context,
+    /// one key/value cache for all) amortises its per-step cost over the
+    /// rows; the default asks one context at a time.
+    fn next_token_logits_batch(&mut self, contexts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, String> {
+        contexts.iter().map(|c| self.next_token_logits(c)).collect()
+    }
 }
 
 /// Loads models by path (the I/O of `strategy=tlm`, which passes do not do).

@@ -6,9 +6,14 @@
 //! token-by-token generation), only the new tokens go through the model, so
 //! a sentence of n tokens costs n one-token steps rather than n full passes.
 //! When the context diverges, the cache is cut back to the common prefix and
-//! the rest is recomputed. The cache grows by concatenation, which copies it
-//! once per step; that is of the same order as the attention itself and
+//! the rest is recomputed. The cache grows by concatenation, which copies
+//! it once per step; that is of the same order as the attention itself and
 //! negligible next to the matmuls at these model sizes.
+//!
+//! A batch of contexts of one length (sentences of one op written in
+//! lockstep) runs as one forward pass, a row each, over one cache: a
+//! step's fixed cost (a few dozen small tensor ops per layer, which
+//! dominate at these model sizes) is then paid once per batch.
 //!
 //! Contexts longer than the model's `context` are an error; there is no
 //! sliding window (learned position embeddings do not shift), so the caller
@@ -20,13 +25,14 @@ use std::borrow::Borrow;
 use crate::error::{Result, TlmError, invalid_input};
 use crate::gpt::{Gpt, LayerCache};
 
-/// Incremental next-token prediction over one growing context, over a
-/// model it borrows (`Session<&Gpt>`) or owns (`Session<Gpt>`: what
+/// Incremental next-token prediction over one growing context, or over a
+/// batch of contexts of one length growing in lockstep (a row each), over
+/// a model it borrows (`Session<&Gpt>`) or owns (`Session<Gpt>`: what
 /// `search{strategy=tlm}` keeps loaded between ops).
 pub struct Session<M: Borrow<Gpt> = Gpt> {
     model: M,
-    /// The tokens whose keys and values are in `cache`.
-    tokens: Vec<u32>,
+    /// Per row, the tokens whose keys and values are in `cache`.
+    rows: Vec<Vec<u32>>,
     cache: Vec<LayerCache>,
 }
 
@@ -34,7 +40,7 @@ impl<M: Borrow<Gpt>> Session<M> {
     /// An empty session over `model`.
     pub fn new(model: M) -> Session<M> {
         let layers = model.borrow().config().layers;
-        Session { model, tokens: Vec::new(), cache: vec![LayerCache::default(); layers] }
+        Session { model, rows: Vec::new(), cache: vec![LayerCache::default(); layers] }
     }
 
     /// The model.
@@ -46,32 +52,56 @@ impl<M: Borrow<Gpt>> Session<M> {
     /// `context`. The cache is reused for the longest common prefix of
     /// `context` and the previous call's context; the rest is recomputed.
     pub fn logits(&mut self, context: &[u32]) -> Result<Vec<f32>> {
+        let mut rows = self.logits_batch(&[context])?;
+        Ok(rows.remove(0))
+    }
+
+    /// The logits after each of `contexts` (all of one length), computed as
+    /// one batch. The cache is reused for the longest prefix every context
+    /// shares with its row of the previous call (which must have had as many
+    /// rows; otherwise it starts afresh); the rest is recomputed.
+    pub fn logits_batch<C: AsRef<[u32]>>(&mut self, contexts: &[C]) -> Result<Vec<Vec<f32>>> {
         let limit = self.model.borrow().config().context;
-        if context.is_empty() {
+        let Some(first) = contexts.first() else {
+            return invalid_input("no contexts: there is nothing to predict from");
+        };
+        let len = first.as_ref().len();
+        if len == 0 {
             return invalid_input("the context is empty: there is nothing to predict from");
         }
-        if context.len() > limit {
+        if let Some(other) = contexts.iter().find(|c| c.as_ref().len() != len) {
             return invalid_input(format!(
-                "the context has {} tokens, the model at most {limit}",
-                context.len()
+                "contexts of {len} and {} tokens in one batch: a batch's contexts have one length",
+                other.as_ref().len()
             ));
         }
+        if len > limit {
+            return invalid_input(format!("the context has {len} tokens, the model at most {limit}"));
+        }
+        if self.rows.len() != contexts.len() {
+            self.reset();
+            self.rows = vec![Vec::new(); contexts.len()];
+        }
         let common = self
-            .tokens
+            .rows
             .iter()
-            .zip(context)
-            .take_while(|(cached, new)| cached == new)
-            .count();
+            .zip(contexts)
+            .map(|(cached, new)| cached.iter().zip(new.as_ref()).take_while(|(c, n)| c == n).count())
+            .min()
+            .unwrap_or(0);
         // At least the last token is always run, since its output is the answer.
-        let reused = common.min(context.len() - 1);
-        if reused < self.tokens.len() {
+        let reused = common.min(len - 1);
+        if reused < self.rows[0].len() {
             for layer in &mut self.cache {
                 layer.truncate(reused)?;
             }
-            self.tokens.truncate(reused);
+            for row in &mut self.rows {
+                row.truncate(reused);
+            }
         }
-        let fresh = &context[reused..];
-        let ids = Tensor::from_slice(fresh, (1, fresh.len()), &Device::Cpu)?;
+        let fresh: Vec<u32> = contexts.iter().flat_map(|c| c.as_ref()[reused..].iter().copied()).collect();
+        let time = len - reused;
+        let ids = Tensor::from_vec(fresh, (contexts.len(), time), &Device::Cpu)?;
         let result = self.model.borrow().forward_from(&ids, reused, Some(&mut self.cache));
         let logits = match result {
             Ok(logits) => logits,
@@ -82,21 +112,23 @@ impl<M: Borrow<Gpt>> Session<M> {
                 return Err(error);
             }
         };
-        self.tokens.extend_from_slice(fresh);
-        Ok(logits.i((0, fresh.len() - 1))?.to_vec1::<f32>()?)
+        for (row, context) in self.rows.iter_mut().zip(contexts) {
+            row.extend_from_slice(&context.as_ref()[reused..]);
+        }
+        Ok(logits.i((.., time - 1))?.to_vec2::<f32>()?)
     }
 
-    /// Forgets the cached context.
+    /// Forgets the cached contexts.
     pub fn reset(&mut self) {
-        self.tokens.clear();
+        self.rows.clear();
         for layer in &mut self.cache {
             layer.keys_and_values = None;
         }
     }
 
-    /// The tokens currently held in the cache.
+    /// The tokens currently held in the cache (of the first row).
     pub fn cached_tokens(&self) -> &[u32] {
-        &self.tokens
+        self.rows.first().map_or(&[], Vec::as_slice)
     }
 }
 

@@ -481,6 +481,44 @@ fn cached_logits_equal_full_forward_logits() {
     assert!(max_difference(&cached, &full_forward_last_logits(&model, &context[..3])) < 1e-4);
 }
 
+/// A batch of contexts of one length gives each row the logits that row
+/// alone gives, growing in lockstep, after a divergence in one row, and
+/// with a different number of rows; contexts of different lengths are an
+/// error.
+#[test]
+fn batched_logits_equal_each_rows_own() {
+    let model = Gpt::new(toy_config(), 32).unwrap();
+    let rows: Vec<Vec<u32>> = vec![
+        vec![3, 1, 4, 1, 5, 9, 2, 6, 5, 3],
+        vec![3, 1, 4, 1, 5, 8, 9, 7, 9, 3],
+        vec![2, 7, 1, 8, 2, 8, 1, 8, 2, 8],
+    ];
+    let mut session = Session::new(&model);
+    let check = |session: &mut Session<&Gpt>, contexts: &[Vec<u32>]| {
+        let batched = session.logits_batch(contexts).unwrap();
+        assert_eq!(batched.len(), contexts.len());
+        for (logits, context) in batched.iter().zip(contexts) {
+            assert!(max_difference(logits, &full_forward_last_logits(&model, context)) < 1e-4, "{context:?}");
+        }
+    };
+    for length in [4, 5, 6, 9, 10] {
+        let contexts: Vec<Vec<u32>> = rows.iter().map(|r| r[..length].to_vec()).collect();
+        check(&mut session, &contexts);
+    }
+    // One row diverges at position 2: the cache is cut back for all.
+    let mut diverged: Vec<Vec<u32>> = rows.clone();
+    diverged[1][2] = 0;
+    check(&mut session, &diverged);
+    // Two rows, then one: the cache starts afresh.
+    check(&mut session, &rows[..2]);
+    check(&mut session, &rows[2..]);
+    assert_eq!(session.cached_tokens(), rows[2].as_slice());
+    let uneven = [rows[0].clone(), rows[1][..4].to_vec()];
+    let e = session.logits_batch(&uneven).unwrap_err().to_string();
+    assert!(e.contains("a batch's contexts have one length"), "{e}");
+    assert!(session.logits_batch::<Vec<u32>>(&[]).is_err());
+}
+
 #[test]
 fn sampling_at_temperature_zero_is_argmax_with_ties_to_the_lowest_id() {
     let mut rng = ChaCha8Rng::seed_from_u64(0);

@@ -62,6 +62,10 @@ impl tilec::lm::TokenModel for TlmModel {
     fn next_token_logits(&mut self, context: &[u32]) -> std::result::Result<Vec<f32>, String> {
         self.session.logits(context).map_err(|e| e.to_string())
     }
+
+    fn next_token_logits_batch(&mut self, contexts: &[Vec<u32>]) -> std::result::Result<Vec<Vec<f32>>, String> {
+        self.session.logits_batch(contexts).map_err(|e| e.to_string())
+    }
 }
 
 /// Loads [`TlmModel`]s by path (what the drivers install in the pass

@@ -45,6 +45,11 @@ pub const DECL: StrategyDecl = StrategyDecl {
 /// strategy stops with fewer (plus a fixed 64 for small `k`).
 pub const MAX_SENTENCES_PER_CANDIDATE: u64 = 16;
 
+/// Sentences written in lockstep at most ([`generate_batch`]): enough rows
+/// that a step's fixed cost is small next to theirs, few enough that a
+/// small `k` does not write many more sentences than it keeps.
+pub const GENERATION_BATCH: u64 = 32;
+
 pub struct Tlm {
     pub k: usize,
     pub temperature: f64,
@@ -70,41 +75,73 @@ pub struct Generated {
 /// in `vocabulary`, sampled at `temperature` (0: the most likely, the
 /// first on ties). The point may not fit the target; the caller checks.
 pub fn generate(p: &Problem, model: &mut dyn TokenModel, vocabulary: &Vocabulary, temperature: f64, rng: &mut Rng) -> Result<Generated, String> {
+    Ok(generate_batch(p, model, vocabulary, temperature, rng, 1)?.remove(0))
+}
+
+/// Writes `count` sentences of `p` as [`generate`] does, in lockstep: every
+/// walk of one op has its words and decisions at the same positions (the
+/// order of the space's decisions does not depend on what is decided), so
+/// at each decision the model scores all the sentences' contexts as one
+/// batch ([`TokenModel::next_token_logits_batch`]). The draws go sentence
+/// by sentence within each decision, so the same seed and `count` write
+/// the same sentences.
+pub fn generate_batch(p: &Problem, model: &mut dyn TokenModel, vocabulary: &Vocabulary, temperature: f64, rng: &mut Rng, count: usize) -> Result<Vec<Generated>, String> {
     let unk = vocabulary.id(UNK).expect("a vocabulary has <unk>");
-    let mut walk = Walk::new(p);
-    let mut ids: Vec<u32> = Vec::new();
-    let mut tokens: Vec<String> = Vec::new();
-    let (mut decisions, mut unseen) = (0, 0);
+    let mut walks: Vec<Walk> = (0..count).map(|_| Walk::new(p)).collect();
+    let mut ids: Vec<Vec<u32>> = vec![Vec::new(); count];
+    // Per sentence: its tokens, decisions asked, decisions outside the
+    // vocabulary.
+    let mut out: Vec<(Vec<String>, usize, usize)> = vec![(Vec::new(), 0, 0); count];
     loop {
-        match walk.step() {
-            Step::Words(w) => {
-                ids.extend(vocabulary.encode(&w));
-                tokens.extend(w);
+        let steps: Vec<Step> = walks.iter_mut().map(Walk::step).collect();
+        match &steps[0] {
+            Step::End => break,
+            Step::Words(_) => {
+                for ((step, ids), g) in steps.into_iter().zip(&mut ids).zip(&mut out) {
+                    let Step::Words(w) = step else { unreachable!("the walks of one op step alike") };
+                    ids.extend(vocabulary.encode(&w));
+                    g.0.extend(w);
+                }
             }
-            Step::Decide { options, .. } => {
-                let allowed: Vec<(usize, u32)> = options.iter().enumerate().filter_map(|(i, o)| Some((i, vocabulary.id(o)?))).collect();
-                let pick = if options.len() == 1 {
-                    0
-                } else if allowed.is_empty() {
-                    decisions += 1;
-                    unseen += 1;
-                    rng.below(options.len())
-                } else {
-                    decisions += 1;
-                    if ids.len() >= model.context_len() {
+            Step::Decide { .. } => {
+                let options: Vec<Vec<String>> = steps
+                    .into_iter()
+                    .map(|step| match step {
+                        Step::Decide { options, .. } => options,
+                        _ => unreachable!("the walks of one op step alike"),
+                    })
+                    .collect();
+                let allowed: Vec<Vec<(usize, u32)>> = options.iter().map(|o| o.iter().enumerate().filter_map(|(i, t)| Some((i, vocabulary.id(t)?))).collect()).collect();
+                let asks = |i: usize| options[i].len() > 1 && !allowed[i].is_empty();
+                let logits = if (0..count).any(asks) {
+                    if ids[0].len() >= model.context_len() {
                         return Err(format!("the sentence is longer than the model's context of {} tokens", model.context_len()));
                     }
-                    let logits = model.next_token_logits(&ids)?;
-                    let scores: Vec<f64> = allowed.iter().map(|&(_, id)| f64::from(logits.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY))).collect();
-                    allowed[sample_index(&scores, temperature, rng)].0
+                    model.next_token_logits_batch(&ids)?
+                } else {
+                    Vec::new()
                 };
-                ids.push(vocabulary.id(&options[pick]).unwrap_or(unk));
-                tokens.push(options[pick].clone());
-                walk.choose(pick);
+                for i in 0..count {
+                    let (tokens, decisions, unseen) = &mut out[i];
+                    let pick = if options[i].len() == 1 {
+                        0
+                    } else if allowed[i].is_empty() {
+                        *decisions += 1;
+                        *unseen += 1;
+                        rng.below(options[i].len())
+                    } else {
+                        *decisions += 1;
+                        let scores: Vec<f64> = allowed[i].iter().map(|&(_, id)| f64::from(logits[i].get(id as usize).copied().unwrap_or(f32::NEG_INFINITY))).collect();
+                        allowed[i][sample_index(&scores, temperature, rng)].0
+                    };
+                    ids[i].push(vocabulary.id(&options[i][pick]).unwrap_or(unk));
+                    tokens.push(options[i][pick].clone());
+                    walks[i].choose(pick);
+                }
             }
-            Step::End => return Ok(Generated { config: walk.config().clone(), tokens, decisions, unseen }),
         }
     }
+    Ok(out.into_iter().zip(&walks).map(|((tokens, decisions, unseen), walk)| Generated { config: walk.config().clone(), tokens, decisions, unseen }).collect())
 }
 
 /// An index drawn with probability softmax(scores / temperature); at
@@ -151,15 +188,21 @@ impl Strategy for Tlm {
         // spend the whole `budget` (20,000 sentences by default).
         let most = (self.k as u64).saturating_mul(MAX_SENTENCES_PER_CANDIDATE).saturating_add(64);
         while out.len() < self.k && written < most && !cx.spent() {
-            cx.visited += 1;
-            written += 1;
-            let g = generate(p, model, &vocabulary, self.temperature, &mut rng)?;
-            decisions += g.decisions;
-            unseen += g.unseen;
-            if !p.valid(&g.config) {
-                invalid += 1;
-            } else if seen.insert(g.config.clone()) {
-                out.push(g.config);
+            // A batch as large as the candidates still wanted (a fifth more
+            // for those that will not fit or repeat), within the limits.
+            let wanted = (self.k - out.len()) as u64;
+            let batch = (wanted + wanted / 5 + 1).min(GENERATION_BATCH).min(most - written).min(cx.budget.saturating_sub(cx.visited).max(1));
+            cx.visited += batch;
+            written += batch;
+            for g in generate_batch(p, model, &vocabulary, self.temperature, &mut rng, batch as usize)? {
+                decisions += g.decisions;
+                unseen += g.unseen;
+                if !p.valid(&g.config) {
+                    invalid += 1;
+                } else if !seen.insert(g.config.clone()) {
+                } else if out.len() < self.k {
+                    out.push(g.config);
+                }
             }
         }
         let ms = start.elapsed().as_secs_f64() * 1e3 / written.max(1) as f64;

@@ -291,6 +291,9 @@ fn sft(sources: &mut SourceMap, base: &Path, records: &[PathBuf], workloads: &[P
     Ok(())
 }
 
+/// Sentences `generate` writes in lockstep, at most (the pass's batch).
+const GENERATION_BATCH: usize = tilec_passes::search::tlm::GENERATION_BATCH as usize;
+
 fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target: &str, count: usize, temperature: f64, seed: u64) -> Result<(), Diagnostics> {
     let t = resolve_target(sources, target)?;
     let loaded = corpus::load_prompts(&[workload.to_path_buf()], &t, sources)?;
@@ -301,14 +304,16 @@ fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target:
         let p = &prompt.problem;
         let start = Instant::now();
         let (mut valid, mut unseen, mut decisions) = (0, 0, 0);
-        for _ in 0..count {
-            let g = tilec_passes::search::tlm::generate(p, &mut model, &vocabulary, temperature, &mut rng).map_err(fail)?;
-            let ok = p.valid(&g.config);
-            valid += usize::from(ok);
-            unseen += g.unseen;
-            decisions += g.decisions;
-            debug_assert_eq!(tensor_language::config_of_sentence(p, &g.tokens).as_ref(), Ok(&g.config));
-            println!("{} {}", if ok { "valid  " } else { "invalid" }, g.tokens[tensor_language::prompt_len(&g.tokens)..].join(" "));
+        let batches = (0..count).step_by(GENERATION_BATCH).map(|from| (count - from).min(GENERATION_BATCH));
+        for batch in batches {
+            for g in tilec_passes::search::tlm::generate_batch(p, &mut model, &vocabulary, temperature, &mut rng, batch).map_err(fail)? {
+                let ok = p.valid(&g.config);
+                valid += usize::from(ok);
+                unseen += g.unseen;
+                decisions += g.decisions;
+                debug_assert_eq!(tensor_language::config_of_sentence(p, &g.tokens).as_ref(), Ok(&g.config));
+                println!("{} {}", if ok { "valid  " } else { "invalid" }, g.tokens[tensor_language::prompt_len(&g.tokens)..].join(" "));
+            }
         }
         eprintln!(
             "tilec-tlm generate: {}: {valid} of {count} fit `{}`; {:.1} ms per sentence; {unseen} of {decisions} decisions outside the vocabulary",

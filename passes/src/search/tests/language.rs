@@ -250,6 +250,52 @@ fn sampling_follows_the_softmax_of_the_scores() {
     assert!((hot[1] as f64 / 4000.0 - 0.5).abs() < 0.03, "{hot:?}");
 }
 
+/// A model that must be asked for a batch of contexts of one length.
+struct BatchingModel {
+    inner: RuleModel,
+    /// The rows of each call.
+    rows: Vec<usize>,
+}
+
+impl tilec::lm::TokenModel for BatchingModel {
+    fn vocabulary(&self) -> &[String] {
+        self.inner.vocabulary()
+    }
+
+    fn context_len(&self) -> usize {
+        self.inner.context_len()
+    }
+
+    fn next_token_logits(&mut self, _: &[u32]) -> Result<Vec<f32>, String> {
+        panic!("asked one context at a time")
+    }
+
+    fn next_token_logits_batch(&mut self, contexts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, String> {
+        assert!(contexts.iter().all(|c| c.len() == contexts[0].len()), "contexts of one length");
+        self.rows.push(contexts.len());
+        contexts.iter().map(|c| self.inner.next_token_logits(c)).collect()
+    }
+}
+
+/// Sentences written in lockstep are sentences of the space, the same for
+/// the same seed, and the model is asked about all of them at once.
+#[test]
+fn sentences_written_in_lockstep_are_of_the_space_and_asked_as_one_batch() {
+    let (_, p) = problem(GEMM, &tilec::target::builtin("x86-avx2").unwrap(), true);
+    let vocabulary = corpus_vocabulary(&p);
+    let mut model = BatchingModel { inner: RuleModel { vocabulary: vocabulary.tokens().to_vec(), rule: |_| 0.0, calls: Default::default() }, rows: Vec::new() };
+    let written = tlm::generate_batch(&p, &mut model, &vocabulary, 1.0, &mut rng::Rng::new(3), 8).unwrap();
+    assert_eq!(written.len(), 8);
+    assert!(!model.rows.is_empty() && model.rows.iter().all(|&n| n == 8), "{:?}", model.rows);
+    for g in &written {
+        assert_eq!(tensor_language::config_of_sentence(&p, &g.tokens).as_ref(), Ok(&g.config));
+    }
+    let again = tlm::generate_batch(&p, &mut model, &vocabulary, 1.0, &mut rng::Rng::new(3), 8).unwrap();
+    assert_eq!(written.iter().map(|g| &g.tokens).collect::<Vec<_>>(), again.iter().map(|g| &g.tokens).collect::<Vec<_>>());
+    let distinct: std::collections::BTreeSet<&Config> = written.iter().map(|g| &g.config).collect();
+    assert!(distinct.len() > 4, "{}", distinct.len());
+}
+
 struct RuleLoader;
 
 impl tilec::lm::TokenModelLoader for RuleLoader {
