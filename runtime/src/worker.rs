@@ -167,6 +167,7 @@ pub fn run_in_worker(worker: &Path, job: &Job, timeout: Duration) -> Result<Repo
 /// (`tilec compile-worker`, `tilec_codegen::compile_worker`) both run
 /// under it.
 pub fn run_child(command: &mut Command, input: &str, timeout: Duration) -> Result<String, WorkerFailure> {
+    die_with_parent(command);
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -219,6 +220,35 @@ pub fn run_child(command: &mut Command, input: &str, timeout: Duration) -> Resul
     }
     Ok(out)
 }
+
+/// Makes the child die when the thread that spawned it does (Linux's
+/// parent-death signal). `run_child` waits on that thread for the child, so
+/// this changes nothing while the parent lives; but a tuner that is killed
+/// (^C, a time limit, `kill`) would otherwise leave a worker running its
+/// candidate for as long as that takes, on the core the next run measures
+/// on.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec the closure calls only prctl, getppid
+    // and _exit, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the signal was asked for.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}
 
 #[cfg(unix)]
 fn describe_signal(status: &std::process::ExitStatus) -> String {
