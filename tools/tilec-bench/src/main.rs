@@ -371,6 +371,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target));
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
+    pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
     if let Err(why) = &evaluator {
         // The search options ask for measurements: a figure from
         // construction alone must not pass for one.
