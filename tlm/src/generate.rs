@@ -126,6 +126,14 @@ impl<M: Borrow<Gpt>> Session<M> {
         }
     }
 
+    /// Does any cached key or value record the ops that made it (for a
+    /// backward pass)? It must not: a record would chain every step's
+    /// tensors to the next.
+    #[cfg(test)]
+    pub(crate) fn cache_records_ops(&self) -> bool {
+        self.cache.iter().filter_map(|l| l.keys_and_values.as_ref()).any(|(k, v)| k.track_op() || v.track_op())
+    }
+
     /// The tokens currently held in the cache (of the first row).
     pub fn cached_tokens(&self) -> &[u32] {
         self.rows.first().map_or(&[], Vec::as_slice)
