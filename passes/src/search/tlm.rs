@@ -48,7 +48,7 @@ pub const MAX_SENTENCES_PER_CANDIDATE: u64 = 16;
 /// Sentences written in lockstep at most ([`generate_batch`]): enough rows
 /// that a step's fixed cost is small next to theirs, few enough that a
 /// small `k` does not write many more sentences than it keeps.
-pub const GENERATION_BATCH: u64 = 32;
+pub const GENERATION_BATCH: usize = 32;
 
 pub struct Tlm {
     pub k: usize,
@@ -183,7 +183,7 @@ impl Strategy for Tlm {
         let mut rng = Rng::new(cx.seed);
         let start = Instant::now();
         let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::new());
-        let (mut written, mut invalid, mut decisions, mut unseen) = (0u64, 0u64, 0usize, 0usize);
+        let (mut written, mut invalid, mut repeated, mut decisions, mut unseen) = (0u64, 0u64, 0u64, 0usize, 0usize);
         // A model that keeps writing the same few points would otherwise
         // spend the whole `budget` (20,000 sentences by default).
         let most = (self.k as u64).saturating_mul(MAX_SENTENCES_PER_CANDIDATE).saturating_add(64);
@@ -191,7 +191,7 @@ impl Strategy for Tlm {
             // A batch as large as the candidates still wanted (a fifth more
             // for those that will not fit or repeat), within the limits.
             let wanted = (self.k - out.len()) as u64;
-            let batch = (wanted + wanted / 5 + 1).min(GENERATION_BATCH).min(most - written).min(cx.budget.saturating_sub(cx.visited).max(1));
+            let batch = (wanted + wanted / 5 + 1).min(GENERATION_BATCH as u64).min(most - written).min(cx.budget.saturating_sub(cx.visited).max(1));
             cx.visited += batch;
             written += batch;
             for g in generate_batch(p, model, &vocabulary, self.temperature, &mut rng, batch as usize)? {
@@ -200,13 +200,20 @@ impl Strategy for Tlm {
                 if !p.valid(&g.config) {
                     invalid += 1;
                 } else if !seen.insert(g.config.clone()) {
+                    repeated += 1;
                 } else if out.len() < self.k {
                     out.push(g.config);
                 }
             }
         }
         let ms = start.elapsed().as_secs_f64() * 1e3 / written.max(1) as f64;
-        cx.note(format!("tlm: {} distinct valid schedules from {written} sentences ({invalid} did not fit the target, {} repeated); {ms:.1} ms per sentence", out.len(), written - invalid - out.len() as u64));
+        // The last batch may have written more distinct valid points than
+        // were still wanted.
+        let beyond = match written - invalid - repeated - out.len() as u64 {
+            0 => String::new(),
+            n => format!(", {n} beyond k"),
+        };
+        cx.note(format!("tlm: {} distinct valid schedules from {written} sentences ({invalid} did not fit the target, {repeated} repeated{beyond}); {ms:.1} ms per sentence", out.len()));
         if unseen > 0 {
             cx.note(format!("tlm: {unseen} of {decisions} decisions had no option in the model's vocabulary and were drawn uniformly"));
         }

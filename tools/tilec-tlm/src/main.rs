@@ -291,9 +291,6 @@ fn sft(sources: &mut SourceMap, base: &Path, records: &[PathBuf], workloads: &[P
     Ok(())
 }
 
-/// Sentences `generate` writes in lockstep, at most (the pass's batch).
-const GENERATION_BATCH: usize = tilec_passes::search::tlm::GENERATION_BATCH as usize;
-
 fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target: &str, count: usize, temperature: f64, seed: u64) -> Result<(), Diagnostics> {
     let t = resolve_target(sources, target)?;
     let loaded = corpus::load_prompts(&[workload.to_path_buf()], &t, sources)?;
@@ -304,7 +301,9 @@ fn generate(sources: &mut SourceMap, model_path: &Path, workload: &Path, target:
         let p = &prompt.problem;
         let start = Instant::now();
         let (mut valid, mut unseen, mut decisions) = (0, 0, 0);
-        let batches = (0..count).step_by(GENERATION_BATCH).map(|from| (count - from).min(GENERATION_BATCH));
+        // In lockstep batches of the pass's size.
+        let batch_size = tilec_passes::search::tlm::GENERATION_BATCH;
+        let batches = (0..count).step_by(batch_size).map(|from| (count - from).min(batch_size));
         for batch in batches {
             for g in tilec_passes::search::tlm::generate_batch(p, &mut model, &vocabulary, temperature, &mut rng, batch).map_err(fail)? {
                 let ok = p.valid(&g.config);
