@@ -906,6 +906,34 @@ fn the_loads_that_the_outer_point_loop_reuses_are_held_in_registers() {
     assert_eq!(conv.kernel_terms(&cfg(2, 3))[2], 1.0, "6 accumulators and 2 broadcasts fit");
 }
 
+/// A read whose window slides over a reduction axis the register tile
+/// unrolls holds its elements across that axis' points: ResNet-50 R11's
+/// construction pick, 2 vectors of output channels x 2 rows x 7 columns
+/// with the 3 taps of `s` unrolled, reuses each tap's 14 broadcasts of the
+/// input for the next, so LLVM holds them beside 28 accumulators and spilled
+/// 171 zmm moves (2.63 ms against 2.18 for one row, 14 accumulators, on the
+/// Zen 4 VM; benchmarks/results/2026-12-06-panels/r11-register-tiles.txt).
+#[test]
+fn a_window_sliding_over_unrolled_taps_is_held_in_registers() {
+    let mut zen4_vm = (*tilec::target::builtin("x86-avx512").unwrap()).clone();
+    zen4_vm.compute.units = 2;
+    let p = workload_problem_on("conv2d_resnet50_r11", Arc::new(zen4_vm));
+    // n, f, oh, ow, c, r, s; the vector along `f`, both reads packed.
+    let cfg = |oh: Vec<u64>| Config { tiles: vec![vec![1, 1, 1], vec![512, 32, 32], oh, vec![7, 7, 7], vec![512, 512, 8], vec![3, 3, 3], vec![3, 3, 3]], vthreads: vec![1; 7], pack: vec![1, 2], order: (0..7).collect(), vector: Some(1), intrinsic: None };
+    let (two_rows, one_row) = (cfg(vec![7, 6, 2]), cfg(vec![7, 7, 1]));
+    assert!(p.valid(&two_rows) && p.valid(&one_row));
+    let (acc, _, held) = p.register_tile(&two_rows);
+    assert_eq!((acc, held), (28.0, 16.0), "2 rows x 7 broadcasts held across the taps, beside the weights' 2 vectors");
+    assert!(p.kernel_terms(&two_rows)[2] < 1.0, "28 + 16 + 1 registers do not fit in 32");
+    assert_eq!(p.register_tile(&one_row).2, 9.0);
+    assert_eq!(p.kernel_terms(&one_row)[2], 1.0, "14 + 9 + 1 fit");
+    assert!(p.predict(&one_row) < p.predict(&two_rows));
+    // Without the taps in the register tile nothing is reused across them:
+    // the rows stream past as before.
+    let taps_outside = Config { tiles: vec![vec![1, 1, 1], vec![512, 32, 32], vec![7, 6, 2], vec![7, 7, 7], vec![512, 512, 8], vec![3, 3, 1], vec![3, 3, 1]], ..two_rows.clone() };
+    assert_eq!(p.register_tile(&taps_outside).2, 2.0);
+}
+
 /// A read with a stride packs densely (the `cache` pass's `copy ...
 /// stride`): ResNet-50 R4 (1x1, stride 2, 28x28 outputs) vectorised along
 /// `ow` reads `x[.., oh * 2, ow * 2]`, whose lanes are 2 apart in the
