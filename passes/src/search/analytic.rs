@@ -346,6 +346,26 @@ impl Problem {
         // for 8 accumulators.)
         let outer = cfg.order.iter().copied().find(|&a| self.axes[a].spatial && Some(a) != cfg.vector && !fused_lanes.contains(&AxisId::new(a)) && self.range_of(cfg, a, inner) > 1).filter(|_| lane_axis.is_none());
         let (mut loads, mut vector_loads) = (0.0, 0.0);
+        // The innermost reduction point loop (the taps of a convolution's
+        // `s`), where LLVM unrolls it whole: then a read whose window slides
+        // over it (`x[.., ow + s]`) serves the next tap from the same
+        // elements, and LLVM loads each once. It holds them either tap by
+        // tap (the step's elements, beside each tap's vectors) or element
+        // by element (one broadcast, beside every tap's vectors), whichever
+        // takes fewer registers: ResNet-50 R5's 12 columns x 2 vectors
+        // fitted so (24 accumulators and 6 weight vectors), R11's 2 rows x
+        // 7 columns x 2 vectors did not (28 and 6, or 28 and 14 broadcasts
+        // beside 2): 171 zmm moves to and from the stack, 2.63 ms against
+        // 2.18 for one row. LLVM unrolled 3 taps of 28 FMAs, not 7 of 24
+        // (ResNet's stem, a conv3d), whose windows then are not reused.
+        const LLVM_UNROLLED_FMAS: u64 = 128;
+        let t_point = |id: AxisId| self.range_of(cfg, id.index(), inner);
+        let slide = self.intrinsic_of(cfg).is_none()
+            .then(|| cfg.order.iter().rev().copied().find(|&a| !self.axes[a].spatial && Some(a) != lane_axis && self.range_of(cfg, a, inner) > 1))
+            .flatten()
+            .map(|a| (AxisId::new(a), self.range_of(cfg, a, inner)))
+            .filter(|&(_, trips)| trips * (acc as u64) <= LLVM_UNROLLED_FMAS);
+        let (mut held_by_tap_order, mut held_by_window_order) = (0.0, 0.0);
         // The body's reads feed each reduction step; an epilogue's are read
         // once per output element, after the reduction, like the output is
         // written (a fused bias or residual add: counted per step, they
@@ -376,36 +396,22 @@ impl Problem {
             let guarded = read.pad.is_some() && cfg.pack_level(r).is_none();
             // The read's loads and the registers they hold, read without
             // guards.
-            let unguarded = || -> (f64, f64) {
-                let (mut l, mut vl) = (0.0, 0.0);
+            let unguarded = || -> (f64, f64, f64, f64) {
+                let (mut l, mut vl, mut tap_order, mut window_order) = (0.0, 0.0, 0.0, 0.0);
                 let streamed = outer.is_some_and(|o| read.indices.iter().any(|e| e.uses(AxisId::new(o))));
-                // A read whose window slides over a reduction axis the
-                // register tile unrolls (`x[.., ow + s]` with `s`'s point
-                // loop, which runs outside the spatial ones) serves the next
-                // reduction point from the same elements, so LLVM loads
-                // each once and holds the step's elements across those
-                // points, streamed past the outer loop or not.
-                // (Not a `dot` intrinsic's operand: its broadcast of `k`
-                // consecutive elements is not shared that way, and the int8
-                // ResNet-50 R5 pick's 2 x 7 window of 28 accumulators does
-                // not spill.)
-                let slides = self.intrinsic_of(cfg).is_none() && read.indices.iter().any(|e| {
-                    let mut spatial = false;
-                    let mut reduction = false;
-                    for (a, axis) in self.axes.iter().enumerate() {
-                        if e.uses(AxisId::new(a)) && self.range_of(cfg, a, inner) > 1 {
-                            if axis.spatial { spatial = true } else { reduction = true }
-                        }
-                    }
-                    spatial && reduction
-                });
+                let slides = slide.is_some_and(|(tap, _)| self.slides_over(&read.indices, tap, &t_point));
                 if contiguous {
                     let v = elems.div_ceil(w) as f64;
                     l += v;
                     if !streamed {
                         vl += v;
+                        // Every tap's vectors, where the window's
+                        // broadcasts are used one at a time.
+                        if let Some((_, trips)) = slide.filter(|&(tap, _)| read.indices.iter().any(|e| e.uses(tap))) {
+                            window_order += (trips - 1) as f64 * v;
+                        }
                     }
-                    return (l, vl);
+                    return (l, vl, tap_order, window_order);
                 }
                 let uses_vector = cfg.vector.is_some_and(|v| read.indices.iter().any(|e| e.uses(AxisId::new(v)))) || fused_lanes.iter().any(|&a| read.indices.iter().any(|e| e.uses(a)));
                 // Lanes two elements apart in the last dimension (a pooling's
@@ -439,7 +445,7 @@ impl Problem {
                     if !streamed {
                         vl += 2.0 * v;
                     }
-                    return (l, vl);
+                    return (l, vl, tap_order, window_order);
                 }
                 if w > 1 && uses_vector {
                     // Lanes gathered one element at a time.
@@ -459,16 +465,20 @@ impl Problem {
                     // weight vectors; but each tap reuses the last one's
                     // broadcasts, 14 more, and LLVM spilled 171 zmm moves:
                     // 2.63 ms against 2.18 for one row, 14 accumulators.)
-                    if (!uses_vector && (slides || (outer.is_some() && !streamed))) || acc <= elems as f64 {
+                    if (outer.is_some() && !streamed && !uses_vector) || acc <= elems as f64 {
                         vl += elems as f64;
+                    } else if slides && !uses_vector {
+                        tap_order += elems as f64;
                     }
                 }
-                (l, vl)
+                (l, vl, tap_order, window_order)
             };
             if !guarded {
-                let (l, vl) = unguarded();
+                let (l, vl, tap, window) = unguarded();
                 loads += l;
                 vector_loads += vl;
+                held_by_tap_order += tap;
+                held_by_window_order += window;
                 continue;
             }
             // `hoist-guards` versions the nest on a padded read's bounds:
@@ -493,7 +503,7 @@ impl Problem {
             // channels is the packed copy's to exploit.)
             let pooling = self.nreads() == 1;
             let inside = if stride_two && pooling { self.padding_interior_share(r, cfg) } else { 0.0 };
-            let (l, vl) = if inside > 0.0 { unguarded() } else { (f64::INFINITY, 0.0) };
+            let (l, vl, _, _) = if inside > 0.0 { unguarded() } else { (f64::INFINITY, 0.0, 0.0, 0.0) };
             if l < guarded_loads {
                 loads += inside * l + (1.0 - inside) * guarded_loads;
                 vector_loads += vl;
@@ -501,7 +511,17 @@ impl Problem {
                 loads += guarded_loads;
             }
         }
+        if held_by_tap_order > 0.0 {
+            vector_loads += f64::min(held_by_tap_order, held_by_window_order);
+        }
         (acc, loads, vector_loads)
+    }
+
+    /// Does a read with `indices` slide over the point loop of `tap`: does
+    /// one of its indices combine `tap` with a spatial axis whose point loop
+    /// runs more than once (`ow + s` over a row of columns)?
+    fn slides_over(&self, indices: &[AffineExpr<AxisId>], tap: AxisId, t_point: &dyn Fn(AxisId) -> u64) -> bool {
+        indices.iter().any(|e| e.uses(tap) && self.axes.iter().enumerate().any(|(a, axis)| axis.spatial && e.uses(AxisId::new(a)) && t_point(AxisId::new(a)) > 1))
     }
 
     /// The share of the register tiles whose points all read read `r`

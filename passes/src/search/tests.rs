@@ -923,15 +923,29 @@ fn a_window_sliding_over_unrolled_taps_is_held_in_registers() {
     let (two_rows, one_row) = (cfg(vec![7, 6, 2]), cfg(vec![7, 7, 1]));
     assert!(p.valid(&two_rows) && p.valid(&one_row));
     let (acc, _, held) = p.register_tile(&two_rows);
-    assert_eq!((acc, held), (28.0, 16.0), "2 rows x 7 broadcasts held across the taps, beside the weights' 2 vectors");
-    assert!(p.kernel_terms(&two_rows)[2] < 1.0, "28 + 16 + 1 registers do not fit in 32");
-    assert_eq!(p.register_tile(&one_row).2, 9.0);
-    assert_eq!(p.kernel_terms(&one_row)[2], 1.0, "14 + 9 + 1 fit");
+    assert_eq!((acc, held), (28.0, 6.0), "the 3 taps' 2 weight vectors, the fewer: the 14 broadcasts of a tap beside 2 would be 16");
+    assert!(p.kernel_terms(&two_rows)[2] < 1.0, "28 + 6 + 1 registers do not fit in 32");
+    assert_eq!(p.register_tile(&one_row).2, 6.0);
+    assert_eq!(p.kernel_terms(&one_row)[2], 1.0, "14 + 6 + 1 fit");
     assert!(p.predict(&one_row) < p.predict(&two_rows));
     // Without the taps in the register tile nothing is reused across them:
     // the rows stream past as before.
     let taps_outside = Config { tiles: vec![vec![1, 1, 1], vec![512, 32, 32], vec![7, 6, 2], vec![7, 7, 7], vec![512, 512, 8], vec![3, 3, 1], vec![3, 3, 1]], ..two_rows.clone() };
     assert_eq!(p.register_tile(&taps_outside).2, 2.0);
+    // ResNet-50 R5's 12 columns x 2 vectors with 3 taps: the broadcasts one
+    // at a time beside the 3 taps' 6 weight vectors, 24 + 6 + 1 registers
+    // (LLVM did so: no spills).
+    let r5 = workload_problem_on("conv2d_resnet50_r5", p.target.clone());
+    let twelve = Config { tiles: vec![vec![1, 1, 1], vec![128, 128, 32], vec![28, 28, 1], vec![28, 12, 12], vec![128, 128, 1], vec![3, 3, 3], vec![3, 3, 3]], ..two_rows.clone() };
+    assert!(r5.valid(&twelve));
+    assert_eq!(r5.register_tile(&twelve).2, 6.0);
+    assert_eq!(r5.kernel_terms(&twelve)[2], 1.0);
+    // 7 taps of 24 FMAs stay a loop (ResNet's stem): nothing is reused
+    // across them.
+    let stem = workload_problem_on("conv2d_resnet50_r0", p.target.clone());
+    let seven = Config { tiles: vec![vec![1, 1, 1], vec![64, 32, 32], vec![112, 24, 3], vec![112, 16, 4], vec![3, 3, 3], vec![7, 7, 7], vec![7, 7, 7]], pack: vec![1, 3], ..two_rows.clone() };
+    assert!(stem.valid(&seven));
+    assert_eq!(stem.register_tile(&seven).2, 2.0);
 }
 
 /// A read with a stride packs densely (the `cache` pass's `copy ...
