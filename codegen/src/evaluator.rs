@@ -56,6 +56,10 @@ pub struct WorkerEvaluator {
     /// Seconds of timed runs a candidate gets at least (see
     /// `Job::min_time_s`).
     pub min_time_s: f64,
+    /// Where a CPU candidate's data is when each timed run starts: warm
+    /// from the runs before, or flushed from the caches (a network's
+    /// layers read their weights from memory).
+    pub caches: tilec_runtime::Caches,
     /// Where candidates compile: a child process under a time limit, or
     /// this one when there is no `tilec` executable to run as
     /// `compile-worker` (docs/search.md, "Measurement").
@@ -86,7 +90,7 @@ impl WorkerEvaluator {
 
     /// An evaluator of candidates for `machine`.
     pub fn for_machine(machine: Machine, worker: PathBuf, dir: PathBuf) -> Self {
-        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, compiler: CompileWorker::find(), best_median_s: None, count: 0, compiled: HashMap::new() }
+        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, caches: tilec_runtime::Caches::Warm, compiler: CompileWorker::find(), best_median_s: None, count: 0, compiled: HashMap::new() }
     }
 
     /// The time limit for the next candidate: the fixed timeout, or less
@@ -207,6 +211,7 @@ impl Evaluator for WorkerEvaluator {
             time_budget_s: Some(self.time_budget_s),
             min_time_s: Some(self.min_time_s),
             threads: self.threads,
+            caches: self.caches,
             outputs_dir: outputs.clone(),
         };
         let report = run_in_worker(&self.worker, &job, time_limit).map_err(|e| match e {

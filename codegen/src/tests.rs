@@ -32,6 +32,7 @@ use tilec::interp::{Tensor, compare::compare, run_function};
 use tilec::ir::Module;
 use tilec::pass::{PassManager, parse_pipeline};
 use tilec::target::Target;
+use tilec_runtime::Caches;
 
 fn parse(src: &str) -> Module {
     let (m, sm) = tilec::syntax::parse_str("test.tile", src).unwrap_or_else(|(d, sm)| panic!("{}", sm.render(&d.0)));
@@ -68,11 +69,13 @@ fn check_cpu(name: &str, src: &str, pipeline: &str) -> CpuCompiled {
     let f = &original.funcs[0];
     let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), Tensor::input_seed(1, i))).collect();
     let want = run_function(f, &inputs).expect("interpreter");
-    for threads in [1, 2] {
-        let got = program.run(&inputs, threads).expect("runs");
+    // Flushing the caches before the timed kernels (`Caches::Flushed`, as
+    // network tuning measures) leaves every byte as it was.
+    for (threads, caches) in [(1, Caches::Warm), (2, Caches::Warm), (1, Caches::Flushed), (2, Caches::Flushed)] {
+        let got = program.run_timed_with(&inputs, threads, caches).expect("runs").results;
         for (g, w) in got.iter().zip(&want) {
             let c = compare(g, w);
-            assert!(c.passed, "{name} with {threads} threads: {c:?}\n{}", compiled.mlir);
+            assert!(c.passed, "{name} with {threads} threads, caches {}: {c:?}\n{}", caches.name(), compiled.mlir);
         }
     }
     compiled

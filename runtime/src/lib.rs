@@ -9,7 +9,7 @@ pub mod program;
 pub mod worker;
 
 pub use cuda::{CudaProgram, CudaRun};
-pub use program::{BufferView, CpuProgram, CpuRun, HostPlan};
+pub use program::{BufferView, Caches, CpuProgram, CpuRun, HostPlan};
 
 /// How a kernel is called: its MLIR/C symbol, its parameters (buffers of
 /// the tile function, by value number, in order) and the trip count of its parallel region.

@@ -326,6 +326,12 @@ impl CpuProgram {
         self.run_within(inputs, threads, &Limits::unlimited()).map_err(|e| e.to_string())
     }
 
+    /// [`CpuProgram::run_timed`] with the kernels' data in the caches as
+    /// `caches` says.
+    pub fn run_timed_with(&self, inputs: &[Tensor], threads: usize, caches: Caches) -> Result<CpuRun, String> {
+        self.run_inner(inputs, threads, &Limits::unlimited(), caches).map_err(|e| e.to_string())
+    }
+
     /// [`CpuProgram::run_timed`] within `limits`. Counted as live for the
     /// whole run, and checked before anything is allocated: the caller's
     /// inputs, the host's copies of them, the function's global buffers,
@@ -333,6 +339,10 @@ impl CpuProgram {
     /// largest need of any kernel, since they run one after another) and
     /// the results. Allocations the system refuses are errors too.
     pub fn run_within(&self, inputs: &[Tensor], threads: usize, limits: &Limits) -> Result<CpuRun, CpuRunError> {
+        self.run_inner(inputs, threads, limits, Caches::Warm)
+    }
+
+    fn run_inner(&self, inputs: &[Tensor], threads: usize, limits: &Limits, caches: Caches) -> Result<CpuRun, CpuRunError> {
         let mut budget = MemoryBudget::new(limits);
         let params: Vec<(&BufferSpec, &Tensor)> = self.plan.checked_inputs(inputs)?.collect();
         for (p, t) in &params {
@@ -383,6 +393,12 @@ impl CpuProgram {
         }
         // The prepack kernels come first (`load`) and are timed apart.
         let prepacks = self.kernels.partition_point(|(k, _)| k.prepack);
+        // The bytes to flush before the timed kernels (the buffers stay
+        // where they are for the whole run).
+        let flushed: Vec<(usize, usize)> = match caches {
+            Caches::Warm => Vec::new(),
+            Caches::Flushed => bufs.values().map(HostBuffer::as_bytes).chain(arena.as_ref().map(HostBuffer::as_bytes)).map(|b| (b.as_ptr() as usize, b.len())).collect(),
+        };
         let mut call = |(k, f): &(KernelAbi, *const ())| -> Result<(), String> {
             let ptrs: Vec<usize> = k.params.iter().map(|&v| ptr_of(&mut bufs, v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
@@ -402,6 +418,9 @@ impl CpuProgram {
         let prepack_start = std::time::Instant::now();
         self.kernels[..prepacks].iter().try_for_each(&mut call)?;
         let prepack_seconds = (prepacks > 0).then(|| prepack_start.elapsed().as_secs_f64());
+        for &(ptr, len) in &flushed {
+            flush_from_caches(ptr as *const u8, len);
+        }
         let start = std::time::Instant::now();
         let mut each_kernel_seconds = Vec::with_capacity(self.kernels.len() - prepacks);
         for kernel in &self.kernels[prepacks..] {
@@ -425,6 +444,70 @@ impl CpuProgram {
         }
         Ok(CpuRun { results, kernel_seconds, each_kernel_seconds, prepack_seconds })
     }
+}
+
+/// Where the kernels' data is when a timed run starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Caches {
+    /// As copying the inputs in (and the prepack kernels) left it: a
+    /// kernel timed again and again reads its operands from the caches
+    /// they fit in.
+    #[default]
+    Warm,
+    /// Written back and evicted from every cache level (the inputs, the
+    /// prepacked weights, the intermediate buffers): read from memory, as
+    /// a layer of a network whose weights outgrow the last-level cache
+    /// reads its weights. TVM's and Ansor's `enable_cpu_cache_flush`
+    /// measures so for networks on CPUs. (On x86 only; elsewhere the
+    /// caches are left as they are.)
+    Flushed,
+}
+
+impl Caches {
+    pub const NAMES: [&'static str; 2] = ["warm", "flushed"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Caches::Warm => "warm",
+            Caches::Flushed => "flushed",
+        }
+    }
+}
+
+impl std::str::FromStr for Caches {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "warm" => Ok(Caches::Warm),
+            "flushed" => Ok(Caches::Flushed),
+            _ => Err(format!("unknown cache state `{s}` (expected {})", Caches::NAMES.join(" or "))),
+        }
+    }
+}
+
+/// Writes `bytes` back and evicts them from every cache level, a line at a
+/// time (`clflush`), so that the next reads of them come from memory.
+/// The `len` bytes at `ptr` must be one live allocation.
+fn flush_from_caches(ptr: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_clflush, _mm_mfence};
+        // 64-byte lines on every x86-64 core; a smaller step would only
+        // flush some lines twice.
+        const LINE: usize = 64;
+        for off in (0..len).step_by(LINE) {
+            // SAFETY: `off` is inside the allocation; `clflush` (SSE2,
+            // part of x86-64) writes the line back and invalidates it,
+            // leaving its bytes as they are.
+            unsafe { _mm_clflush(ptr.add(off)) };
+        }
+        // SAFETY: a fence; no memory is touched.
+        unsafe { _mm_mfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (ptr, len);
 }
 
 /// Where a function's global buffers (intermediate tensors, results) live

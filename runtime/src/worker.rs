@@ -6,7 +6,7 @@
 //! that faults leaves its CUDA context unusable and one that hangs holds
 //! the GPU until its process dies, so GPU candidates run in workers too.
 
-use crate::{CpuProgram, CudaProgram, HostPlan, KernelAbi};
+use crate::{Caches, CpuProgram, CudaProgram, HostPlan, KernelAbi};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,6 +38,10 @@ pub struct Job {
     pub min_time_s: Option<f64>,
     /// CPU threads (unused by a CUDA job).
     pub threads: usize,
+    /// Where a CPU job's data is when each timed run starts (unused by a
+    /// CUDA job).
+    #[serde(default)]
+    pub caches: Caches,
     /// If set, the results of the last run are written here as
     /// `result<i>.npy`, for the parent to check.
     pub outputs_dir: Option<PathBuf>,
@@ -88,8 +92,8 @@ fn run_job_inner(job: &Job) -> Result<Vec<f64>, String> {
     let run_once: RunOnce = match &job.code {
         Code::Cpu { library } => {
             let program = CpuProgram::load(library, job.kernels.clone(), job.plan.clone())?;
-            let threads = job.threads;
-            Box::new(move |inputs| program.run_timed(inputs, threads).map(|r| (r.results, r.kernel_seconds)))
+            let (threads, caches) = (job.threads, job.caches);
+            Box::new(move |inputs| program.run_timed_with(inputs, threads, caches).map(|r| (r.results, r.kernel_seconds)))
         }
         Code::Cuda { ptx } => {
             let text = std::fs::read_to_string(ptx).map_err(|e| format!("cannot read {}: {e}", ptx.display()))?;
@@ -266,4 +270,38 @@ fn describe_signal(status: &std::process::ExitStatus) -> String {
 #[cfg(not(unix))]
 fn describe_signal(_: &std::process::ExitStatus) -> String {
     "terminated".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job written before `caches` existed (a records file's parent of
+    /// another build) still reads, with the caches warm as they were.
+    #[test]
+    fn jobs_without_a_cache_state_run_warm() {
+        let job = Job {
+            code: Code::Cpu { library: PathBuf::from("k.so") },
+            kernels: Vec::new(),
+            plan: HostPlan { params: Vec::new(), buffers: Vec::new(), results: Vec::new(), views: Vec::new() },
+            inputs: Vec::new(),
+            seed: 0,
+            warmup: 1,
+            repeat: 5,
+            time_budget_s: None,
+            min_time_s: None,
+            threads: 1,
+            caches: Caches::Flushed,
+            outputs_dir: None,
+        };
+        let mut json: serde_json::Value = serde_json::to_value(&job).unwrap();
+        assert_eq!(json["caches"], "flushed");
+        json.as_object_mut().unwrap().remove("caches");
+        let old: Job = serde_json::from_value(json).unwrap();
+        assert_eq!(old.caches, Caches::Warm);
+        for name in Caches::NAMES {
+            assert_eq!(name.parse::<Caches>().unwrap().name(), name);
+        }
+        assert!("cold".parse::<Caches>().unwrap_err().contains("warm or flushed"));
+    }
 }

@@ -160,6 +160,13 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     threads: usize,
 
+    /// Where a candidate's data is when each of its timed runs starts:
+    /// flushed from the caches, as a layer of a network finds the weights
+    /// that the layers before it pushed out (Ansor's CPU cache flush), or
+    /// warm from the run before, as a kernel timed alone finds them.
+    #[arg(long, value_enum, default_value_t = CacheState::Flushed)]
+    caches: CacheState,
+
     /// Timed end-to-end runs (after one warm-up); the median is reported.
     #[arg(long, default_value_t = 10)]
     repeat: usize,
@@ -193,6 +200,23 @@ struct Cli {
     /// Reports of other runs to draw in the same plot (repeatable).
     #[arg(long, value_name = "REPORT")]
     compare: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CacheState {
+    /// Written back and evicted before every timed run.
+    Flushed,
+    /// As the run before left them.
+    Warm,
+}
+
+impl CacheState {
+    fn caches(self) -> tilec_runtime::Caches {
+        match self {
+            CacheState::Flushed => tilec_runtime::Caches::Flushed,
+            CacheState::Warm => tilec_runtime::Caches::Warm,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -419,7 +443,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
             Allocation::Equal => "AMOS-style equal shares".to_string(),
         });
     }
-    eprintln!("tilec-tune: @{func}: {} task(s) from {ops} fused op(s); {budget} measurements in rounds of {}, {} scheduler, `{}` search, target `{}`", tasks.len(), cli.round_trials, scheduler_name(cli.scheduler), cli.strategy, target.name);
+    eprintln!("tilec-tune: @{func}: {} task(s) from {ops} fused op(s); {budget} measurements in rounds of {}, {} scheduler, `{}` search, target `{}`, candidates timed with caches {}", tasks.len(), cli.round_trials, scheduler_name(cli.scheduler), cli.strategy, target.name, cli.caches.caches().name());
 
     let untuned = if cli.no_untuned {
         None
@@ -514,6 +538,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "target": target.name,
         "threads": threads,
         "scheduler": scheduler_name(cli.scheduler),
+        "caches": cli.caches.caches().name(),
         "strategy": cli.strategy,
         "first_round": match cli.first_round { FirstRound::Markov => "markov", FirstRound::None => "none" },
         "search_options": cli.search_options,
@@ -660,6 +685,7 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
     // Candidates are timed on the threads the network will run on.
     match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
         Ok(mut e) => {
+            e.0.caches = cli.caches.caches();
             if let Some(c) = &mut e.0.compiler {
                 c.timeout = std::time::Duration::from_secs_f64(cli.compile_timeout);
             }
