@@ -276,8 +276,8 @@ fn describe_signal(_: &std::process::ExitStatus) -> String {
 mod tests {
     use super::*;
 
-    /// A job written before `caches` existed (a records file's parent of
-    /// another build) still reads, with the caches warm as they were.
+    /// A job without `caches` (written by a build from before it) still
+    /// reads, with the caches warm as they were then.
     #[test]
     fn jobs_without_a_cache_state_run_warm() {
         let job = Job {

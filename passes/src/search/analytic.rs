@@ -359,11 +359,10 @@ impl Problem {
         // 2.18 for one row. LLVM unrolled 3 taps of 28 FMAs, not 7 of 24
         // (ResNet's stem, a conv3d), whose windows then are not reused.
         const LLVM_UNROLLED_FMAS: u64 = 128;
-        let t_point = |id: AxisId| self.range_of(cfg, id.index(), inner);
         let slide = self.intrinsic_of(cfg).is_none()
-            .then(|| cfg.order.iter().rev().copied().find(|&a| !self.axes[a].spatial && Some(a) != lane_axis && self.range_of(cfg, a, inner) > 1))
+            .then(|| cfg.order.iter().rev().map(|&a| (a, self.range_of(cfg, a, inner))).find(|&(a, trips)| !self.axes[a].spatial && Some(a) != lane_axis && trips > 1))
             .flatten()
-            .map(|a| (AxisId::new(a), self.range_of(cfg, a, inner)))
+            .map(|(a, trips)| (AxisId::new(a), trips))
             .filter(|&(_, trips)| trips * (acc as u64) <= LLVM_UNROLLED_FMAS);
         let (mut held_by_tap_order, mut held_by_window_order) = (0.0, 0.0);
         // The body's reads feed each reduction step; an epilogue's are read
@@ -399,7 +398,7 @@ impl Problem {
             let unguarded = || -> (f64, f64, f64, f64) {
                 let (mut l, mut vl, mut tap_order, mut window_order) = (0.0, 0.0, 0.0, 0.0);
                 let streamed = outer.is_some_and(|o| read.indices.iter().any(|e| e.uses(AxisId::new(o))));
-                let slides = slide.is_some_and(|(tap, _)| self.slides_over(&read.indices, tap, &t_point));
+                let slides = slide.is_some_and(|(tap, _)| self.slides_over(cfg, &read.indices, tap));
                 if contiguous {
                     let v = elems.div_ceil(w) as f64;
                     l += v;
@@ -460,11 +459,8 @@ impl Problem {
                     // accumulators, 1 vector and 8 such broadcasts, spilled an
                     // accumulator and ran at 41 GFLOP/s against 81 for 4x16 on
                     // the AMD EPYC host.)
-                    // (ResNet-50 R11, 2 vectors x 2 rows x 7 columns with
-                    // `s` unrolled: the rows streamed, 28 accumulators and 2
-                    // weight vectors; but each tap reuses the last one's
-                    // broadcasts, 14 more, and LLVM spilled 171 zmm moves:
-                    // 2.63 ms against 2.18 for one row, 14 accumulators.)
+                    // Otherwise a window sliding over unrolled taps is held
+                    // (`slide` above says how much).
                     if (outer.is_some() && !streamed && !uses_vector) || acc <= elems as f64 {
                         vl += elems as f64;
                     } else if slides && !uses_vector {
@@ -517,11 +513,12 @@ impl Problem {
         (acc, loads, vector_loads)
     }
 
-    /// Does a read with `indices` slide over the point loop of `tap`: does
-    /// one of its indices combine `tap` with a spatial axis whose point loop
-    /// runs more than once (`ow + s` over a row of columns)?
-    fn slides_over(&self, indices: &[AffineExpr<AxisId>], tap: AxisId, t_point: &dyn Fn(AxisId) -> u64) -> bool {
-        indices.iter().any(|e| e.uses(tap) && self.axes.iter().enumerate().any(|(a, axis)| axis.spatial && e.uses(AxisId::new(a)) && t_point(AxisId::new(a)) > 1))
+    /// Does a read with `indices` slide over the point loop of `tap` in
+    /// `cfg`: does one of its indices combine `tap` with a spatial axis whose
+    /// point loop runs more than once (`ow + s` over a row of columns)?
+    fn slides_over(&self, cfg: &Config, indices: &[AffineExpr<AxisId>], tap: AxisId) -> bool {
+        let inner = self.levels - 1;
+        indices.iter().any(|e| e.uses(tap) && self.axes.iter().enumerate().any(|(a, axis)| axis.spatial && e.uses(AxisId::new(a)) && self.range_of(cfg, a, inner) > 1))
     }
 
     /// The share of the register tiles whose points all read read `r`
