@@ -9,16 +9,122 @@
 //! before it sleeps ([`POLL_BEFORE_SLEEP`]), so back-to-back runs do not
 //! pay for waking it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// One call of a kernel on a part of its parallel range: the function, its
-/// buffer pointers, `[lo, hi)`.
-pub(crate) struct Part {
+/// One kernel call's parallel range `[0, trip)`, shared out over the
+/// kernel threads: thread `t` starts on the `t`-th equal, contiguous
+/// share, takes it from the front a few iterations at a time, and when
+/// it runs dry takes the back half of the largest share left. A static
+/// split leaves a vCPU that the hypervisor slows (or a share whose
+/// iterations cost more) holding up the run, with the other thread idle:
+/// on the 2-vCPU VM of `docs/performance.md` the 2-thread ResNet-50 lost
+/// 0.07-0.18 ms against perfect scaling on nearly every convolution.
+/// Shares stay contiguous, so a thread's consecutive iterations still
+/// find what the last one left in its caches.
+pub(crate) struct Job {
     pub f: usize,
     pub ptrs: Vec<usize>,
-    pub lo: i64,
-    pub hi: i64,
+    /// Each thread's share left, `lo` in the high half and `hi` in the
+    /// low half of one word, so that the owner's take and a thief's take
+    /// are each one compare-and-swap.
+    shares: Vec<AtomicU64>,
+    /// How many iterations an owner takes at a time: few enough to leave
+    /// the rest to a thief, enough that the takes cost nothing beside the
+    /// iterations.
+    grain: u32,
+}
+
+/// How many takes an owner makes of its share (an iteration at a time
+/// where the share has fewer iterations). A take is one uncontended
+/// compare-and-swap (tens of nanoseconds), an iteration of a kernel's
+/// parallel loop microseconds or more.
+const TAKES_PER_SHARE: u64 = 64;
+
+fn pack(lo: u32, hi: u32) -> u64 {
+    (u64::from(lo) << 32) | u64::from(hi)
+}
+
+fn unpack(w: u64) -> (u32, u32) {
+    ((w >> 32) as u32, w as u32)
+}
+
+impl Job {
+    /// `[0, trip)` over `threads` shares (at most one per iteration), or
+    /// `None` where the range does not fit the packed shares (more than
+    /// `u32::MAX` iterations).
+    pub fn new(f: usize, ptrs: Vec<usize>, trip: u64, threads: usize) -> Option<Job> {
+        let trip = u32::try_from(trip).ok()?;
+        let threads = (threads as u64).clamp(1, u64::from(trip.max(1))) as u32;
+        let chunk = trip.div_ceil(threads);
+        let shares = (0..threads).map(|t| AtomicU64::new(pack((t * chunk).min(trip), ((t + 1) * chunk).min(trip)))).collect();
+        // One share is taken whole: there is no one to leave the rest to.
+        let grain = if threads == 1 { chunk.max(1) } else { (u64::from(chunk) / TAKES_PER_SHARE).max(1) as u32 };
+        Some(Job { f, ptrs, shares, grain })
+    }
+
+    /// Thread `me`'s part of the work: its own share, then what it can
+    /// take from the others'.
+    fn work(&self, me: usize) {
+        loop {
+            while let Some((lo, hi)) = self.take_front(me) {
+                crate::program::call(self.f, &self.ptrs, i64::from(lo), i64::from(hi));
+            }
+            if !self.steal_into(me) {
+                return;
+            }
+        }
+    }
+
+    /// The next `grain` iterations of share `t`, from its front.
+    fn take_front(&self, t: usize) -> Option<(u32, u32)> {
+        let share = &self.shares[t];
+        let mut w = share.load(Ordering::Acquire);
+        loop {
+            let (lo, hi) = unpack(w);
+            if lo >= hi {
+                return None;
+            }
+            let end = lo + self.grain.min(hi - lo);
+            match share.compare_exchange_weak(w, pack(end, hi), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((lo, end)),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Moves the back half (rounded up) of the largest other share into
+    /// `me`'s own, which is empty; false when every share is empty.
+    /// Only the owner writes an empty share, and thieves only take from
+    /// non-empty ones, so the plain store cannot lose a take.
+    fn steal_into(&self, me: usize) -> bool {
+        loop {
+            let victim = (0..self.shares.len())
+                .filter(|&t| t != me)
+                .map(|t| (t, self.shares[t].load(Ordering::Acquire)))
+                .max_by_key(|&(_, w)| {
+                    let (lo, hi) = unpack(w);
+                    hi.saturating_sub(lo)
+                });
+            let Some((t, w)) = victim else { return false };
+            let (lo, hi) = unpack(w);
+            if lo >= hi {
+                return false;
+            }
+            let split = hi - (hi - lo).div_ceil(2);
+            if self.shares[t].compare_exchange(w, pack(lo, split), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                self.shares[me].store(pack(split, hi), Ordering::Release);
+                return true;
+            }
+        }
+    }
+}
+
+/// What a kernel thread is handed: a job and which share is its own.
+pub(crate) struct Part {
+    job: Arc<Job>,
+    me: usize,
 }
 
 struct KernelThread {
@@ -37,7 +143,7 @@ impl KernelThread {
             .spawn(move || {
                 pin_to_cpu(index);
                 while let Some(p) = next_part(&todo) {
-                    crate::program::call(p.f, &p.ptrs, p.lo, p.hi);
+                    p.job.work(p.me);
                     if finished.send(()).is_err() {
                         return;
                     }
@@ -76,12 +182,13 @@ fn next_part(todo: &Receiver<Part>) -> Option<Part> {
 /// when a kernel needs more than it has.
 static THREADS: Mutex<Vec<KernelThread>> = Mutex::new(Vec::new());
 
-/// Runs each part on its own kernel thread, each with at least
-/// `stack_bytes` of stack, and returns when all have finished.
-pub(crate) fn run_parts(parts: Vec<Part>, stack_bytes: usize) -> Result<(), String> {
+/// Runs `job` on as many kernel threads as it has shares, each with at
+/// least `stack_bytes` of stack, and returns when all have finished.
+pub(crate) fn run_job(job: Job, stack_bytes: usize) -> Result<(), String> {
     // One run at a time: the threads' stacks are reused, not shared.
     let mut pool = THREADS.lock().map_err(|_| "a kernel thread panicked".to_string())?;
-    for t in 0..parts.len() {
+    let threads = job.shares.len();
+    for t in 0..threads {
         if t == pool.len() {
             pool.push(KernelThread::start(t, stack_bytes)?);
         } else if pool[t].stack_bytes < stack_bytes {
@@ -89,12 +196,14 @@ pub(crate) fn run_parts(parts: Vec<Part>, stack_bytes: usize) -> Result<(), Stri
             pool[t] = KernelThread::start(t, stack_bytes)?;
         }
     }
-    // Every part handed out is waited for, even after a failure: the
-    // parts point into the caller's buffers.
+    // Every thread handed the job is waited for, even after a failure:
+    // the job points into the caller's buffers. A share whose thread has
+    // stopped is taken by the others.
+    let job = Arc::new(job);
     let mut failed = None;
     let mut running = Vec::new();
-    for (t, p) in parts.into_iter().enumerate() {
-        match pool[t].parts.send(p) {
+    for t in 0..threads {
+        match pool[t].parts.send(Part { job: Arc::clone(&job), me: t }) {
             Ok(()) => running.push(t),
             Err(_) => failed = failed.or(Some(format!("kernel thread {t} has stopped"))),
         }
@@ -136,45 +245,81 @@ fn pin_to_cpu(_index: usize) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicI64};
     use std::sync::Mutex as StdMutex;
+    use std::thread::ThreadId;
 
-    /// What each call of [`record`] saw: its range and thread.
-    static CALLS: StdMutex<Vec<(i64, i64, std::thread::ThreadId, Option<String>)>> = StdMutex::new(Vec::new());
+    /// The threads that ran each call of [`count`], and their names.
+    static THREADS_SEEN: StdMutex<Vec<(ThreadId, Option<String>)>> = StdMutex::new(Vec::new());
 
-    /// A stand-in kernel with one buffer parameter: records its range and
-    /// the thread it ran on, and adds the range's length to the buffer.
-    extern "C" fn record(sum: usize, lo: i64, hi: i64) {
+    /// A stand-in kernel with one buffer parameter, an array of counters:
+    /// adds one to the counter of each iteration of its range.
+    extern "C" fn count(counters: usize, lo: i64, hi: i64) {
         let t = std::thread::current();
-        CALLS.lock().unwrap().push((lo, hi, t.id(), t.name().map(str::to_string)));
-        // SAFETY: the test passes a pointer to an AtomicI64 that outlives the run.
-        let sum = unsafe { &*(sum as *const std::sync::atomic::AtomicI64) };
-        sum.fetch_add(hi - lo, std::sync::atomic::Ordering::Relaxed);
+        THREADS_SEEN.lock().unwrap().push((t.id(), t.name().map(str::to_string)));
+        for i in lo..hi {
+            // SAFETY: the test passes an array of AtomicI64 longer than the range.
+            unsafe { &*(counters as *const AtomicI64).add(i as usize) }.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
-    fn run(sum: &std::sync::atomic::AtomicI64, ranges: &[(i64, i64)], stack: usize) -> Vec<(i64, i64, std::thread::ThreadId, Option<String>)> {
-        CALLS.lock().unwrap().clear();
-        let f = record as extern "C" fn(usize, i64, i64) as usize;
-        let parts = ranges.iter().map(|&(lo, hi)| Part { f, ptrs: vec![sum as *const _ as usize], lo, hi }).collect();
-        run_parts(parts, stack).unwrap();
-        let mut calls = CALLS.lock().unwrap().clone();
-        calls.sort_by_key(|c| c.0);
-        calls
+    fn run(counters: &[AtomicI64], trip: u64, threads: usize, stack: usize) -> Vec<(ThreadId, Option<String>)> {
+        THREADS_SEEN.lock().unwrap().clear();
+        let job = Job::new(count as extern "C" fn(usize, i64, i64) as usize, vec![counters.as_ptr() as usize], trip, threads).unwrap();
+        run_job(job, stack).unwrap();
+        let mut seen = THREADS_SEEN.lock().unwrap().clone();
+        seen.sort_by(|a, b| a.1.cmp(&b.1));
+        seen.dedup();
+        seen
     }
 
-    /// Part t runs on kernel thread t; the same threads serve the next
-    /// run (their stacks persist); a kernel needing a larger stack gets a
-    /// new thread; every part runs once.
+    /// Every iteration runs once, on the kernel threads (never the
+    /// caller); the same threads serve the next run (their stacks
+    /// persist); a kernel needing a larger stack gets a new thread; there
+    /// are never more shares than iterations.
     #[test]
     fn kernel_threads_persist_and_grow_their_stacks() {
-        let sum = std::sync::atomic::AtomicI64::new(0);
-        let first = run(&sum, &[(0, 3), (3, 5)], 1 << 20);
-        assert_eq!(first.iter().map(|c| (c.0, c.1, c.3.clone())).collect::<Vec<_>>(), vec![(0, 3, Some("tilec-kernel-0".into())), (3, 5, Some("tilec-kernel-1".into()))]);
-        assert_ne!(first[0].2, first[1].2, "two parts, two threads");
-        assert_ne!(first[0].2, std::thread::current().id());
-        let again = run(&sum, &[(0, 4), (4, 8)], 1 << 20);
-        assert_eq!((again[0].2, again[1].2), (first[0].2, first[1].2), "the same threads serve the next run");
-        let larger = run(&sum, &[(0, 1)], 64 << 20);
-        assert_ne!(larger[0].2, first[0].2, "a larger stack needs a new thread");
-        assert_eq!(sum.load(std::sync::atomic::Ordering::Relaxed), 5 + 8 + 1);
+        let counters: Vec<AtomicI64> = (0..1000).map(|_| AtomicI64::new(0)).collect();
+        let first = run(&counters, 1000, 2, 1 << 20);
+        assert!(counters.iter().all(|c| c.load(Ordering::Relaxed) == 1), "each iteration once");
+        assert!(first.iter().all(|(id, name)| *id != std::thread::current().id() && name.as_deref().is_some_and(|n| n.starts_with("tilec-kernel-"))), "{first:?}");
+        let again = run(&counters, 1000, 2, 1 << 20);
+        assert!(again.iter().all(|t| first.contains(t)), "the same threads serve the next run");
+        let larger = run(&counters, 1, 1, 64 << 20);
+        assert_eq!(larger.len(), 1);
+        assert!(!first.iter().any(|t| t.0 == larger[0].0), "a larger stack needs a new thread");
+        assert_eq!(counters[0].load(Ordering::Relaxed), 3);
+        assert!(counters[1..].iter().all(|c| c.load(Ordering::Relaxed) == 2));
+        assert_eq!(Job::new(0, vec![], 3, 8).unwrap().shares.len(), 3);
+        assert!(Job::new(0, vec![], u64::from(u32::MAX) + 1, 2).is_none());
+    }
+
+    static RAN: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
+    static ITERATION_0_WAITED_FOR_3: AtomicBool = AtomicBool::new(false);
+
+    /// Iteration 0 waits (up to 10 s) for iteration 3, which comes after
+    /// it in the same static share of 8 iterations over 2 threads.
+    extern "C" fn wait_in_0_for_3(_: usize, lo: i64, hi: i64) {
+        for i in lo..hi {
+            if i == 0 {
+                let start = std::time::Instant::now();
+                while !RAN[3].load(Ordering::Acquire) && start.elapsed() < std::time::Duration::from_secs(10) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                ITERATION_0_WAITED_FOR_3.store(RAN[3].load(Ordering::Acquire), Ordering::Release);
+            }
+            RAN[i as usize].store(true, Ordering::Release);
+        }
+    }
+
+    /// A thread whose share is done takes over the rest of a share whose
+    /// thread is held up: with a static split, iteration 3 would wait for
+    /// iteration 0 on thread 0.
+    #[test]
+    fn a_held_up_share_is_taken_over() {
+        let job = Job::new(wait_in_0_for_3 as extern "C" fn(usize, i64, i64) as usize, vec![0], 8, 2).unwrap();
+        run_job(job, 1 << 20).unwrap();
+        assert!(RAN.iter().all(|r| r.load(Ordering::Relaxed)));
+        assert!(ITERATION_0_WAITED_FOR_3.load(Ordering::Relaxed), "iteration 3 ran while iteration 0 waited");
     }
 }

@@ -4,7 +4,7 @@
 //! (`pool`).
 
 use crate::KernelAbi;
-use crate::pool::{Part, run_parts};
+use crate::pool::{Job, run_job};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -403,17 +403,12 @@ impl CpuProgram {
             let ptrs: Vec<usize> = k.params.iter().map(|&v| ptr_of(&mut bufs, v).ok_or_else(|| format!("kernel `{}` uses a buffer the host does not have", k.symbol))).collect::<Result<_, _>>()?;
             let trip = k.parallel_trip.max(1);
             let threads = parts_of(k);
-            let chunk = trip.div_ceil(threads as u64);
             // Local buffers live on the kernel's stack: each thread gets
             // them on top of the usual stack. The threads outlive the run
             // (`pool`), so their stacks' pages stay mapped.
             let stack = usize::try_from(k.stack_bytes).ok().and_then(|b| b.checked_add(THREAD_STACK_BYTES)).ok_or_else(|| format!("kernel `{}` needs {} bytes of stack", k.symbol, k.stack_bytes))?;
-            let parts: Vec<Part> = (0..threads as u64)
-                .map(|t| (t * chunk, ((t + 1) * chunk).min(trip)))
-                .filter(|(lo, hi)| lo < hi)
-                .map(|(lo, hi)| Part { f: *f as usize, ptrs: ptrs.clone(), lo: lo as i64, hi: hi as i64 })
-                .collect();
-            run_parts(parts, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))
+            let job = Job::new(*f as usize, ptrs, trip, threads).ok_or_else(|| format!("kernel `{}` has a parallel range of {trip} iterations, more than the runtime shares out ({})", k.symbol, u32::MAX))?;
+            run_job(job, stack).map_err(|e| format!("kernel `{}`: {e}", k.symbol))
         };
         let prepack_start = std::time::Instant::now();
         self.kernels[..prepacks].iter().try_for_each(&mut call)?;
