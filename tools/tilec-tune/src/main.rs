@@ -51,7 +51,8 @@ use tilec::tasks::{Task, extract_tasks};
 struct Cli {
     /// The network (a tile file, e.g. from `tilec import`); its weights are
     /// read from the file beside it (`--weights`) for the end-to-end run.
-    input: PathBuf,
+    #[arg(required_unless_present = "plot_only")]
+    input: Option<PathBuf>,
 
     /// The function (needed when the file has several).
     #[arg(long = "func", value_name = "NAME")]
@@ -200,6 +201,17 @@ struct Cli {
     /// Reports of other runs to draw in the same plot (repeatable).
     #[arg(long, value_name = "REPORT")]
     compare: Vec<PathBuf>,
+
+    /// Draw `--plot` from the `--compare` reports alone: no network, no
+    /// tuning (to draw runs made apart in one figure).
+    #[arg(long = "plot-only", requires = "plot", conflicts_with = "input")]
+    plot_only: bool,
+}
+
+impl Cli {
+    fn input(&self) -> &Path {
+        self.input.as_deref().expect("clap requires INPUT unless --plot-only")
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -329,6 +341,9 @@ struct Step {
 }
 
 fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
+    if cli.plot_only {
+        return draw_plot(cli, Vec::new());
+    }
     if cli.round_trials == 0 {
         return Err(Diagnostic::error("--round-trials must be at least 1").into());
     }
@@ -349,11 +364,11 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         SubTaskMode::Equal => Allocation::Equal,
     };
     allocation.check().map_err(|m| Diagnostic::error(format!("the dual-task scheduler cannot run: {}", m.replace("kappa", "--kappa").replace("explore-beta", "--explore-beta"))))?;
-    let output = cli.output.clone().unwrap_or_else(|| cli.input.with_extension("tuned.tile"));
+    let output = cli.output.clone().unwrap_or_else(|| cli.input().with_extension("tuned.tile"));
     for p in std::iter::once(&output).chain(&cli.report).chain(&cli.plot) {
         tilec::input::check_writable(p).map_err(Diagnostic::error)?;
     }
-    let file = tilec::input::read_source(sources, &cli.input.to_string_lossy())?;
+    let file = tilec::input::read_source(sources, &cli.input().to_string_lossy())?;
     let mut module = tilec::syntax::parse(sources, file)?;
     tilec::verify::verify_module(&module).into_result()?;
     let func = match &cli.func {
@@ -532,7 +547,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
 
     let doc = json!({
         "tool": "tilec-tune",
-        "input": cli.input.display().to_string(),
+        "input": cli.input().display().to_string(),
         "func": func,
         "machine": tilec::target::host::machine_description(),
         "target": target.name,
@@ -571,13 +586,8 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     if let Some(path) = &cli.report {
         std::fs::write(path, format!("{}\n", serde_json::to_string_pretty(&doc).expect("JSON of plain values"))).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", path.display(), tilec::input::io_reason(&e))))?;
     }
-    if let Some(path) = &cli.plot {
-        let mut runs = vec![doc];
-        for p in &cli.compare {
-            let text = std::fs::read_to_string(p).map_err(|e| Diagnostic::error(format!("cannot read `{}`: {}", p.display(), tilec::input::io_reason(&e))))?;
-            runs.push(serde_json::from_str(&text).map_err(|e| Diagnostic::error(format!("`{}` is not a tilec-tune report: {e}", p.display())))?);
-        }
-        plot::draw(&runs, path).map_err(Diagnostic::error)?;
+    if cli.plot.is_some() {
+        draw_plot(cli, vec![doc])?;
     }
     if checked == Some(false) {
         return Err(Diagnostic::error("the tuned network's outputs differ from the interpreter's").with_note("this is a bug in tilec: tuning must not change results").into());
@@ -723,12 +733,28 @@ fn apply_best(module: &mut Module, tasks: &[TaskRun], records: &[Record], target
     applied
 }
 
+/// Draws `--plot`: `runs` (this run's report, if any) and the `--compare`
+/// reports.
+fn draw_plot(cli: &Cli, mut runs: Vec<serde_json::Value>) -> Result<(), Diagnostics> {
+    let path = cli.plot.as_ref().expect("only called with --plot");
+    for p in &cli.compare {
+        let text = std::fs::read_to_string(p).map_err(|e| Diagnostic::error(format!("cannot read `{}`: {}", p.display(), tilec::input::io_reason(&e))))?;
+        runs.push(serde_json::from_str(&text).map_err(|e| Diagnostic::error(format!("`{}` is not a tilec-tune report: {e}", p.display())))?);
+    }
+    if runs.is_empty() {
+        return Err(Diagnostic::error("--plot-only draws the --compare reports, and none was given").with_help("name a report of `tilec-tune --report` with `--compare FILE`").into());
+    }
+    tilec::input::check_writable(path).map_err(Diagnostic::error)?;
+    plot::draw(&runs, path).map_err(Diagnostic::error)?;
+    Ok(())
+}
+
 /// The network's inputs, seeded random, then its weights from the file.
 fn network_inputs(cli: &Cli, f: &Function) -> Result<Vec<Tensor>, Diagnostics> {
     let mut inputs: Vec<Tensor> = f.params.iter().enumerate().filter_map(|(i, &p)| f.value_type(p).as_tensor().map(|t| Tensor::random(t, Tensor::input_seed(cli.seed, i)))).collect();
     let wanted = tilec::ir::weights::weights_of(f);
     if !wanted.is_empty() {
-        let path = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(&cli.input));
+        let path = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(cli.input()));
         let file = tilec::interp::weights::read_sidecar(&path)
             .map_err(|e| Diagnostic::error(format!("@{} reads {} weight(s), but its weights file cannot be used: {e}", f.name, wanted.len())).with_help("name the weights file with `--weights PATH`"))?;
         inputs.extend(tilec::interp::weights::bind_weights(&wanted, file, &path).map_err(Diagnostic::error)?);
@@ -739,7 +765,7 @@ fn network_inputs(cli: &Cli, f: &Function) -> Result<Vec<Tensor>, Diagnostics> {
 /// The weights beside the tuned network: a hard link to the input's, or a
 /// copy where links are not possible.
 fn link_weights(cli: &Cli, output: &Path) -> Result<(), Diagnostics> {
-    let from = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(&cli.input));
+    let from = cli.weights.clone().unwrap_or_else(|| tilec::interp::weights::sidecar_path(cli.input()));
     if !from.exists() {
         return Ok(());
     }

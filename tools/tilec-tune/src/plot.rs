@@ -26,6 +26,9 @@ fn points(run: &Json, x_key: &str) -> Vec<(f64, f64)> {
 
 pub fn draw(runs: &[Json], path: &Path) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| format!("cannot draw `{}`: {x}", path.display());
+    // Runs on different thread counts (drawn together with `--plot-only`)
+    // say theirs in their labels, not in the title.
+    let one_thread_count = runs.iter().all(|r| r["threads"] == runs[0]["threads"]);
     let label = |r: &Json| {
         let tuned = r["tuned_ms"].as_f64().map_or(String::new(), |t| format!(", end to end {t:.2} ms"));
         // Runs that differ only in how sub-tasks are shared, or in the
@@ -37,14 +40,15 @@ pub fn draw(runs: &[Json], path: &Path) -> Result<(), String> {
         };
         let subs = if r["sub_tasks"]["with_plain"].as_bool() == Some(true) { format!("{subs} (with plain)") } else { subs };
         let options = r["search_options"].as_str().filter(|o| !o.is_empty()).map_or(String::new(), |o| format!(" {o}"));
-        format!("{}{subs} scheduler, {} search{options}, seed {}{tuned}", r["scheduler"].as_str().unwrap_or("?"), r["strategy"].as_str().unwrap_or("?"), r["seed"])
+        let threads = if one_thread_count { String::new() } else { format!(", {} thread(s)", r["threads"]) };
+        format!("{}{subs} scheduler, {} search{options}, seed {}{threads}{tuned}", r["scheduler"].as_str().unwrap_or("?"), r["strategy"].as_str().unwrap_or("?"), r["seed"])
     };
     let first = &runs[0];
+    let threads = if one_thread_count { format!(", {} thread(s)", first["threads"]) } else { String::new() };
     let title = format!(
-        "tilec-tune @{}: estimated latency (Σ ω·best task latency) while tuning ({}, {} thread(s))",
+        "tilec-tune @{}: estimated latency (Σ ω·best task latency) while tuning ({}{threads})",
         first["func"].as_str().unwrap_or("?"),
         first["machine"].as_str().unwrap_or("unknown machine"),
-        first["threads"]
     );
     let root = SVGBackend::new(path, (1200, 460)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
