@@ -615,8 +615,10 @@ fn median(times: &[f64]) -> f64 {
 /// pipeline's after `search`, docs/codegen.md, for CPUs and GPUs alike:
 /// a GPU candidate with a warp intrinsic is tensorized as the final
 /// kernel will be), with their default options; then its weights become
-/// trailing parameters, as `lower-to-mlir` makes them.
-fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), String> {
+/// trailing parameters, as `lower-to-mlir` makes them. Public for the
+/// tools that time candidates outside a search (`tilec-tune`'s final
+/// rounds).
+pub fn lower_for_measurement(m: &mut Module, target: &Arc<Target>) -> Result<(), String> {
     let decls: &[&PassDecl] = &[
         &crate::tile::DECL,
         &crate::cache::DECL,

@@ -81,6 +81,25 @@ struct Cli {
     #[arg(long = "round-trials", default_value_t = 16)]
     round_trials: usize,
 
+    /// After tuning, each task's measured schedules within
+    /// `--final-margin` of its fastest (at most `--finalists`) are timed
+    /// again in this many rounds, one after another, and the lowest median
+    /// of each one's timings (its first included) picks the task's
+    /// schedule (0: the fastest single measurement does). Measured minutes
+    /// apart, a candidate timed in a fast phase of a shared machine
+    /// otherwise wins over a faster one.
+    #[arg(long = "final-rounds", default_value_t = 2)]
+    final_rounds: usize,
+
+    /// How much slower than a task's fastest a schedule may have measured
+    /// and still go to the final rounds (0.2: 20%).
+    #[arg(long = "final-margin", default_value_t = 0.2)]
+    final_margin: f64,
+
+    /// At most this many schedules of a task go to the final rounds.
+    #[arg(long, default_value_t = 3)]
+    finalists: usize,
+
     /// Stop after this many rounds (0: no limit). Algorithm 1's `trials`
     /// is `--rounds` × `--round-trials`: a round counts once however many
     /// sub-tasks it tunes.
@@ -356,6 +375,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     if tilec_codegen::compile_worker::CompileWorker::find().is_none() {
         eprintln!("tilec-tune: warning: no `tilec` executable beside tilec-tune (nor $TILEC_COMPILER): candidates compile in this process, without --compile-timeout");
     }
+    if !(cli.final_margin >= 0.0 && cli.final_margin.is_finite()) {
+        return Err(Diagnostic::error(format!("--final-margin must be a number ≥ 0 (got {})", cli.final_margin)).into());
+    }
     if !(0.0..=1.0).contains(&cli.alpha) || cli.beta <= 0.0 || cli.window == 0 {
         return Err(Diagnostic::error("the gradient scheduler needs 0 ≤ --alpha ≤ 1, --beta > 0 and --window ≥ 1").into());
     }
@@ -519,9 +541,15 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     progress.finish_and_clear();
     let tuning_s = start.elapsed().as_secs_f64();
 
+    // Close candidates timed again side by side.
+    let finals = final_rounds(cli, &target, threads, &tasks, &records)?;
+    let final_s = start.elapsed().as_secs_f64() - tuning_s;
+    if finals.iter().any(Option::is_some) {
+        eprintln!("tilec-tune: final rounds took {final_s:.1} s");
+    }
     // The tuned network: each op gets its task's best schedule.
     let mut tuned = module.clone();
-    let applied = apply_best(&mut tuned, &tasks, &records, &target);
+    let applied = apply_best(&mut tuned, &tasks, &records, &finals, &target);
     std::fs::write(&output, tilec::syntax::print_module(&tuned)).map_err(|e| Diagnostic::error(format!("cannot write `{}`: {}", output.display(), tilec::input::io_reason(&e))))?;
     link_weights(cli, &output)?;
     eprintln!("tilec-tune: {applied} op(s) scheduled from records; tuned network written to `{}`", output.display());
@@ -561,6 +589,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
         "round_trials": cli.round_trials,
         "measurements": spent,
         "tuning_s": tuning_s,
+        "final_rounds": { "rounds": cli.final_rounds, "margin": cli.final_margin, "finalists": cli.finalists, "seconds": final_s },
         "untuned_ms": untuned.map(|s| s * 1e3),
         "tuned_ms": tuned_s * 1e3,
         "checked": checked,
@@ -569,7 +598,12 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
             Allocation::Sampled { kappa, beta } => json!({ "allocation": "sampled", "kappa": kappa, "explore_beta": beta, "with_plain": cli.with_plain }),
             Allocation::Equal => json!({ "allocation": "equal", "with_plain": cli.with_plain }),
         }),
-        "tasks": tasks.iter().map(|t| json!({
+        "tasks": tasks.iter().zip(&finals).map(|(t, fin)| json!({
+            "final": fin.as_ref().map(|f| json!({
+                "winner": f.winner,
+                "medians_ms": f.finalists.iter().map(|(_, times)| finite_ms(tilec::measure::Timing::median_of(times).unwrap_or(f64::INFINITY))).collect::<Vec<_>>(),
+                "times_ms": f.finalists.iter().map(|(_, times)| times.iter().map(|&t| finite_ms(t)).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            })),
             "label": t.label, "weight": t.task.weight(), "flops": t.task.flops, "measurements": t.measurements,
             "rounds": t.view.history.len(), "best_ms": finite_ms(t.view.best()), "history_ms": t.view.history.iter().map(|&s| finite_ms(s)).collect::<Vec<_>>(),
             "mappings": t.candidates.iter().enumerate().map(|(k, (words, _))| {
@@ -718,19 +752,96 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
 
 /// Gives every op of the network its task's best schedule; returns how
 /// many got one (the others are scheduled by construction when compiled).
-fn apply_best(module: &mut Module, tasks: &[TaskRun], records: &[Record], target: &Target) -> usize {
+fn apply_best(module: &mut Module, tasks: &[TaskRun], records: &[Record], finals: &[Option<Final>], target: &Target) -> usize {
     let f = &mut module.funcs[0];
     let mut applied = 0;
-    for t in tasks {
-        let Some(r) = best_record(records, &t.key, &target.name) else { continue };
+    for (t, fin) in tasks.iter().zip(finals) {
+        let schedule = match fin {
+            Some(fin) => fin.finalists[fin.winner].0.clone(),
+            None => match best_record(records, &t.key, &target.name) {
+                Some(r) => r.schedule.clone(),
+                None => continue,
+            },
+        };
         for &op in &t.task.ops {
             if let Some(c) = f.ops[op].kind.as_compute_mut() {
-                c.schedule = Some(r.schedule.to_schedule(&target.name));
+                c.schedule = Some(schedule.to_schedule(&target.name));
                 applied += 1;
             }
         }
     }
     applied
+}
+
+/// A task's final rounds: its finalists with every median each got (the
+/// record's first), and which won.
+struct Final {
+    finalists: Vec<(tilec::records::RecordSchedule, Vec<f64>)>,
+    winner: usize,
+}
+
+/// Times each task's close schedules again (`--final-rounds`), each round
+/// taking them one after another, on the tuning's evaluator; `None` for a
+/// task with fewer than two finalists. A finalist that fails a round drops
+/// out.
+fn final_rounds(cli: &Cli, target: &Arc<Target>, threads: usize, tasks: &[TaskRun], records: &[Record]) -> Result<Vec<Option<Final>>, Diagnostics> {
+    let mut finals = Vec::new();
+    let mut evaluator = None;
+    for t in tasks {
+        let mut timed: Vec<(f64, &Record)> = t.records_in(records, &target.name).filter_map(|r| Some((r.latency.as_ref()?.median_s, r))).collect();
+        timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let fastest = timed.first().map_or(f64::INFINITY, |f| f.0);
+        let mut finalists: Vec<(tilec::records::RecordSchedule, Vec<f64>)> = Vec::new();
+        for (time, r) in timed.into_iter().filter(|(time, _)| *time <= fastest * (1.0 + cli.final_margin)) {
+            if finalists.len() < cli.finalists && !finalists.iter().any(|(s, _)| *s == r.schedule) {
+                finalists.push((r.schedule.clone(), vec![time]));
+            }
+        }
+        if cli.final_rounds == 0 || finalists.len() < 2 {
+            finals.push(None);
+            continue;
+        }
+        if evaluator.is_none() {
+            let mut e = tilec_codegen::evaluator::cpu_evaluator(target, threads).map_err(|why| Diagnostic::error(format!("the final rounds cannot time candidates: {why}")).with_help("--final-rounds 0 keeps each task's fastest measurement"))?;
+            e.0.caches = cli.caches.caches();
+            evaluator = Some(e);
+        }
+        let e = evaluator.as_mut().expect("made above");
+        let func = t.module.funcs[0].name.clone();
+        // `extract_op` keeps the op's id: the representative is the first.
+        let op = t.task.ops[0];
+        // Checked against the interpreter where the evaluator can.
+        let _ = tilec::measure::Evaluator::set_reference(e, &t.module, &func);
+        for _ in 0..cli.final_rounds {
+            let mut kept = Vec::new();
+            for (schedule, mut times) in finalists {
+                let mut m = t.module.clone();
+                m.funcs[0].ops[op].kind.as_compute_mut().expect("the task's op is a compute op").schedule = Some(schedule.to_schedule(&target.name));
+                let timed = tilec_passes::search::lower_for_measurement(&mut m, target).map_err(|e| e.to_string()).and_then(|()| tilec::measure::Evaluator::evaluate(e, &m, &func).map_err(|e| e.to_string()));
+                if let Ok(t) = timed {
+                    times.push(t.median_s);
+                    kept.push((schedule, times));
+                }
+            }
+            finalists = kept;
+        }
+        let medians: Vec<f64> = finalists.iter().map(|(_, times)| tilec::measure::Timing::median_of(times).unwrap_or(f64::INFINITY)).collect();
+        let Some(winner) = (0..finalists.len()).min_by(|&a, &b| medians[a].total_cmp(&medians[b])) else {
+            finals.push(None);
+            continue;
+        };
+        eprintln!(
+            "final rounds: \"{}\": {} schedule(s) within {:.0}% timed {} more time(s) each, medians {}; {} wins",
+            t.label,
+            finalists.len(),
+            cli.final_margin * 100.0,
+            cli.final_rounds,
+            medians.iter().map(|&m| ms(m)).collect::<Vec<_>>().join(", "),
+            if winner == 0 { "the fastest first measurement".to_string() } else { format!("number {} of the first measurements", winner + 1) }
+        );
+        finals.push(Some(Final { finalists, winner }));
+    }
+    Ok(finals)
 }
 
 /// Draws `--plot`: `runs` (this run's report, if any) and the `--compare`
