@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex};
 /// Shares stay contiguous, so a thread's consecutive iterations still
 /// find what the last one left in its caches.
 pub(crate) struct Job {
-    pub f: usize,
-    pub ptrs: Vec<usize>,
+    /// The kernel and its buffer pointers.
+    f: usize,
+    ptrs: Vec<usize>,
     /// Each thread's share left, `lo` in the high half and `hi` in the
     /// low half of one word, so that the owner's take and a thief's take
     /// are each one compare-and-swap.
@@ -297,9 +298,11 @@ static POOL: Mutex<Pool> = Mutex::new(Pool { threads: Vec::new(), caller_stack: 
 /// finished. The caller works rather than waits: on a machine with as
 /// many CPUs as shares, a waiting caller is one thread more than CPUs, to
 /// be woken (through the hypervisor, on a VM) after every kernel. Handing
-/// out and collecting a kernel so cost 11-15 µs on one thread and 12-18
-/// on two on the 2-vCPU Zen 4 VM (a chain of 40 kernels that do next to
-/// nothing); with the caller working, 0.2 and 1-2 µs. Pin the caller
+/// out and collecting a kernel so cost 8-11 µs on one thread and 12-19
+/// on two on the 2-vCPU Zen 4 VM (lscpu family 25 model 17; a chain of 40
+/// kernels that do next to nothing,
+/// `benchmarks/results/2026-12-07-caller/`); with the caller working, 0.2
+/// and 1 µs. Pin the caller
 /// ([`CallerPin`]) around a run on several threads, or it may share a CPU
 /// with kernel thread 1.
 pub(crate) fn run_job(job: Job, stack_bytes: usize) -> Result<(), String> {

@@ -456,40 +456,21 @@ impl<'a> SearchCx<'a> {
         Some(result)
     }
 
-    /// The measured candidates within `margin` of the fastest
-    /// (at most [`FINALISTS`], fastest first), timed again in `rounds`
-    /// rounds that take them one after another, with every median each
-    /// one got (its first measurement's included). A shared machine's
-    /// slow phases last seconds: one measurement per candidate, taken
-    /// candidate after candidate, lets a phase pick the winner among
-    /// close ones (BERT M2: 94 against 112 GFLOP/s for two picks of one
-    /// search). Alternating rounds spread the phases over all of them. A
-    /// finalist that fails in a round drops out. Empty with fewer than two
-    /// finalists.
+    /// The measured candidates within `margin` of the fastest (at most
+    /// [`FINALISTS`]), timed again in `rounds` rounds ([`time_finalists`]),
+    /// each timing also kept in `final_measured`. A shared machine's slow
+    /// phases last seconds: one measurement per candidate, taken candidate
+    /// after candidate, lets a phase pick the winner among close ones
+    /// (BERT M2: 94 against 112 GFLOP/s for two picks of one search).
     pub fn final_rounds(&mut self, p: &Problem, rounds: u64, margin: f64) -> Vec<(Config, Vec<f64>)> {
         let mut ok: Vec<(f64, Config)> = self.measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
         ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        let Some(&(fastest, _)) = ok.first() else { return Vec::new() };
-        let mut finalists: Vec<(Config, Vec<f64>)> = ok.into_iter().filter(|(t, _)| *t <= fastest * (1.0 + margin)).take(FINALISTS).map(|(t, c)| (c, vec![t])).collect();
-        if finalists.len() < 2 || rounds == 0 {
-            return Vec::new();
-        }
-        for _ in 0..rounds {
-            let mut kept = Vec::new();
-            for (c, mut times) in finalists {
-                match self.time(p, &c) {
-                    Some(Ok(t)) => {
-                        times.push(t.median_s);
-                        self.final_measured.push((c.clone(), Ok(t)));
-                        kept.push((c, times));
-                    }
-                    Some(Err(e)) => self.final_measured.push((c, Err(e))),
-                    None => return Vec::new(),
-                }
-            }
-            finalists = kept;
-        }
-        finalists
+        time_finalists(ok, FINALISTS, rounds, margin, |c| {
+            let result = self.time(p, c)?;
+            let median = result.as_ref().ok().map(|t| t.median_s);
+            self.final_measured.push((c.clone(), result));
+            Some(median)
+        })
     }
 
     /// Compiles, runs and times `cfg` now, and hands the record of the
@@ -603,8 +584,46 @@ pub fn check_shares(options: &[(&str, f64)]) -> Result<(), String> {
     }
 }
 
-/// At most this many candidates go to the final rounds.
-const FINALISTS: usize = 3;
+/// At most this many candidates go to the final rounds (the search's,
+/// and by default `tilec-tune`'s).
+pub const FINALISTS: usize = 3;
+
+/// Final rounds among measured candidates: those whose first timing is
+/// within `margin` of the fastest (`first` sorted fastest first; each
+/// candidate once, at most `max`), timed again in `rounds` rounds that
+/// take them one after another, with every timing each got (its first
+/// included). Alternating rounds spread a machine's phases over all of
+/// them. `time` gives a candidate's next timing in seconds, `Some(None)`
+/// where it failed (it drops out), or `None` to give up (no evaluator
+/// left): the result is then empty, as it is with fewer than two
+/// finalists or no rounds.
+pub fn time_finalists<C: PartialEq>(first: Vec<(f64, C)>, max: usize, rounds: u64, margin: f64, mut time: impl FnMut(&C) -> Option<Option<f64>>) -> Vec<(C, Vec<f64>)> {
+    let Some(&(fastest, _)) = first.first() else { return Vec::new() };
+    let mut finalists: Vec<(C, Vec<f64>)> = Vec::new();
+    for (t, c) in first.into_iter().filter(|(t, _)| *t <= fastest * (1.0 + margin)) {
+        if finalists.len() < max && !finalists.iter().any(|(f, _)| *f == c) {
+            finalists.push((c, vec![t]));
+        }
+    }
+    if finalists.len() < 2 || rounds == 0 {
+        return Vec::new();
+    }
+    for _ in 0..rounds {
+        let mut kept = Vec::new();
+        for (c, mut times) in finalists {
+            match time(&c) {
+                Some(Some(t)) => {
+                    times.push(t);
+                    kept.push((c, times));
+                }
+                Some(None) => {}
+                None => return Vec::new(),
+            }
+        }
+        finalists = kept;
+    }
+    finalists
+}
 
 /// The median of a finalist's timings (it has its first one at least).
 fn median(times: &[f64]) -> f64 {

@@ -97,7 +97,7 @@ struct Cli {
     final_margin: f64,
 
     /// At most this many schedules of a task go to the final rounds.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = tilec_passes::search::FINALISTS)]
     finalists: usize,
 
     /// Stop after this many rounds (0: no limit). Algorithm 1's `trials`
@@ -786,44 +786,42 @@ struct Final {
 /// out.
 fn final_rounds(cli: &Cli, target: &Arc<Target>, threads: usize, tasks: &[TaskRun], records: &[Record]) -> Result<Vec<Option<Final>>, Diagnostics> {
     let mut finals = Vec::new();
-    let mut evaluator = None;
+    // Made when a task first has finalists to time.
+    let mut evaluator: Option<tilec_codegen::evaluator::CheckedEvaluator> = None;
+    let mut no_evaluator = None;
     for t in tasks {
-        let mut timed: Vec<(f64, &Record)> = t.records_in(records, &target.name).filter_map(|r| Some((r.latency.as_ref()?.median_s, r))).collect();
-        timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let fastest = timed.first().map_or(f64::INFINITY, |f| f.0);
-        let mut finalists: Vec<(tilec::records::RecordSchedule, Vec<f64>)> = Vec::new();
-        for (time, r) in timed.into_iter().filter(|(time, _)| *time <= fastest * (1.0 + cli.final_margin)) {
-            if finalists.len() < cli.finalists && !finalists.iter().any(|(s, _)| *s == r.schedule) {
-                finalists.push((r.schedule.clone(), vec![time]));
-            }
-        }
-        if cli.final_rounds == 0 || finalists.len() < 2 {
-            finals.push(None);
-            continue;
-        }
-        if evaluator.is_none() {
-            let mut e = tilec_codegen::evaluator::cpu_evaluator(target, threads).map_err(|why| Diagnostic::error(format!("the final rounds cannot time candidates: {why}")).with_help("--final-rounds 0 keeps each task's fastest measurement"))?;
-            e.0.caches = cli.caches.caches();
-            evaluator = Some(e);
-        }
-        let e = evaluator.as_mut().expect("made above");
+        let mut first: Vec<(f64, tilec::records::RecordSchedule)> = t.records_in(records, &target.name).filter_map(|r| Some((r.latency.as_ref()?.median_s, r.schedule.clone()))).collect();
+        first.sort_by(|a, b| a.0.total_cmp(&b.0));
         let func = t.module.funcs[0].name.clone();
         // `extract_op` keeps the op's id: the representative is the first.
         let op = t.task.ops[0];
-        // Checked against the interpreter where the evaluator can.
-        let _ = tilec::measure::Evaluator::set_reference(e, &t.module, &func);
-        for _ in 0..cli.final_rounds {
-            let mut kept = Vec::new();
-            for (schedule, mut times) in finalists {
-                let mut m = t.module.clone();
-                m.funcs[0].ops[op].kind.as_compute_mut().expect("the task's op is a compute op").schedule = Some(schedule.to_schedule(&target.name));
-                let timed = tilec_passes::search::lower_for_measurement(&mut m, target).map_err(|e| e.to_string()).and_then(|()| tilec::measure::Evaluator::evaluate(e, &m, &func).map_err(|e| e.to_string()));
-                if let Ok(t) = timed {
-                    times.push(t.median_s);
-                    kept.push((schedule, times));
+        let mut referenced = false;
+        let finalists = tilec_passes::search::time_finalists(first, cli.finalists, cli.final_rounds as u64, cli.final_margin, |schedule| {
+            if evaluator.is_none() {
+                match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
+                    Ok(mut e) => {
+                        e.0.caches = cli.caches.caches();
+                        evaluator = Some(e);
+                    }
+                    Err(why) => {
+                        no_evaluator = Some(why);
+                        return None;
+                    }
                 }
             }
-            finalists = kept;
+            let e = evaluator.as_mut().expect("made above");
+            if !referenced {
+                // Checked against the interpreter where the evaluator can.
+                let _ = tilec::measure::Evaluator::set_reference(e, &t.module, &func);
+                referenced = true;
+            }
+            let mut m = t.module.clone();
+            m.funcs[0].ops[op].kind.as_compute_mut().expect("the task's op is a compute op").schedule = Some(schedule.to_schedule(&target.name));
+            let timed = tilec_passes::search::lower_for_measurement(&mut m, target).ok().and_then(|()| tilec::measure::Evaluator::evaluate(e, &m, &func).ok());
+            Some(timed.map(|t| t.median_s))
+        });
+        if let Some(why) = no_evaluator {
+            return Err(Diagnostic::error(format!("the final rounds cannot time candidates: {why}")).with_help("--final-rounds 0 keeps each task's fastest measurement").into());
         }
         let medians: Vec<f64> = finalists.iter().map(|(_, times)| tilec::measure::Timing::median_of(times).unwrap_or(f64::INFINITY)).collect();
         let Some(winner) = (0..finalists.len()).min_by(|&a, &b| medians[a].total_cmp(&medians[b])) else {
