@@ -119,6 +119,30 @@ impl Schedule {
         }
         rank
     }
+
+    /// The shape of the kernel's innermost tile: what the generated
+    /// micro-kernel computes ([`KernelShape`]). `spatial_axes` names the
+    /// op's spatial axes.
+    pub fn kernel_shape<'a>(&self, spatial_axes: impl IntoIterator<Item = &'a str>) -> KernelShape {
+        KernelShape {
+            inner_tiles: spatial_axes.into_iter().map(|a| (a.to_string(), self.tiles_of(a).and_then(|t| t.last().copied()).unwrap_or(1))).collect(),
+            vector: self.vector.clone(),
+            intrinsic: self.intrinsic.clone(),
+        }
+    }
+}
+
+/// The innermost tile of each spatial axis, the vector axis and the
+/// intrinsic: on a CPU the register tile of the micro-kernel, on a GPU a
+/// thread's tile. Schedules of one shape differ only in their outer loops
+/// and are often within noise of each other; the search's final rounds
+/// take one of each shape first (`tilec_passes::search::time_finalists`),
+/// so that a timing that was off does not lose a whole kind of kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelShape {
+    pub inner_tiles: Vec<(String, u64)>,
+    pub vector: Option<(String, u64)>,
+    pub intrinsic: Option<IntrinsicChoice>,
 }
 
 /// The largest outermost tile an axis of `extent` may take: the extent,

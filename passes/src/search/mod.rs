@@ -457,15 +457,17 @@ impl<'a> SearchCx<'a> {
     }
 
     /// The measured candidates within `margin` of the fastest (at most
-    /// [`FINALISTS`]), timed again in `rounds` rounds ([`time_finalists`]),
-    /// each timing also kept in `final_measured`. A shared machine's slow
+    /// [`FINALISTS`], one of each kernel shape first), timed again in
+    /// `rounds` rounds ([`time_finalists`]), each timing also kept in
+    /// `final_measured`. A shared machine's slow
     /// phases last seconds: one measurement per candidate, taken candidate
     /// after candidate, lets a phase pick the winner among close ones
     /// (BERT M2: 94 against 112 GFLOP/s for two picks of one search).
     pub fn final_rounds(&mut self, p: &Problem, rounds: u64, margin: f64) -> Vec<(Config, Vec<f64>)> {
         let mut ok: Vec<(f64, Config)> = self.measured.iter().filter_map(|(c, m, _)| m.as_ref().ok().map(|t| (t.median_s, c.clone()))).collect();
         ok.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        time_finalists(ok, FINALISTS, rounds, margin, |c| {
+        let spatial: Vec<&str> = p.compute.spatial_axes().map(|a| p.compute.axis(a).name.as_str()).collect();
+        time_finalists(ok, FINALISTS, rounds, margin, |c| p.schedule(c).kernel_shape(spatial.iter().copied()), |c| {
             let result = self.time(p, c)?;
             let median = result.as_ref().ok().map(|t| t.median_s);
             self.final_measured.push((c.clone(), result));
@@ -589,19 +591,43 @@ pub fn check_shares(options: &[(&str, f64)]) -> Result<(), String> {
 pub const FINALISTS: usize = 3;
 
 /// Final rounds among measured candidates: those whose first timing is
-/// within `margin` of the fastest (`first` sorted fastest first; each
-/// candidate once, at most `max`), timed again in `rounds` rounds that
-/// take them one after another, with every timing each got (its first
-/// included). Alternating rounds spread a machine's phases over all of
-/// them. `time` gives a candidate's next timing in seconds, `Some(None)`
-/// where it failed (it drops out), or `None` to give up (no evaluator
-/// left): the result is then empty, as it is with fewer than two
-/// finalists or no rounds.
-pub fn time_finalists<C: PartialEq>(first: Vec<(f64, C)>, max: usize, rounds: u64, margin: f64, mut time: impl FnMut(&C) -> Option<Option<f64>>) -> Vec<(C, Vec<f64>)> {
+/// within `margin` of the fastest (`first` sorted fastest first), timed
+/// again in `rounds` rounds that take them one after another, with every
+/// timing each got (its first included), fastest first timing first.
+/// Alternating rounds spread a machine's phases over all of them.
+///
+/// At most `max` finalists, each candidate once: the fastest of each
+/// `shape` (`Schedule::kernel_shape`) first, then the next fastest of
+/// any. The close candidates of one search are mostly near-twins of the
+/// fastest, its register tile under other outer loops: with them alone,
+/// one first timing that fell in a slow phase of the machine would lose
+/// a whole kind of kernel for good.
+///
+/// `time` gives a candidate's next timing in seconds, `Some(None)` where
+/// it failed (it drops out), or `None` to give up (no evaluator left):
+/// the result is then empty, as it is with fewer than two finalists or
+/// no rounds.
+pub fn time_finalists<C: PartialEq, K: PartialEq>(first: Vec<(f64, C)>, max: usize, rounds: u64, margin: f64, shape: impl Fn(&C) -> K, mut time: impl FnMut(&C) -> Option<Option<f64>>) -> Vec<(C, Vec<f64>)> {
     let Some(&(fastest, _)) = first.first() else { return Vec::new() };
+    let close: Vec<(f64, C)> = first.into_iter().filter(|(t, _)| *t <= fastest * (1.0 + margin)).collect();
+    let mut picked: Vec<usize> = Vec::new();
+    let mut shapes: Vec<K> = Vec::new();
+    for (i, (_, c)) in close.iter().enumerate() {
+        let k = shape(c);
+        if picked.len() < max && !shapes.contains(&k) {
+            shapes.push(k);
+            picked.push(i);
+        }
+    }
+    for (i, (_, c)) in close.iter().enumerate() {
+        if picked.len() < max && !picked.iter().any(|&p| p == i || close[p].1 == *c) {
+            picked.push(i);
+        }
+    }
+    picked.sort_unstable();
     let mut finalists: Vec<(C, Vec<f64>)> = Vec::new();
-    for (t, c) in first.into_iter().filter(|(t, _)| *t <= fastest * (1.0 + margin)) {
-        if finalists.len() < max && !finalists.iter().any(|(f, _)| *f == c) {
+    for (i, (t, c)) in close.into_iter().enumerate() {
+        if picked.contains(&i) {
             finalists.push((c, vec![t]));
         }
     }

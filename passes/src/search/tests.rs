@@ -216,6 +216,29 @@ fn final_rounds_overrule_a_lucky_first_timing() {
 }
 
 #[test]
+fn finalists_take_one_of_each_kernel_shape_first() {
+    // Near-twins of the fastest ("a") and one other shape ("b") within 20%;
+    // "c" is 50% slower. The shape is the name's first letter.
+    let first = || vec![(1.00, "a1"), (1.01, "a2"), (1.02, "a3"), (1.15, "b1"), (1.16, "b2"), (1.50, "c1")];
+    let names = |max: usize| {
+        let mut timed = Vec::new();
+        let finalists = crate::search::time_finalists(first(), max, 1, 0.2, |c: &&str| c.as_bytes()[0], |c| {
+            timed.push(c.to_string());
+            Some(Some(1.0))
+        });
+        (finalists.iter().map(|(c, times)| format!("{c}:{}", times.len())).collect::<Vec<_>>().join(" "), timed.join(" "))
+    };
+    // Two: the fastest of each shape, not the fastest twin.
+    assert_eq!(names(2), ("a1:2 b1:2".to_string(), "a1 b1".to_string()));
+    // Three: then the next fastest of any shape; fastest first timing first.
+    assert_eq!(names(3).0, "a1:2 a2:2 b1:2");
+    // All within the margin, each once; never "c".
+    assert_eq!(names(9).0, "a1:2 a2:2 a3:2 b1:2 b2:2");
+    // One candidate alone has no final rounds.
+    assert!(crate::search::time_finalists(vec![(1.0, "a1"), (2.0, "b1")], 3, 1, 0.2, |c: &&str| c.as_bytes()[0], |_| Some(Some(1.0))).is_empty());
+}
+
+#[test]
 fn measurement_goes_through_the_evaluator_and_into_records() {
     let t = tilec::target::builtin("x86-avx2").unwrap();
     let mut m = parse(GEMM);

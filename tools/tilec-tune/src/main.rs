@@ -796,7 +796,10 @@ fn final_rounds(cli: &Cli, target: &Arc<Target>, threads: usize, tasks: &[TaskRu
         // `extract_op` keeps the op's id: the representative is the first.
         let op = t.task.ops[0];
         let mut referenced = false;
-        let finalists = tilec_passes::search::time_finalists(first, cli.finalists, cli.final_rounds as u64, cli.final_margin, |schedule| {
+        let compute = t.module.funcs[0].ops[op].kind.as_compute().expect("the task's op is a compute op");
+        let spatial: Vec<&str> = compute.spatial_axes().map(|a| compute.axis(a).name.as_str()).collect();
+        let shape = |schedule: &tilec::records::RecordSchedule| schedule.to_schedule(&target.name).kernel_shape(spatial.iter().copied());
+        let finalists = tilec_passes::search::time_finalists(first, cli.finalists, cli.final_rounds as u64, cli.final_margin, shape, |schedule| {
             if evaluator.is_none() {
                 match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
                     Ok(mut e) => {
