@@ -57,9 +57,14 @@ pub struct WorkerEvaluator {
     /// `Job::min_time_s`).
     pub min_time_s: f64,
     /// Where a CPU candidate's data is when each timed run starts: warm
-    /// from the runs before, or flushed from the caches (a network's
-    /// layers read their weights from memory).
+    /// from the runs before, flushed from the caches, or as in a network
+    /// (its weights flushed, its activations warm).
     pub caches: tilec_runtime::Caches,
+    /// How many of the current op's parameters are its weights, hoisted
+    /// to the end (`tilec::ir::weights::hoist_weights`, as
+    /// `lower_for_measurement` hoists them): the ones
+    /// `Caches::Network` flushes. Set with the reference.
+    pub weights: Option<usize>,
     /// Where candidates compile: a child process under a time limit, or
     /// this one when there is no `tilec` executable to run as
     /// `compile-worker` (docs/search.md, "Measurement").
@@ -90,7 +95,7 @@ impl WorkerEvaluator {
 
     /// An evaluator of candidates for `machine`.
     pub fn for_machine(machine: Machine, worker: PathBuf, dir: PathBuf) -> Self {
-        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, caches: tilec_runtime::Caches::Warm, compiler: CompileWorker::find(), best_median_s: None, count: 0, compiled: HashMap::new() }
+        WorkerEvaluator { machine, worker, dir, timeout: Duration::from_secs(20), warmup: 1, repeat: 5, threads: 1, seed: 0, reference: None, cutoff_factor: 10.0, time_budget_s: 1.0, min_time_s: 0.05, caches: tilec_runtime::Caches::Warm, weights: None, compiler: CompileWorker::find(), best_median_s: None, count: 0, compiled: HashMap::new() }
     }
 
     /// The time limit for the next candidate: the fixed timeout, or less
@@ -130,7 +135,7 @@ impl WorkerEvaluator {
         let mut f = original.func(func).ok_or_else(|| format!("no function @{func}"))?.clone();
         // Weights are inputs like the others (random), after them, as the
         // compiled candidate takes them.
-        tilec::ir::weights::hoist_weights(&mut f);
+        self.weights = Some(tilec::ir::weights::hoist_weights(&mut f).len());
         let f = &f;
         let inputs: Vec<Tensor> = f
             .params
@@ -196,6 +201,7 @@ impl Evaluator for WorkerEvaluator {
         let count = self.count;
         let outputs = self.reference.as_ref().map(|_| self.dir.join(format!("cand{count}-out")));
         let time_limit = self.time_limit();
+        let weights = self.weights;
         let compiled = self.compile(candidate, func)?;
         if let Some(d) = &outputs {
             std::fs::create_dir_all(d).map_err(|e| Failure::Other(format!("cannot create {}: {e}", d.display())))?;
@@ -203,7 +209,7 @@ impl Evaluator for WorkerEvaluator {
         let job = Job {
             code: compiled.code.clone(),
             kernels: compiled.kernels.clone(),
-            plan: compiled.plan.clone(),
+            plan: tilec_runtime::HostPlan { weights, ..compiled.plan.clone() },
             inputs: Vec::new(),
             seed: self.seed,
             warmup: self.warmup,
@@ -315,6 +321,9 @@ impl tilec::measure::Evaluator for CheckedEvaluator {
         self.0.reference = None;
         self.0.new_op();
         let f = reference.func(func).ok_or_else(|| format!("no function @{func}"))?;
+        // Known without a reference: `Caches::Network` needs it for ops
+        // too large to check.
+        self.0.weights = Some(tilec::ir::weights::weights_of(f).len());
         let points: u64 = f.walk().iter().filter_map(|&o| f.ops[o].kind.as_compute()).map(|c| c.iteration_points().unwrap_or(u64::MAX)).sum();
         if points > REFERENCE_POINTS {
             return Err(format!("{points} iteration points are too many for the interpreter (at most {REFERENCE_POINTS})"));

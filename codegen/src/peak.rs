@@ -88,7 +88,7 @@ pub fn measure_fma_peak(target: &LlvmTarget, lanes: u64, threads: usize, runs: u
 pub fn measure_fma_rate(target: &LlvmTarget, lanes: u64, chains: usize, threads: usize, runs: usize) -> Result<Peak, CompileError> {
     let t = threads.max(1) as u64;
     let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: "f32".into() };
-    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out], views: vec![] };
+    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out], views: vec![], weights: None };
     let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0, prepack: false };
     let median_s = median_kernel_seconds(&peak_kernel_mlir(lanes, chains, t), target, abi, plan, &[], threads, runs)?;
     let flops = 2.0 * (STEPS * lanes * chains as u64 * t) as f64;
@@ -182,7 +182,7 @@ pub fn measure_dot_peak(target: &LlvmTarget, x: &tilec::target::Intrinsic, threa
     let mlir = dot_peak_kernel_mlir(x, chains, t).ok_or_else(|| CompileError(format!("`{}` is not a dot product this peak kernel knows", x.name)))?;
     let lanes = u64::from(x.m);
     let out = BufferSpec { value: 0, shape: vec![t, lanes], elem: x.acc.clone() };
-    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out], views: vec![] };
+    let plan = HostPlan { params: vec![], buffers: vec![out.clone()], results: vec![out], views: vec![], weights: None };
     let abi = KernelAbi { symbol: "peak_k0".into(), params: vec![0], parallel_trip: t, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0, prepack: false };
     let median_s = median_kernel_seconds(&mlir, target, abi, plan, &[], threads, runs)?;
     let ops = 2.0 * (STEPS * lanes * u64::from(x.k) * chains as u64 * t) as f64;
@@ -234,7 +234,7 @@ pub fn measure_bandwidth(target: &LlvmTarget, threads: usize, runs: usize) -> Re
     let n: u64 = 1 << 23;
     let parts = 64;
     let spec = |value| BufferSpec { value, shape: vec![n], elem: "f32".into() };
-    let plan = HostPlan { params: vec![spec(1), spec(2)], buffers: vec![spec(0)], results: vec![spec(0)], views: vec![] };
+    let plan = HostPlan { params: vec![spec(1), spec(2)], buffers: vec![spec(0)], results: vec![spec(0)], views: vec![], weights: None };
     let abi =
         KernelAbi { symbol: "triad_k0".into(), params: vec![0, 1, 2], parallel_trip: parts, grid: [1; 3], block: [1; 3], shared_bytes: 0, dynamic_shared_bytes: 0, stack_bytes: 0, prepack: false };
     let input = tilec::interp::Tensor::random(&tilec::ir::TensorType::new(vec![n], tilec::ir::ElemType::F32), 1);

@@ -69,9 +69,13 @@ fn check_cpu(name: &str, src: &str, pipeline: &str) -> CpuCompiled {
     let f = &original.funcs[0];
     let inputs: Vec<Tensor> = f.params.iter().enumerate().map(|(i, &p)| Tensor::random(f.value_type(p).as_tensor().unwrap(), Tensor::input_seed(1, i))).collect();
     let want = run_function(f, &inputs).expect("interpreter");
-    // Flushing the caches before the timed kernels (`Caches::Flushed`, as
-    // network tuning measures) leaves every byte as it was.
-    for (threads, caches) in [(1, Caches::Warm), (2, Caches::Warm), (1, Caches::Flushed), (2, Caches::Flushed)] {
+    // Flushing the caches before the timed kernels (`Caches::Flushed`, or
+    // the weights alone, `Caches::Network`, as network tuning measures)
+    // leaves every byte as it was. (For `Network` the last parameter plays
+    // a weight.)
+    let with_weight = CpuProgram::load(&so, compiled.kernels.clone(), tilec_runtime::HostPlan { weights: Some(1), ..compiled.plan.clone() }).expect("loads");
+    for (threads, caches) in [(1, Caches::Warm), (2, Caches::Warm), (1, Caches::Flushed), (2, Caches::Flushed), (1, Caches::Network), (2, Caches::Network)] {
+        let program = if caches == Caches::Network { &with_weight } else { &program };
         let got = program.run_timed_with(&inputs, threads, caches).expect("runs").results;
         for (g, w) in got.iter().zip(&want) {
             let c = compare(g, w);

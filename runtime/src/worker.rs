@@ -283,7 +283,7 @@ mod tests {
         let job = Job {
             code: Code::Cpu { library: PathBuf::from("k.so") },
             kernels: Vec::new(),
-            plan: HostPlan { params: Vec::new(), buffers: Vec::new(), results: Vec::new(), views: Vec::new() },
+            plan: HostPlan { params: Vec::new(), buffers: Vec::new(), results: Vec::new(), views: Vec::new(), weights: None },
             inputs: Vec::new(),
             seed: 0,
             warmup: 1,
@@ -302,6 +302,24 @@ mod tests {
         for name in Caches::NAMES {
             assert_eq!(name.parse::<Caches>().unwrap().name(), name);
         }
-        assert!("cold".parse::<Caches>().unwrap_err().contains("warm or flushed"));
+        assert!("cold".parse::<Caches>().unwrap_err().contains("warm, flushed, network"));
+    }
+
+    /// `Caches::Network` keeps the activations warm: the parameters before
+    /// the plan's trailing weights; every other state, and a plan that
+    /// does not say which are weights (one from before `weights`), none.
+    #[test]
+    fn the_network_cache_state_keeps_the_activations_warm() {
+        let spec = |value| crate::program::BufferSpec { value, shape: vec![4], elem: "f32".into() };
+        let plan = |weights| HostPlan { params: vec![spec(0), spec(1), spec(2)], buffers: vec![spec(3)], results: vec![spec(3)], views: Vec::new(), weights };
+        assert_eq!(plan(Some(2)).activations(Caches::Network), [0]);
+        assert_eq!(plan(Some(0)).activations(Caches::Network), [0, 1, 2]);
+        assert_eq!(plan(Some(5)).activations(Caches::Network), Vec::<u32>::new());
+        assert_eq!(plan(None).activations(Caches::Network), Vec::<u32>::new());
+        assert_eq!(plan(Some(2)).activations(Caches::Flushed), Vec::<u32>::new());
+        let mut json = serde_json::to_value(plan(Some(2))).unwrap();
+        assert_eq!(json["weights"], 2);
+        json.as_object_mut().unwrap().remove("weights");
+        assert_eq!(serde_json::from_value::<HostPlan>(json).unwrap().weights, None);
     }
 }

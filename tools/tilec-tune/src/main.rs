@@ -180,11 +180,13 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     threads: usize,
 
-    /// Where a candidate's data is when each of its timed runs starts:
-    /// flushed from the caches, as a layer of a network finds the weights
-    /// that the layers before it pushed out (Ansor's CPU cache flush), or
-    /// warm from the run before, as a kernel timed alone finds them.
-    #[arg(long, value_enum, default_value_t = CacheState::Flushed)]
+    /// Where a candidate's data is when each of its timed runs starts: as
+    /// a layer of the network finds it (the weights flushed, pushed out
+    /// by the layers since its last run; the input activations warm, just
+    /// written by the layer before), all flushed (Ansor's CPU cache
+    /// flush), or all warm from the run before, as a kernel timed alone
+    /// finds them.
+    #[arg(long, value_enum, default_value_t = CacheState::Network)]
     caches: CacheState,
 
     /// Timed end-to-end runs (after one warm-up); the median is reported.
@@ -235,6 +237,9 @@ impl Cli {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum CacheState {
+    /// The weights and the intermediate buffers written back and evicted
+    /// before every timed run, the input activations left warm.
+    Network,
     /// Written back and evicted before every timed run.
     Flushed,
     /// As the run before left them.
@@ -244,6 +249,7 @@ enum CacheState {
 impl CacheState {
     fn caches(self) -> tilec_runtime::Caches {
         match self {
+            CacheState::Network => tilec_runtime::Caches::Network,
             CacheState::Flushed => tilec_runtime::Caches::Flushed,
             CacheState::Warm => tilec_runtime::Caches::Warm,
         }
