@@ -720,3 +720,46 @@ fn the_dot_peak_kernels_keep_every_accumulator_chain() {
     let fma = avx512.intrinsics.iter().find(|x| x.kind == "fma").unwrap();
     assert!(peak::dot_peak_kernel_mlir(fma, peak::PEAK_CHAINS, 1).is_none(), "an FMA has its own peak kernel");
 }
+
+/// The evaluator learns how many of an op's parameters are weights with
+/// its reference (what `Caches::Network` flushes), also for an op too
+/// large to check against the interpreter.
+#[test]
+fn the_evaluator_counts_the_weights_it_hoists() {
+    use tilec::measure::Evaluator;
+    let small = parse(
+        "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %s = weight \"s\" : tensor<4xf32>
+  %b = weight \"b\" : tensor<1xf32>
+  %y = compute (i: 4) reads(%a = %x[i], %w = %s[i], %c = %b[0]) -> tensor<4xf32>[i] {
+    %0 = mul %a, %w : f32
+    %1 = add %0, %c : f32
+    yield %1 : f32
+  }
+  return %y
+}
+",
+    );
+    let large = parse(
+        "func @big(%x: tensor<8192x4096xf32>) -> tensor<8192x4096xf32> {
+  %s = weight \"s\" : tensor<8192x4096xf32>
+  %y = compute (i: 8192, j: 4096) reads(%a = %x[i, j], %w = %s[i, j]) -> tensor<8192x4096xf32>[i, j] {
+    %0 = mul %a, %w : f32
+    yield %0 : f32
+  }
+  return %y
+}
+",
+    );
+    let target = tilec::target::builtin("x86-avx2").expect("built-in target");
+    let dir = std::env::temp_dir().join(format!("tilec-evaluator-weights-{}", std::process::id()));
+    let mut e = crate::evaluator::CheckedEvaluator(crate::evaluator::WorkerEvaluator::new(llvm_target(&target), PathBuf::from("no-worker"), dir));
+    assert_eq!(e.0.weights, None);
+    e.set_reference(&small, "scale").expect("a reference for a small op");
+    assert_eq!(e.0.weights, Some(2));
+    assert!(e.0.reference.is_some());
+    let why = e.set_reference(&large, "big").expect_err("too many points for the interpreter");
+    assert!(why.contains("iteration points"), "{why}");
+    assert_eq!(e.0.weights, Some(1));
+    assert!(e.0.reference.is_none());
+}
