@@ -728,13 +728,13 @@ fn the_dot_peak_kernels_keep_every_accumulator_chain() {
 fn the_evaluator_counts_the_weights_it_hoists() {
     use tilec::measure::Evaluator;
     let small = parse(
-        "func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %s = weight \"s\" : tensor<4xf32>
-  %b = weight \"b\" : tensor<1xf32>
-  %y = compute (i: 4) reads(%a = %x[i], %w = %s[i], %c = %b[0]) -> tensor<4xf32>[i] {
-    %0 = mul %a, %w : f32
-    %1 = add %0, %c : f32
-    yield %1 : f32
+        "func @normalize(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %mean = weight \"mean\" : tensor<8xf32>
+  %scale = weight \"scale\" : tensor<8xf32>
+  %y = compute (b: 2, c: 8) reads(%v = %x[b, c], %m = %mean[c], %k = %scale[c]) -> tensor<2x8xf32>[b, c] {
+    %d = sub %v, %m : f32
+    %r = mul %d, %k : f32
+    yield %r : f32
   }
   return %y
 }
@@ -755,7 +755,7 @@ fn the_evaluator_counts_the_weights_it_hoists() {
     let dir = std::env::temp_dir().join(format!("tilec-evaluator-weights-{}", std::process::id()));
     let mut e = crate::evaluator::CheckedEvaluator(crate::evaluator::WorkerEvaluator::new(llvm_target(&target), PathBuf::from("no-worker"), dir));
     assert_eq!(e.0.weights, None);
-    e.set_reference(&small, "scale").expect("a reference for a small op");
+    e.set_reference(&small, "normalize").expect("a reference for a small op");
     assert_eq!(e.0.weights, Some(2));
     assert!(e.0.reference.is_some());
     let why = e.set_reference(&large, "big").expect_err("too many points for the interpreter");
