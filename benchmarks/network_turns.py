@@ -46,14 +46,17 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=20, help="timed runs of each per round (default 20)")
-    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release"), help="where tilec-run is")
+    ap.add_argument("--bin", help="the folder of tilec-run (default: the one on PATH, else target/release)")
     ap.add_argument("--python", default=os.path.join(ROOT, ".tools", "bench-venv", "bin", "python"), help="a Python with onnxruntime (tools/bench-env.sh)")
     ap.add_argument("--log", help="also write the per-run lines here")
     args = ap.parse_args()
     if args.rounds < 1 or args.repeat < 1:
         sys.exit("network_turns: --rounds and --repeat must be at least 1")
 
-    tilec_run = os.path.join(args.bin, "tilec-run")
+    if args.bin:
+        tilec_run = os.path.join(args.bin, "tilec-run")
+    else:
+        tilec_run = shutil.which("tilec-run") or os.path.join(ROOT, "target", "release", "tilec-run")
     inputs = [a for i in args.input for a in ("--input", i)]
     log = open(args.log, "w") if args.log else None
     times = {name: [] for name in args.nets + ["onnxruntime"]}
