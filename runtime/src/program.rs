@@ -492,7 +492,7 @@ pub enum Caches {
     /// caches. A 1x1 convolution of ResNet-50's layer 3 ranks its
     /// schedules as it does in the network only so: flushed, a 4 x 2
     /// register tile timed 2-10% slower than a 2 x 8, and a tuning kept
-    /// it; in the network, and here, it is 11-20% slower. Like `Flushed`
+    /// it; in the network, and here, it is 11-23% slower. Like `Flushed`
     /// where the plan does not say which parameters are weights.
     Network,
 }
