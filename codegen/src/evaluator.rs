@@ -254,16 +254,18 @@ fn check_results(reference: &[Tensor], dir: &Path) -> Result<(), Failure> {
 }
 
 /// The evaluator for a pipeline whose `search` measures (`measure-top-k`
-/// above 0): a CPU evaluator when the target's code runs on this machine,
-/// a GPU one for a CUDA target when the driver sees a GPU, and the worker
-/// is found. `Ok(None)`: nothing measures; `Err`: why there is no
-/// evaluator (the search report says it).
-pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec::target::Target>) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
+/// above 0): a CPU evaluator timing candidates on `threads` threads (as
+/// many as the chosen kernel will run on: the model predicts for them,
+/// and a schedule's parallel split only shows on them) when the target's
+/// code runs on this machine, a GPU one for a CUDA target when the driver
+/// sees a GPU, and the worker is found. `Ok(None)`: nothing measures;
+/// `Err`: why there is no evaluator (the search report says it).
+pub fn search_evaluator(pipeline: &tilec::pass::Pipeline, target: Option<&tilec::target::Target>, threads: usize) -> Result<Option<Box<dyn tilec::measure::Evaluator>>, String> {
     let measures = pipeline.passes.iter().any(|p| p.decl.name == "search" && tilec_passes::search::measures(&p.options));
     let Some(t) = target.filter(|_| measures) else { return Ok(None) };
     match t.kind {
         tilec::target::TargetKind::Cuda => cuda_evaluator(t).map(Some),
-        _ => cpu_evaluator(t, 1).map(|e| Some(Box::new(e) as Box<dyn tilec::measure::Evaluator>)),
+        _ => cpu_evaluator(t, threads.max(1)).map(|e| Some(Box::new(e) as Box<dyn tilec::measure::Evaluator>)),
     }
 }
 

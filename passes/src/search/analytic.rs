@@ -1140,13 +1140,26 @@ impl Problem {
         busy.max(mem) + fill_contention(busy, fill) + stall + 0.01 * (compute + mem_sum)
     }
 
-    /// The share of the cores the outermost (core) tiles keep busy: tiles
-    /// over the waves of them the cores run times the cores.
+    /// The share of the cores the outermost (core) tiles keep busy.
+    ///
+    /// On a GPU, tiles over the waves of them the SMs run times the SMs.
+    /// On a CPU, the op's points over the cores times the busiest core's
+    /// points ([`core_tile_balance`]): a partial last tile holds fewer
+    /// points than a whole one, and the runtime shares iterations out
+    /// whole (`runtime/src/pool.rs`). Counted as tiles, a split of 56
+    /// columns into 32 and 24 kept two cores busy; it keeps them busy 56
+    /// of every 64 column-times. ResNet-50 R2's pick was that split, the
+    /// same on two threads as on one, and scaled 1.75x from one thread to
+    /// two where onnxruntime's scaled 2.0x.
     fn parallel_efficiency(&self, cfg: &Config) -> f64 {
         let units = self.cores_predicted_for();
-        let par: f64 = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| a.extent.div_ceil(cfg.tiles[i][0].max(1)) as f64).product();
-        let waves = (par / units).ceil().max(1.0);
-        par / (waves * units)
+        let core_tiles: Vec<(u64, u64)> = self.axes.iter().enumerate().filter(|(_, a)| a.spatial).map(|(i, a)| (a.extent, cfg.tiles[i][0].max(1))).collect();
+        if self.gpu() {
+            let par: f64 = core_tiles.iter().map(|&(extent, tile)| extent.div_ceil(tile) as f64).product();
+            let waves = (par / units).ceil().max(1.0);
+            return par / (waves * units);
+        }
+        core_tile_balance(&core_tiles, units as usize)
     }
 
     /// The bytes per second the cores at work (the share `par_eff` of
@@ -1724,4 +1737,48 @@ pub(super) fn fill_contention(busy: f64, fill: f64) -> f64 {
     }
     let (hi, lo) = (busy.max(fill), busy.min(fill));
     hi * ((1.0 + (lo / hi).powi(4)).powf(0.25) - 1.0)
+}
+
+/// Iterations per core past which a parallel nest's partial tiles are
+/// left to the wave count: there they shift each core's share by under
+/// 1/64, and dealing them out costs the model time on every prediction.
+const DEALT_PER_CORE: u64 = 64;
+
+/// The share of `cores` kept busy by a parallel nest whose axes, given as
+/// (extent, core tile) pairs, each run whole tiles and at most one partial
+/// tile: the nest's points over the cores times the points of the busiest
+/// core. The iterations are dealt largest first, each to the core with the
+/// fewest points so far, as the runtime's shares and stealing come close
+/// to (`runtime/src/pool.rs`). Nests of more than [`DEALT_PER_CORE`]
+/// iterations a core are counted in waves of whole tiles, as before.
+pub(crate) fn core_tile_balance(axes: &[(u64, u64)], cores: usize) -> f64 {
+    let cores = cores.max(1);
+    let iterations: u64 = axes.iter().map(|&(extent, tile)| extent.div_ceil(tile.max(1))).product();
+    if cores == 1 || iterations == 0 {
+        return 1.0;
+    }
+    if iterations > DEALT_PER_CORE * cores as u64 {
+        let waves = iterations.div_ceil(cores as u64);
+        return iterations as f64 / (waves * cores as u64) as f64;
+    }
+    // The distinct iteration sizes (points) and how many of each: every
+    // axis gives its whole tiles and its partial one.
+    let mut sizes: Vec<(u64, u64)> = vec![(1, 1)];
+    for &(extent, tile) in axes {
+        let tile = tile.max(1);
+        let (whole, rest) = (extent / tile, extent % tile);
+        let parts: Vec<(u64, u64)> = [(tile, whole), (rest, u64::from(rest > 0))].into_iter().filter(|&(_, n)| n > 0).collect();
+        sizes = sizes.iter().flat_map(|&(size, count)| parts.iter().map(move |&(s, n)| (size * s, count * n))).collect();
+    }
+    sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    let mut loads = std::collections::BinaryHeap::from(vec![std::cmp::Reverse(0u64); cores]);
+    for (size, count) in sizes {
+        for _ in 0..count {
+            let std::cmp::Reverse(least) = loads.pop().expect("one load per core");
+            loads.push(std::cmp::Reverse(least + size));
+        }
+    }
+    let busiest = loads.into_iter().map(|std::cmp::Reverse(l)| l).max().unwrap_or(0);
+    let points: u64 = axes.iter().map(|&(extent, _)| extent).product();
+    if busiest == 0 { 1.0 } else { points as f64 / (busiest as f64 * cores as f64) }
 }

@@ -741,6 +741,13 @@ impl Search {
         // for the idle ones (docs/search.md, "The cores the model predicts
         // for").
         p.model_cores = evaluator.as_ref().map(|e| e.threads()).filter(|&t| t < target.compute.units);
+        // A latency holds for the threads it was measured on (records made
+        // before they were kept ran on one): records of other thread
+        // counts neither resume nor teach this search.
+        let known: Vec<Record> = match evaluator.as_ref().map(|e| e.threads()) {
+            Some(threads) => known.into_iter().filter(|r| r.threads.unwrap_or(1) == threads).collect(),
+            None => known,
+        };
         if measures && evaluator.is_none() {
             return Err(at(Diagnostic::error(format!("search strategy `{}` learns from measurements, and nothing measures here", self.strategy)))
                 .with_note(format!("no evaluator: {}", no_eval.as_deref().unwrap_or("none installed")))

@@ -128,8 +128,8 @@ struct Cli {
     /// number, the wall seconds since the op's search started, the
     /// candidate's GFLOP/s (none if it failed) and the best so far. Needs
     /// a strategy that measures (e.g. `--strategy=random
-    /// --search-options='measure-top-k=20'`) and one thread (the search
-    /// measures on one). Prints a Markdown table of the curves, a row per
+    /// --search-options='measure-top-k=20'`); the candidates run on
+    /// --threads threads, as the chosen kernel does. Prints a Markdown table of the curves, a row per
     /// workload and strategy (measurements, failures, best GFLOP/s,
     /// measurements and seconds to 95% of it, total seconds, the final
     /// pick's GFLOP/s); with --json the curves go into the document
@@ -368,7 +368,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
     let pipeline = parse_pipeline(&pipeline_text, pfile, &registry).map_err(|d| render(&sources, &d))?;
     // A search that measures (`measure-top-k` > 0) gets the worker-process
     // evaluator, as in `tilec`.
-    let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target));
+    let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target), threads);
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
     pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
@@ -639,17 +639,11 @@ fn report_from(cli: &Cli) -> Result<bool, Diagnostics> {
     Ok(true)
 }
 
-/// `--curve` needs searches that measure, on one thread: checked before
+/// `--curve` needs searches that measure: checked before
 /// anything runs. A strategy whose pipeline does not parse is left to its
 /// rows, which report the error as without `--curve`.
 fn check_curve(cli: &Cli, strategies: &[String], target: &Target, threads: usize) -> Result<(), Diagnostics> {
     let example = "e.g. --strategy=random --search-options='measure-top-k=20'";
-    if threads != 1 {
-        return Err(Diagnostic::error(format!("--curve needs --threads=1, not {threads}"))
-            .with_note("the search measures its candidates on one thread, so a tuning curve is a one-thread curve")
-            .with_help("pass --threads=1")
-            .into());
-    }
     let registry = tilec_codegen::registry();
     for s in strategies {
         if s == "plain" {
@@ -659,7 +653,7 @@ fn check_curve(cli: &Cli, strategies: &[String], target: &Target, threads: usize
         let mut sources = SourceMap::new();
         let file = sources.add("<pipeline>", text.clone());
         let Ok(pipeline) = parse_pipeline(&text, file, &registry) else { continue };
-        match tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target)) {
+        match tilec_codegen::evaluator::search_evaluator(&pipeline, Some(target), threads) {
             Ok(Some(_)) => {}
             Ok(None) => {
                 return Err(Diagnostic::error(format!("--curve needs a search that measures; strategy `{s}` with --search-options='{}' measures nothing", cli.search_options.trim()))

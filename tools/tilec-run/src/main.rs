@@ -670,6 +670,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         generated.resize(inputs.len(), false);
     }
 
+    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     // The program to execute: after the pipeline, if any.
     let mut transformed = with_weights;
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {
@@ -683,8 +684,9 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         let pipeline = parse_pipeline(text, file, &registry)?;
         // A search that measures gets the evaluator `tilec` installs: its
         // candidates run in workers on this machine's CPU, or on its GPU
-        // for a CUDA target, so one `tilec-run` tunes and times.
-        let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, target.as_deref());
+        // for a CUDA target, so one `tilec-run` tunes and times, on the
+        // threads it runs the result on.
+        let evaluator = tilec_codegen::evaluator::search_evaluator(&pipeline, target.as_deref(), threads);
         let mut pm = PassManager::new(pipeline);
         if let Some(t) = &target {
             pm.set_target(t.clone());
@@ -699,7 +701,6 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
     }
     let f = transformed.func(&func_name).ok_or_else(|| Diagnostic::error(format!("the pipeline removed `@{func_name}`")))?;
 
-    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
     let executable = match (&target, cli.backend) {
         (Some(t), Backend::Cuda) => Executable::Cuda(build_cuda(cli, f, t, pipeline_text.as_deref())?),
         (Some(t), _) => Executable::Cpu { program: build_cpu(cli, f, t, pipeline_text.as_deref())?, threads },

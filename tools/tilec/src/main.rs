@@ -142,6 +142,14 @@ struct Cli {
     #[arg(long = "records", value_name = "FILE")]
     records: Option<PathBuf>,
 
+    /// Threads a `search` that measures runs its candidates on: as many as
+    /// the compiled kernels will run on (`tilec-run --threads`), since the
+    /// cost model predicts for them and a parallel split that leaves a
+    /// core idle only shows there. 0: one per core of this machine, as
+    /// `tilec-run` runs by default.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    threads: usize,
+
     /// Colour diagnostics.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
@@ -510,7 +518,8 @@ impl Driver {
             pm.set_record_sink(Box::new(file.clone()));
         }
         pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
-        pm.install_evaluator(tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref()));
+        let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+        pm.install_evaluator(tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref(), threads));
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
             after_all: cli.print_ir_after_all,
