@@ -1744,20 +1744,26 @@ pub(super) fn fill_contention(busy: f64, fill: f64) -> f64 {
 /// 1/64, and dealing them out costs the model time on every prediction.
 const DEALT_PER_CORE: u64 = 64;
 
+/// The most iterations dealt out in all, whatever the cores: a prediction
+/// is made tens of thousands of times a search, and on many cores the
+/// deal would cost more than the rest of it (issue 23's 2 s construction).
+const MOST_DEALT: u64 = 1024;
+
 /// The share of `cores` kept busy by a parallel nest whose axes, given as
 /// (extent, core tile) pairs, each run whole tiles and at most one partial
 /// tile: the nest's points over the cores times the points of the busiest
 /// core. The iterations are dealt largest first, each to the core with the
 /// fewest points so far, as the runtime's shares and stealing come close
 /// to (`runtime/src/pool.rs`). Nests of more than [`DEALT_PER_CORE`]
-/// iterations a core are counted in waves of whole tiles, as before.
+/// iterations a core, or [`MOST_DEALT`] in all, are counted in waves of
+/// whole tiles, as before.
 pub(crate) fn core_tile_balance(axes: &[(u64, u64)], cores: usize) -> f64 {
     let cores = cores.max(1);
     let iterations: u64 = axes.iter().map(|&(extent, tile)| extent.div_ceil(tile.max(1))).product();
     if cores == 1 || iterations == 0 {
         return 1.0;
     }
-    if iterations > DEALT_PER_CORE * cores as u64 {
+    if iterations > (DEALT_PER_CORE * cores as u64).min(MOST_DEALT) {
         let waves = iterations.div_ceil(cores as u64);
         return iterations as f64 / (waves * cores as u64) as f64;
     }

@@ -1747,6 +1747,9 @@ fn core_tiles_keep_the_cores_busy_by_their_points() {
     assert!(close(core_tile_balance(&[(56, 32), (7, 4)], 1), 1.0));
     // Two axes: 4 + 3 rows by 32 + 24 columns over four cores.
     assert!(close(core_tile_balance(&[(7, 4), (56, 32)], 4), (7.0 * 56.0) / (4.0 * 128.0)));
+    // Past 1024 iterations (here 2000 on 64 cores) they are counted in
+    // waves: 2000 whole tiles in 32 waves of 64.
+    assert!(close(core_tile_balance(&[(4000, 2)], 64), 2000.0 / (32.0 * 64.0)));
     // BERT M0 (512 rows) on a 2-core target: 384 + 128 rows predict
     // slower than 256 + 256, by about 0.75 (the model's other terms move too).
     let p = workload_problem_on("gemm_bert_m0", zen3_vm());
