@@ -233,11 +233,21 @@ pub fn read_system(cpu_root: &Path, proc_root: &Path) -> HostInfo {
     }
 }
 
+/// The cores this process may use (at least one).
+pub fn usable_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The threads a tool's `--threads N` asks for: `N`, or one per usable
+/// core where it is 0 (every tool's default).
+pub fn threads_or_every_core(requested: usize) -> usize {
+    if requested == 0 { usable_cores() } else { requested }
+}
+
 /// This machine in words, for reports: the CPU's model name and the cores
 /// this process may use.
 pub fn machine_description() -> String {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{}, {cores} core(s)", cpu_model())
+    format!("{}, {} core(s)", cpu_model(), usable_cores())
 }
 
 /// The CPU's model name (`/proc/cpuinfo`), or "unknown CPU".

@@ -740,11 +740,12 @@ impl Search {
         // or it charges schedules with fewer core-level tiles than cores
         // for the idle ones (docs/search.md, "The cores the model predicts
         // for").
-        p.model_cores = evaluator.as_ref().map(|e| e.threads()).filter(|&t| t < target.compute.units);
+        let measured_on = evaluator.as_ref().map(|e| e.threads());
+        p.model_cores = measured_on.filter(|&t| t < target.compute.units);
         // A latency holds for the threads it was measured on (records made
         // before they were kept ran on one): records of other thread
         // counts neither resume nor teach this search.
-        let known: Vec<Record> = match evaluator.as_ref().map(|e| e.threads()) {
+        let known: Vec<Record> = match measured_on {
             Some(threads) => known.into_iter().filter(|r| r.threads.unwrap_or(1) == threads).collect(),
             None => known,
         };

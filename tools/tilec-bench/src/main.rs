@@ -736,7 +736,7 @@ fn run(cli: &Cli) -> Result<bool, Diagnostics> {
         }
         return Ok(!rows.is_empty());
     }
-    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    let threads = tilec::target::host::threads_or_every_core(cli.threads);
     let mut sources = SourceMap::new();
     let mut targets = tilec_codegen::driver::target_set(&mut sources, &cli.target_dir)?;
     let target = targets.resolve(&mut sources, cli.target.as_deref().unwrap_or("host"))?;

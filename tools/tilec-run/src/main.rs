@@ -670,7 +670,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
         generated.resize(inputs.len(), false);
     }
 
-    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    let threads = tilec::target::host::threads_or_every_core(cli.threads);
     // The program to execute: after the pipeline, if any.
     let mut transformed = with_weights;
     let pipeline_text = match (&cli.pass_pipeline, cli.backend) {

@@ -422,7 +422,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<(), Diagnostics> {
     let mut fuse = PassManager::new(parse_pipeline(&fuse_text, fuse_file, &registry)?);
     fuse.set_target(target.clone());
     fuse.run(&mut module)?;
-    let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+    let threads = tilec::target::host::threads_or_every_core(cli.threads);
 
     // The network's inputs (seeded) and weights, for the end-to-end runs.
     let inputs = network_inputs(cli, &module.funcs[0])?;

@@ -518,7 +518,7 @@ impl Driver {
             pm.set_record_sink(Box::new(file.clone()));
         }
         pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
-        let threads = if cli.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { cli.threads };
+        let threads = tilec::target::host::threads_or_every_core(cli.threads);
         pm.install_evaluator(tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref(), threads));
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
