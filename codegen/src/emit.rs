@@ -1183,18 +1183,23 @@ impl<'f> Emitter<'f> {
     }
 
     /// Lane `(g, t)`'s fragment of `mma.sync` operand `i` (`a`: 1, `b`: 2)
-    /// of 16-bit elements through one `ldmatrix` (`nvgpu.ldmatrix`), in the
-    /// scalar path's order (register, then element), or None where it does
-    /// not apply. The fragment is 8 × 8 matrices of 16-bit elements: `a`
-    /// four (rows `m` 0-7 and 8-15 by `k` 0-7, then by `k` 8-15), `b` two
-    /// (rows `n` 0-7 by `k` 0-7 and 8-15). Lane `l` gives the address of
-    /// row `l % 8` of matrix `l / 8`. `ldmatrix` reads each row as 16
-    /// contiguous, 16-byte aligned bytes: with `k` along the buffer's last
-    /// dimension the rows are the operand's rows; with the rows' axis
-    /// there (a `[k][n]` `b`), the rows are `k`'s and `.trans` hands each
-    /// lane the transposed pairs. So: a shared buffer, no padding, `k` and
-    /// the rows' axis each stepping one dimension by 1, one of them the
-    /// last, whose extent and the origin's index in it are multiples of 8
+    /// through one `ldmatrix` (`nvgpu.ldmatrix`), in the scalar path's
+    /// order (register, then element), or None where it does not apply.
+    /// `ldmatrix` reads 8 × 8 matrices of 32-bit-register pairs: 8 rows of
+    /// 16 contiguous, 16-byte aligned bytes each, lane `l` taking the 4
+    /// bytes at `4·(l % 4)` of row `l / 4`, which is PTX's fragment layout
+    /// for 16-bit elements (two a register, `k` = 16) and for bytes (four a
+    /// register, `k` = 32) alike. A 16-byte row holds `c` = 8 or 16
+    /// elements along `k`. `a` is four matrices (rows `m` 0-7 and 8-15 by
+    /// `k` 0 to `c - 1`, then by `k` `c` to `2c - 1`), `b` two (rows `n`
+    /// 0-7 by the two halves of `k`). Lane `l` gives the address of row
+    /// `l % 8` of matrix `l / 8`. With `k` along the buffer's last
+    /// dimension the rows are the operand's rows; with the rows' axis there
+    /// (a `[k][n]` `b`), the rows are `k`'s and `.trans` hands each lane the
+    /// transposed pairs, which exists for 16-bit elements only (bytes take
+    /// the scalar path there). So: a shared buffer, no padded reads, `k`
+    /// and the rows' axis each stepping one dimension by 1, one of them the
+    /// last, whose extent and the origin's index in it are multiples of `c`
     /// (the buffer is 16-byte aligned).
     fn ldmatrix_fragment(&mut self, op: Op, i: usize, tile: &TileOperand, (g, t): (&AffineExpr<Value>, &AffineExpr<Value>), per_reg: i64) -> Result<Option<Vec<String>>, EmitError> {
         let f = self.f;
@@ -1215,28 +1220,30 @@ impl<'f> Emitter<'f> {
             return Ok(None);
         };
         let origin: Vec<AffineExpr<Value>> = tile.indices.iter().map(|e| f.expr_in_values(op, e)).collect();
-        let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % 8 == 0 && e.terms().iter().all(|&(_, k)| k % 8 == 0);
+        // Elements of one 16-byte matrix row.
+        let row_elems = 16 / b.elem.size_bytes().max(1) as i64;
+        let aligned = |e: &AffineExpr<Value>| e.divisor() == 1 && e.constant_term() % row_elems == 0 && e.terms().iter().all(|&(_, k)| k % row_elems == 0);
         let other_still = tile.steps[1 - rows_axis].iter().flatten().all(|&s| s == 0);
-        if per_reg != 2
+        let transpose = dr == last;
+        if per_reg * b.elem.size_bytes() as i64 != 4
             || b.scope != MemScope::Shared
             || tile.pad.is_some()
-            || b.elem.size_bytes() != 2
             || dk == dr
             || !(dk == last || dr == last)
+            || (transpose && b.elem.size_bytes() != 2)
             || !other_still
-            || b.shape[last] % 8 != 0
+            || b.shape[last] % row_elems as u64 != 0
             || origin.iter().any(|e| e.divisor() != 1)
             || !aligned(&origin[last])
         {
             return Ok(None);
         }
-        let transpose = dr == last;
         let tiles: i64 = if i == 1 { 4 } else { 2 };
         let (m, mty) = self.memref_of(buf)?;
         let mut idx: Vec<String> = origin.iter().map(|e| self.numerator(e)).collect::<Result<_, _>>()?;
         // Lane l = 4g + t (the lane loops' split), its matrix q and row w.
         let (gs, ts) = (self.numerator(g)?, self.numerator(t)?);
-        let (four, eight, used, two) = (self.constant_index(4), self.constant_index(8), self.constant_index(8 * tiles), self.constant_index(2));
+        let (four, eight, used, two, per_row) = (self.constant_index(4), self.constant_index(8), self.constant_index(8 * tiles), self.constant_index(2), self.constant_index(row_elems));
         let lines = |this: &mut Self, prefix: &str, text: String| {
             let v = this.fresh(prefix);
             this.line(&format!("{v} = {text}"));
@@ -1247,14 +1254,15 @@ impl<'f> Emitter<'f> {
         let l = lines(self, "ln", format!("arith.remui {lane}, {used} : index"));
         let q = lines(self, "lq", format!("arith.divui {l}, {eight} : index"));
         let w = lines(self, "lw", format!("arith.remui {l}, {eight} : index"));
-        // Matrix q's first row and k: `a` (8·(q % 2), 8·(q / 2)), `b` (0, 8·q).
+        // Matrix q's first row and k: `a` (8·(q % 2), c·(q / 2)), `b` (0, c·q).
         let (row0, k0) = if i == 1 {
             let (qr, qk) = (lines(self, "lq", format!("arith.remui {q}, {two} : index")), lines(self, "lq", format!("arith.divui {q}, {two} : index")));
-            (Some(lines(self, "lr", format!("arith.muli {qr}, {eight} : index"))), lines(self, "lk", format!("arith.muli {qk}, {eight} : index")))
+            (Some(lines(self, "lr", format!("arith.muli {qr}, {eight} : index"))), lines(self, "lk", format!("arith.muli {qk}, {per_row} : index")))
         } else {
-            (None, lines(self, "lk", format!("arith.muli {q}, {eight} : index")))
+            (None, lines(self, "lk", format!("arith.muli {q}, {per_row} : index")))
         };
-        // Non-transposed: row w of the operand's rows; transposed: k's row w.
+        // Non-transposed: row w of the operand's rows; transposed (16-bit
+        // elements, c = 8): k's row w.
         let (row, k) = if transpose {
             (row0, lines(self, "lk", format!("arith.addi {k0}, {w} : index")))
         } else {
@@ -1265,11 +1273,11 @@ impl<'f> Emitter<'f> {
         }
         idx[dk] = lines(self, "li", format!("arith.addi {}, {k} : index", idx[dk]));
         let et = mlir_elem(b.elem);
-        let vty = format!("vector<{tiles}x2x{et}>");
+        let vty = format!("vector<{tiles}x{per_reg}x{et}>");
         let v = lines(self, "ldm", format!("nvgpu.ldmatrix {m}[{}] {{numTiles = {tiles} : i32, transpose = {transpose}}} : {mty} -> {vty}", idx.join(", ")));
         let mut parts = Vec::new();
         for r in 0..tiles {
-            for e in 0..2 {
+            for e in 0..per_reg {
                 parts.push(lines(self, "lx", format!("vector.extract {v}[{r}, {e}] : {et} from {vty}")));
             }
         }
@@ -1322,8 +1330,8 @@ impl<'f> Emitter<'f> {
             this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad)
         };
         let zero = AffineExpr::constant(0);
-        // Operand `i`'s fragment, register by register: 16-bit ones in
-        // shared memory from one `ldmatrix` where the layout allows, else
+        // Operand `i`'s fragment, register by register: from shared memory
+        // through one `ldmatrix` where the layout allows, else
         // element by element (`a`: 4 registers, `b`: 2; the layouts above).
         let fragment = |this: &mut Self, i: usize, tile: &TileOperand| -> Result<Vec<String>, EmitError> {
             if let Some(parts) = this.ldmatrix_fragment(op, i, tile, (&g, &t), per_reg)? {

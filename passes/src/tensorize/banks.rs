@@ -1,8 +1,9 @@
 //! Padding shared tiles against bank conflicts (`tensorize{pad-shared}`,
 //! on by default).
 //!
-//! Code generation loads a warp intrinsic's 16-bit fragments from shared
-//! memory with `ldmatrix`, which reads eight rows of 16 bytes at once.
+//! Code generation loads a warp intrinsic's fragments from shared memory
+//! with `ldmatrix` where it can (16-bit elements; bytes with `k`
+//! innermost), which reads eight rows of 16 bytes at once.
 //! Shared memory is the target's `banks` banks of `bank_width_bytes` (32
 //! of 4 on NVIDIA GPUs: 128 bytes across): rows whose starts are a
 //! multiple of that apart fall in the same banks and are served one after
@@ -27,7 +28,7 @@
 use crate::nest::subtree;
 use tilec::ir::*;
 
-/// The bytes of one row of an `ldmatrix` 8 × 8 matrix of 16-bit elements.
+/// The bytes of one row of an `ldmatrix` matrix (8 × 8 of 16-bit elements).
 const LDMATRIX_ROW_BYTES: u64 = 16;
 
 /// Pads the shared buffers that the `mma` intrinsics of `kernel` read (see
