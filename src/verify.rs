@@ -1395,14 +1395,6 @@ impl Verifier<'_> {
                 ok = false;
             }
         }
-        if x.is_fused() && x.lane.is_some() {
-            self.err(
-                Diagnostic::error("a warp intrinsic's axes are not fused")
-                    .at(span, "a lane's fragment has one part per axis")
-                    .with_note("fused mappings (`2 * 8`) are compiled for vector intrinsics only, so far"),
-            );
-            ok = false;
-        }
         if x.kind.is_vector() && n != 1 {
             self.err(
                 Diagnostic::error(format!("a `{}` intrinsic has `n` = 1, not {n}", x.kind))
@@ -1466,7 +1458,10 @@ impl Verifier<'_> {
                 ok = false;
                 continue;
             }
-            if (0..3).any(|a| t.steps[a].len() != x.parts[a].len() || t.steps[a].iter().any(|s| s.len() != rank)) {
+            // A lane's fragment (the accumulator of a `lane` call) has one
+            // part per axis whatever the tile's parts.
+            let parts_of = |a: usize| if i == 0 && x.lane.is_some() { 1 } else { x.parts[a].len() };
+            if (0..3).any(|a| t.steps[a].len() != parts_of(a) || t.steps[a].iter().any(|s| s.len() != rank)) {
                 self.err(Diagnostic::error(format!("malformed `intrinsic`: the {role}'s steps are not one per part and dimension")).at(span, "malformed op"));
                 ok = false;
                 continue;
@@ -1509,7 +1504,11 @@ impl Verifier<'_> {
                 for a in 0..3 {
                     // A lane's fragment is one part of 2; a fused axis'
                     // parts each reach their own extent.
-                    let extents = if i == 0 && a < 2 && x.lane.is_some() { vec![x.acc_shape()[a]] } else { x.parts[a].clone() };
+                    let extents = match (i, x.lane.is_some()) {
+                        (0, true) if a < 2 => vec![x.acc_shape()[a]],
+                        (0, true) => vec![x.shape[a]],
+                        _ => x.parts[a].clone(),
+                    };
                     for (s, extent) in t.steps[a].iter().zip(extents) {
                         let reach = s[d].saturating_mul(extent.saturating_sub(1).min(i64::MAX as u64) as i64);
                         if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }

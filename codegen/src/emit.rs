@@ -952,12 +952,20 @@ impl<'f> Emitter<'f> {
 
     /// A scalar load with padding semantics (bounds and exact division).
     fn scalar_load(&mut self, m: &str, mty: &str, shape: &[u64], elem: ElemType, idx: &[AffineExpr<Value>], pad: Option<Literal>) -> Result<String, EmitError> {
-        let nums: Vec<String> = idx.iter().map(|e| self.numerator(&AffineExpr::from_parts(e.terms().iter().copied(), e.constant_term(), 1).expect("small"))).collect::<Result<_, _>>()?;
+        let nums: Vec<(String, i64)> = idx
+            .iter()
+            .map(|e| Ok((self.numerator(&AffineExpr::from_parts(e.terms().iter().copied(), e.constant_term(), 1).expect("small"))?, e.divisor())))
+            .collect::<Result<_, EmitError>>()?;
+        self.scalar_load_at(m, mty, shape, elem, &nums, pad)
+    }
+
+    /// [`Self::scalar_load`] at indices already computed: each dimension's
+    /// numerator and its exact divisor.
+    fn scalar_load_at(&mut self, m: &str, mty: &str, shape: &[u64], elem: ElemType, nums: &[(String, i64)], pad: Option<Literal>) -> Result<String, EmitError> {
         let checked = pad.is_some();
         let mut quots = Vec::new();
         let mut conds = Vec::new();
-        for ((n, e), &dim) in nums.iter().zip(idx).zip(shape) {
-            let d = e.divisor();
+        for (&(ref n, d), &dim) in nums.iter().zip(shape) {
             if d == 1 {
                 quots.push(n.clone());
             } else {
@@ -1306,28 +1314,70 @@ impl<'f> Emitter<'f> {
         let affine = |base: &AffineExpr<Value>, scale: i64, plus: i64| -> Result<AffineExpr<Value>, EmitError> {
             base.checked_scale(scale).and_then(|e| e.checked_add(&AffineExpr::constant(plus))).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))
         };
-        // Operand `i`'s element at intrinsic point `p` (expressions in the lane).
+        // Operand `i`'s element at intrinsic point `p` (expressions in the
+        // lane). A fused axis' point is taken apart into its parts' digits
+        // at run time (`TileOperand::offset`'s rule), each stepping the
+        // indices on its own: a lane's rows of `m = [oh, ow]` are rows and
+        // columns of the image. The digits are of lane numbers, constant
+        // per thread, which LLVM computes once.
         let element = |this: &mut Self, i: usize, tile: &TileOperand, p: [AffineExpr<Value>; 3]| -> Result<String, EmitError> {
             let buf = operands[i];
             let (m, mty) = this.memref_of(buf)?;
             let tt = f.value_type(buf).readable().ok_or_else(|| EmitError("intrinsic operand is not a buffer".into()))?;
+            let mut digits: [Vec<String>; 3] = Default::default();
+            for axis in 0..3 {
+                if tile.steps[axis].len() < 2 {
+                    continue;
+                }
+                let sizes = &x.parts[axis];
+                let mut rest = this.numerator(&p[axis])?;
+                let mut ds = vec![String::new(); sizes.len()];
+                for j in (1..sizes.len()).rev() {
+                    let c = this.constant_index(sizes[j] as i64);
+                    let (r, q) = (this.fresh("dg"), this.fresh("dq"));
+                    this.line(&format!("{r} = arith.remui {rest}, {c} : index"));
+                    this.line(&format!("{q} = arith.divui {rest}, {c} : index"));
+                    ds[j] = r;
+                    rest = q;
+                }
+                ds[0] = rest;
+                digits[axis] = ds;
+            }
             let mut at = Vec::new();
             for (d, e) in tile.indices.iter().enumerate() {
                 let mut idx = f.expr_in_values(op, e);
+                let mut runtime: Vec<(&str, i64)> = Vec::new();
                 for (axis, offset) in p.iter().enumerate() {
-                    // (A warp intrinsic's axes have one part: the verifier.)
-                    let Some(steps) = tile.axis_steps(axis) else { return err("a warp intrinsic's axis is fused") };
-                    let step = steps[d];
-                    if step != 0 {
-                        if idx.divisor() != 1 {
-                            return err("an intrinsic's operand steps inside a division");
+                    let moves = tile.steps[axis].iter().any(|s| s[d] != 0);
+                    if moves && idx.divisor() != 1 {
+                        return err("an intrinsic's operand steps inside a division");
+                    }
+                    match tile.axis_steps(axis) {
+                        Some(steps) if steps[d] != 0 => {
+                            idx = offset.checked_scale(steps[d]).and_then(|o| idx.checked_add(&o)).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))?;
                         }
-                        idx = offset.checked_scale(step).and_then(|o| idx.checked_add(&o)).map_err(|_| EmitError("an intrinsic's operand index overflows".into()))?;
+                        Some(_) => {}
+                        None => runtime.extend(tile.steps[axis].iter().zip(&digits[axis]).filter(|(s, _)| s[d] != 0).map(|(s, g)| (g.as_str(), s[d]))),
                     }
                 }
-                at.push(idx);
+                at.push((idx, runtime));
             }
-            this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad)
+            if at.iter().all(|(_, r)| r.is_empty()) {
+                let at: Vec<AffineExpr<Value>> = at.into_iter().map(|(e, _)| e).collect();
+                return this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad);
+            }
+            let mut nums = Vec::new();
+            for (e, runtime) in at {
+                let mut n = this.numerator(&AffineExpr::from_parts(e.terms().iter().copied(), e.constant_term(), 1).expect("small"))?;
+                for (digit, step) in runtime {
+                    let (c, prod, sum) = (this.constant_index(step), this.fresh("ds"), this.fresh("di"));
+                    this.line(&format!("{prod} = arith.muli {digit}, {c} : index"));
+                    this.line(&format!("{sum} = arith.addi {n}, {prod} : index"));
+                    n = sum;
+                }
+                nums.push((n, e.divisor()));
+            }
+            this.scalar_load_at(&m, &mty, &tt.shape, tt.elem, &nums, tile.pad)
         };
         let zero = AffineExpr::constant(0);
         // Operand `i`'s fragment, register by register: from shared memory

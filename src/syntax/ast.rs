@@ -123,8 +123,10 @@ pub struct IntrinsicAst {
     /// The read names of `a` and `b` (`reads(b, a)`).
     pub reads: Option<(Word, Word)>,
     /// `lane(%g, %t)`: the clause's word (checked to be `lane`) and the
-    /// lane's group and index in it, of a warp intrinsic.
-    pub lane: Option<(Word, Word, Word)>,
+    /// lane's group and index in it, of a warp intrinsic (index
+    /// expressions: a fused mapping's lanes run over several lane loops,
+    /// `lane(%g_hi * 4 + %g_lo, %t)`).
+    pub lane: Option<(Word, IndexAst, IndexAst)>,
     pub acc: TileAst,
     pub a: TileAst,
     pub b: TileAst,

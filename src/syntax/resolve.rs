@@ -1353,10 +1353,14 @@ impl Resolver {
                 );
                 return;
             }
-            let (Some(g), Some(t)) = (self.lookup(scope, None, false, g), self.lookup(scope, None, false, t)) else { return };
-            for (v, w) in [(g, &x.lane.as_ref().expect("some").1), (t, &x.lane.as_ref().expect("some").2)] {
-                if func.value_type(v) != &Type::Index {
-                    self.error(Diagnostic::error(format!("`lane` takes index values, not `{}`", func.value_type(v))).at(w.span, "not an index value"));
+            let (Some(g), Some(t)) = (self.loop_index(scope, g), self.loop_index(scope, t)) else { return };
+            for (e, w) in [(&g, &x.lane.as_ref().expect("some").1), (&t, &x.lane.as_ref().expect("some").2)] {
+                if let Some(&(v, _)) = e.terms().iter().find(|&&(v, _)| func.value_type(v) != &Type::Index) {
+                    self.error(Diagnostic::error(format!("`lane` takes index values, not `{}`", func.value_type(v))).at(w.span(), "not an index value"));
+                    return;
+                }
+                if e.divisor() != 1 {
+                    self.error(Diagnostic::error("`lane` takes affine index expressions without a division").at(w.span(), "divided"));
                     return;
                 }
             }
@@ -1364,9 +1368,14 @@ impl Resolver {
         }
         let mut operands = Vec::new();
         let mut resolved = Vec::new();
-        for t in [&x.acc, &x.a, &x.b] {
+        // A lane's fragment (the accumulator of a `lane` call) has one part
+        // per axis, its `m` and `n` running over 2 × 2 elements, whatever
+        // parts the tile's axes have.
+        let fragment_parts: [Vec<u64>; 3] = [vec![2], vec![2], vec![parts[2].iter().product()]];
+        let tile_parts = [if lane.is_some() { fragment_parts } else { parts.clone() }, parts.clone(), parts.clone()];
+        for (t, tile_parts) in [&x.acc, &x.a, &x.b].into_iter().zip(&tile_parts) {
             let buf = self.lookup(scope, None, false, &t.buffer);
-            let exprs: Vec<Option<(AffineExpr<Value>, [Vec<i64>; 3])>> = t.indices.iter().map(|e| self.tile_index(scope, e, &parts)).collect();
+            let exprs: Vec<Option<(AffineExpr<Value>, [Vec<i64>; 3])>> = t.indices.iter().map(|e| self.tile_index(scope, e, tile_parts)).collect();
             let (Some(buf), Some(exprs)) = (buf, exprs.into_iter().collect::<Option<Vec<_>>>()) else { return };
             let Some(tt) = self.readable(func, buf, &t.buffer, "an intrinsic's operands") else { return };
             let pad = match &t.pad {
@@ -1381,13 +1390,13 @@ impl Resolver {
         }
         let Some(kind) = kind else { return };
         let mut all: Vec<AffineExpr<Value>> = resolved.iter().flat_map(|(exprs, _)| exprs.iter().map(|(e, _)| e.clone())).collect();
-        all.extend(lane.iter().flatten().map(|&v| AffineExpr::var(v)));
+        all.extend(lane.iter().flatten().cloned());
         let mut dims = index_operands(&mut operands, &all).into_iter();
         let mut reads = [None, x.reads.as_ref().map(|r| r.0.text.clone()), x.reads.as_ref().map(|r| r.1.text.clone())].into_iter();
-        let mut tiles = resolved.into_iter().map(|(exprs, pad)| {
+        let mut tiles = resolved.into_iter().zip(&tile_parts).map(|((exprs, pad), tile_parts)| {
             let indices: Vec<AffineExpr<Dim>> = dims.by_ref().take(exprs.len()).collect();
             // Per axis, per part, per dimension.
-            let steps = [0, 1, 2].map(|axis| (0..parts[axis].len()).map(|part| exprs.iter().map(|(_, s)| s[axis][part]).collect()).collect());
+            let steps = [0, 1, 2].map(|axis| (0..tile_parts[axis].len()).map(|part| exprs.iter().map(|(_, s)| s[axis][part]).collect()).collect());
             TileOperand { indices, steps, pad, read: reads.next().flatten() }
         });
         let (acc, a, b) = (tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"), tiles.next().expect("3 tiles"));
@@ -1435,7 +1444,7 @@ impl Resolver {
                 r.error(
                     Diagnostic::error(format!("`{}` is neither an index value nor an intrinsic axis", atom_text(other)))
                         .at(other.span(), format!("expected `%name` or one of {}", names()))
-                        .with_help("an intrinsic's operands are indexed by index values and its axes: `%acc[%i, %j * 8 + m]`; a fused axis (`[2 * 8, 1, 1]`) by its parts, outermost first: `%x[%oh + m0, %ow + m1]`"),
+                        .with_help("an intrinsic's operands are indexed by index values and its axes: `%acc[%i, %j * 8 + m]`; a fused axis (`[2 * 8, 1, 1]`) by its parts, outermost first: `%x[%oh + m0, %ow + m1]`; a lane's fragment (the accumulator after `lane(..)`) by `m` and `n` alone"),
                 );
                 None
             }

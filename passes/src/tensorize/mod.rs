@@ -214,11 +214,6 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
             .at(span, "in this kernel")
             .with_note("lanes hold fragments of m16n8 accumulators (docs/tensorize.md); choose an `mma.sync.m16n8k*` intrinsic"));
     }
-    if kind == IntrinsicKind::Mma && choice.axes.iter().any(|a| a.len() > 1) {
-        return Err(Diagnostic::error("tensorize rewrites fused mappings (several op axes on one intrinsic axis) of vector intrinsics only, so far")
-            .at(span, "in this kernel")
-            .with_help("choose a basic mapping for a warp intrinsic (`tilec --print-mappings` marks them)"));
-    }
     let sizes = [u64::from(x.m), u64::from(x.n), u64::from(x.k)];
     let statements: Vec<Statement> = subtree(f, kernel).into_iter().filter_map(|op| statement(f, op, &choice.a)).collect();
     if statements.is_empty() {

@@ -315,11 +315,14 @@ const WARP_CONTRACTIONS: &[&str] = &[
 }",
 ];
 
-/// One warp case: a random basic mapping of contraction `op` onto an
-/// m16n8 `mma` of sm80, random divisor-chain tiles whose thread level is
-/// whole intrinsic tiles, random shared caches; `None` where no mapping
-/// fits or no schedule verifies.
-fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
+/// One warp case: a random mapping of contraction `op` onto an m16n8
+/// `mma` of sm80 (basic, or fused where the op has such mappings: then
+/// half the time), random divisor-chain tiles whose thread level is whole
+/// intrinsic tiles (a fused axis' op axes any tiles: the verifier turns
+/// away those that do not split its size, and the case draws again),
+/// random shared caches; `None` where no mapping fits or no schedule
+/// verifies, else whether the mapping was fused.
+fn warp_case(op: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
     let t = tilec::target::builtin("sm80").expect("built in");
     let (mut m, cop, c, con) = parsed(WARP_CONTRACTIONS[op]);
     let mut ch = Choices::new(seed);
@@ -327,19 +330,21 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
         .intrinsics
         .iter()
         .filter(|x| x.kind == "mma" && [x.m, x.n] == [16, 8])
-        .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().filter(|mp| mp.is_basic()).map(move |mp| (x, mp)))
+        .flat_map(|x| candidates(&c, &con, x).unwrap_or_default().into_iter().map(move |mp| (x, mp)))
         .filter(|(x, mp)| {
-            let fits = |axes: &[AxisId], size: u32| axes.iter().all(|&a| c.axis(a).extent.is_multiple_of(u64::from(size)));
+            let fits = |axes: &[AxisId], size: u32| axes.is_empty() || fused_parts(&axes.iter().map(|&a| c.axis(a).extent).collect::<Vec<_>>(), u64::from(size)).is_some();
             fits(&mp.m, x.m) && fits(&mp.n, x.n) && fits(&mp.k, x.k)
         })
         .collect();
-    if options.is_empty() {
+    let (basic, fused): (Vec<_>, Vec<_>) = options.into_iter().partition(|(_, mp)| mp.is_basic());
+    let pool = if fused.is_empty() || !basic.is_empty() && ch.below(2) == 0 { basic } else { fused };
+    if pool.is_empty() {
         return Ok(None);
     }
-    let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
+    let (x, mapping) = pool[ch.below(pool.len() as u64) as usize].clone();
     let choice = choice_of(&m, cop, &c, x, &mapping);
     let unit = |a: AxisId| {
-        let on = |axes: &[AxisId], size: u32| axes.contains(&a).then_some(u64::from(size));
+        let on = |axes: &[AxisId], size: u32| (axes == [a]).then_some(u64::from(size));
         on(&mapping.m, x.m).or(on(&mapping.n, x.n)).or(on(&mapping.k, x.k)).unwrap_or(1)
     };
     let mut tries = 0;
@@ -358,14 +363,19 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
         }
         s.unroll = ch.pick(&[0, 64]);
         let threads = c.spatial_axes().fold(1, |p, a| p * (s.tiles[a.index()].1[0] / s.tiles[a.index()].1[1]));
+        // (The choice is `tensorize`'s option, not the schedule's knob, so
+        // the verifier does not see it: a fused axis' thread tiles must
+        // split its size as `tensorize` splits it.)
+        let splits = |axes: &[AxisId], size: u32| axes.len() < 2 || fused_parts(&axes.iter().map(|a| s.tiles[a.index()].1[1]).collect::<Vec<_>>(), u64::from(size)).is_some();
+        let fits = splits(&mapping.m, x.m) && splits(&mapping.n, x.n) && splits(&mapping.k, x.k);
         set_schedule(&mut m, s);
         name_reads(&mut m);
         // A thread loop to make warps of (bind makes none of extent 1).
-        if threads > 1 && !tilec::verify::verify_module_with(&m, Some(&t)).has_errors() {
+        if fits && threads > 1 && !tilec::verify::verify_module_with(&m, Some(&t)).has_errors() {
             break;
         }
         tries += 1;
-        if tries >= 30 {
+        if tries >= 60 {
             return Ok(None);
         }
     }
@@ -376,7 +386,7 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<()>, TestCaseError> {
     let g = &after.funcs[0];
     let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
     prop_assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&after));
-    Ok(Some(()))
+    Ok(Some(!mapping.is_basic()))
 }
 
 proptest! {
@@ -395,7 +405,28 @@ proptest! {
 #[test]
 fn warp_cases_are_exercised() {
     for op in 0..WARP_CONTRACTIONS.len() {
-        let hits = (0..16u64).filter(|&seed| matches!(warp_case(op, seed), Ok(Some(())))).count();
+        let hits = (0..16u64).filter(|&seed| matches!(warp_case(op, seed), Ok(Some(_)))).count();
         assert!(hits * 2 >= 16, "warp contraction {op} tensorized for {hits} of 16 seeds");
     }
+}
+
+/// The convolution's fused warp mappings (its output rows and columns on
+/// `m` or `n`, several axes on `k`) are tensorized and checked, not only
+/// drawn: the lane loops split at the parts, the fragments and the fold
+/// follow the digits.
+#[test]
+fn fused_warp_mappings_are_exercised() {
+    let conv = WARP_CONTRACTIONS.len() - 1;
+    let (mut tensorized, mut fused) = (0, 0);
+    for seed in 0..32u64 {
+        match warp_case(conv, seed) {
+            Ok(Some(f)) => {
+                tensorized += 1;
+                fused += u32::from(f);
+            }
+            Ok(None) => {}
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+    }
+    assert!(fused * 4 >= tensorized && fused > 0, "{fused} of {tensorized} tensorized convolutions fused");
 }

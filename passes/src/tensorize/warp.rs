@@ -29,9 +29,6 @@ use tilec::diag::Diagnostic;
 use tilec::ir::builder::{Cursor, pack_indices};
 use tilec::ir::*;
 
-/// Rows and columns of the accumulator tile one `mma` covers (`m16n8`).
-const TILE: [i64; 2] = [16, 8];
-
 fn cannot(what: impl Into<String>) -> Diagnostic {
     Diagnostic::error(format!("cannot spread the warp intrinsic over lanes: {}", what.into()))
 }
@@ -53,12 +50,76 @@ fn unit_dim(steps: &[i64]) -> Option<usize> {
     }
 }
 
-/// The accumulator dimensions an intrinsic's `m` and `n` step by 1 (two
-/// different ones), if they are.
-fn acc_dims(f: &Function, call: Op) -> Option<(usize, usize)> {
+/// One part of the accumulator's `m` or `n` (the whole axis for a basic
+/// mapping): the accumulator dimension it steps by 1, its size, and the
+/// bits of the tile's row (or column) it holds, `lo..lo + log2(size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AccPart {
+    dim: usize,
+    size: u64,
+    lo: u32,
+}
+
+impl AccPart {
+    fn hi(&self) -> u32 {
+        self.lo + self.size.trailing_zeros()
+    }
+}
+
+/// Where a lane's fragment takes a row or column from: the lane's bits
+/// `lane_lo..lane_hi` of it and the fragment's one bit `frag` (`m`: rows
+/// `g + 8·h`, bits 0-2 the lane's group, bit 3 the fragment's; `n`:
+/// columns `2·t + p`, bit 0 the fragment's, bits 1-2 the lane's index in
+/// its group).
+struct Bits {
+    lane_lo: u32,
+    lane_hi: u32,
+    frag: u32,
+}
+
+const ROW_BITS: Bits = Bits { lane_lo: 0, lane_hi: 3, frag: 3 };
+const COL_BITS: Bits = Bits { lane_lo: 1, lane_hi: 3, frag: 0 };
+
+/// The accumulator's parts of intrinsic axis `axis` (`m` 0, `n` 1) in
+/// `call`, outermost first, leaving out parts of one point: each steps
+/// one dimension by 1, the sizes powers of two (they multiply to 16 or
+/// 8), each part's bits above the inner ones'.
+fn acc_parts(f: &Function, call: Op, axis: usize) -> Option<Vec<AccPart>> {
     let OpKind::Intrinsic(x) = &f.ops[call].kind else { return None };
-    let (dm, dn) = (unit_dim(x.acc.axis_steps(0)?)?, unit_dim(x.acc.axis_steps(1)?)?);
-    (dm != dn).then_some((dm, dn))
+    let mut out = Vec::new();
+    let mut lo = 0;
+    for (steps, &size) in x.acc.steps[axis].iter().zip(&x.parts[axis]).rev() {
+        if size == 1 {
+            continue;
+        }
+        if !size.is_power_of_two() {
+            return None;
+        }
+        let part = AccPart { dim: unit_dim(steps)?, size, lo };
+        lo = part.hi();
+        out.push(part);
+    }
+    out.reverse();
+    Some(out)
+}
+
+/// The lane loops' bit ranges over `bits`' lane bits: split where a part
+/// begins or ends, most significant first.
+fn lane_segments(parts: &[AccPart], bits: &Bits) -> Vec<(u32, u32)> {
+    let mut cuts: Vec<u32> = parts.iter().flat_map(|p| [p.lo, p.hi()]).filter(|&b| b > bits.lane_lo && b < bits.lane_hi).collect();
+    cuts.extend([bits.lane_lo, bits.lane_hi]);
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2).rev().map(|w| (w[0], w[1])).collect()
+}
+
+/// Names of the lane loops of `n` segments, by the name of the whole.
+fn segment_names(whole: &str, n: usize) -> Vec<String> {
+    match n {
+        1 => vec![whole.to_string()],
+        2 => vec![format!("{whole}_hi"), format!("{whole}_lo")],
+        _ => (0..n).map(|i| format!("{whole}_{}", n - 1 - i)).collect(),
+    }
 }
 
 /// Spreads the whole-tile `mma` intrinsics of `kernel` over the lanes of
@@ -81,18 +142,32 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
             .at(f.op_spans[first], "this intrinsic")
             .with_note("a warp intrinsic accumulates in the thread's register tile, which becomes each lane's fragment"));
     };
-    // The accumulator's `m` and `n` dimensions.
-    let Some((dm, dn)) = acc_dims(f, first) else {
+    // The accumulator's parts of `m` and `n` (one each for a basic
+    // mapping), on distinct dimensions.
+    let parts_of = |o: Op| -> Option<[Vec<AccPart>; 2]> {
+        let (m, n) = (acc_parts(f, o, 0)?, acc_parts(f, o, 1)?);
+        let mut dims: Vec<usize> = m.iter().chain(&n).map(|p| p.dim).collect();
+        let count = dims.len();
+        dims.sort_unstable();
+        dims.dedup();
+        (dims.len() == count && !m.is_empty() && !n.is_empty()).then_some([m, n])
+    };
+    let Some(parts) = parts_of(first) else {
         return Err(cannot("the accumulator's `m` and `n` are not two of its dimensions").at(f.op_spans[first], "this intrinsic"));
     };
-    if let Some(&o) = calls.iter().find(|&&o| acc_dims(f, o) != Some((dm, dn))) {
+    if let Some(&o) = calls.iter().find(|&&o| parts_of(o).as_ref() != Some(&parts)) {
         return Err(cannot("the intrinsics use the accumulator's dimensions differently").at(f.op_spans[o], "this intrinsic"));
     }
-    let [sm, sn] = [buf.shape[dm], buf.shape[dn]];
-    if sm % TILE[0] as u64 != 0 || sn % TILE[1] as u64 != 0 {
-        return Err(cannot(format!("the accumulator's tile is {sm} × {sn}, not a multiple of 16 × 8"))
+    let all_parts: Vec<AccPart> = parts.iter().flatten().copied().collect();
+    if let Some(p) = all_parts.iter().find(|p| !buf.shape[p.dim].is_multiple_of(p.size)) {
+        let [m, n] = &parts;
+        let tile = match (m.as_slice(), n.as_slice()) {
+            ([pm], [pn]) => format!("{} × {}, not a multiple of 16 × 8", buf.shape[pm.dim], buf.shape[pn.dim]),
+            _ => format!("{} along dimension {}, not a multiple of the {} points of the intrinsic's axis it holds", buf.shape[p.dim], p.dim, p.size),
+        };
+        return Err(cannot(format!("the accumulator's tile is {tile}"))
             .at(f.op_spans[alloc], "the accumulator")
-            .with_help("make the thread level's tiles of the axes on `m` and `n` multiples of 16 and 8"));
+            .with_help("make the thread level's tiles of the axes on `m` and `n` multiples of 16 and 8 (of their parts' sizes for a fused mapping)"));
     }
     // The innermost thread loop: its iterations become warps.
     let ancestors = f.ancestors(alloc);
@@ -107,11 +182,10 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
             .at(span, "in this kernel")
             .with_help("with a warp intrinsic each thread-level tile is a warp's: use fewer, larger thread tiles"));
     }
-    // Every other access of the accumulator, and the loops over its
-    // `m` and `n` dimensions around it.
+    // Every other access of the accumulator, and the loops over each
+    // part's dimension around it.
     let mut accesses: Vec<Op> = Vec::new();
-    let mut row_loops: Vec<Op> = Vec::new();
-    let mut col_loops: Vec<Op> = Vec::new();
+    let mut part_loops: Vec<Vec<Op>> = vec![Vec::new(); all_parts.len()];
     for o in subtree(f, kernel) {
         if !f.ops[o].operands.contains(&acc) || o == alloc || calls.contains(&o) || matches!(f.ops[o].kind, OpKind::Fill(_)) {
             continue;
@@ -127,7 +201,8 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
                 .with_note("only `fill`, loads and stores of the accumulator can follow it into the lanes' fragments"));
         }
         let idx = f.access_indices(o);
-        for (d, size, loops) in [(dm, sm, &mut row_loops), (dn, sn, &mut col_loops)] {
+        for (p, loops) in all_parts.iter().zip(&mut part_loops) {
+            let (d, size) = (p.dim, buf.shape[p.dim]);
             let lp = lone_var(&idx[d])
                 .filter(|&v| f.loop_extent(v) == Some(size) && (0..idx.len()).all(|e| e == d || idx[e].coeff(v) == 0))
                 .and_then(|v| match f.values[v].def {
@@ -146,93 +221,138 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
         }
         accesses.push(o);
     }
-    if let Some(&both) = row_loops.iter().find(|l| col_loops.contains(l)) {
-        return Err(cannot("one loop runs over both the accumulator's rows and columns").at(f.op_spans[both], "this loop"));
-    }
-
-    // 1. The lane loops.
-    let body = f.ops[thread].regions[0];
-    let ops = f.regions[body].ops.clone();
-    let (_, group_body, g) = f.build_for(Cursor::end(body), 8, Mapping::Lane, None, "lane_group", span);
-    let (_, lane_body, t) = f.build_for(Cursor::end(group_body), 4, Mapping::Lane, None, "lane_in_group", span);
-    for o in ops {
-        f.move_op(o, Cursor::end(lane_body));
-    }
-    // 2. The fragment's type: `m` → [M / 16, 2], `n` → [N / 8, 2].
-    let mut shape = Vec::new();
-    for (d, &s) in buf.shape.iter().enumerate() {
-        match d {
-            _ if d == dm => shape.extend([s / 16, 2]),
-            _ if d == dn => shape.extend([s / 8, 2]),
-            _ => shape.push(s),
+    for (i, loops) in part_loops.iter().enumerate() {
+        if let Some(&both) = loops.iter().find(|l| part_loops[i + 1..].iter().any(|other| other.contains(l))) {
+            let what = if parts[0].len() + parts[1].len() == 2 { "both the accumulator's rows and columns" } else { "two of the accumulator's dimensions of `m` and `n`" };
+            return Err(cannot(format!("one loop runs over {what}")).at(f.op_spans[both], "this loop"));
         }
     }
+
+    // 1. The lane loops: the lane's group (8) and its index in the group
+    // (4), each split where a part of a fused `m` (`n`) begins, most
+    // significant first, so that each part's lanes are one loop.
+    let body = f.ops[thread].regions[0];
+    let ops = f.regions[body].ops.clone();
+    let segments = [lane_segments(&parts[0], &ROW_BITS), lane_segments(&parts[1], &COL_BITS)];
+    let names = [segment_names("lane_group", segments[0].len()), segment_names("lane_in_group", segments[1].len())];
+    let mut at = body;
+    let mut lane_vars: [Vec<(u32, Value)>; 2] = [Vec::new(), Vec::new()];
+    for axis in 0..2 {
+        for (&(lo, hi), name) in segments[axis].iter().zip(&names[axis]) {
+            let (_, inner, v) = f.build_for(Cursor::end(at), 1 << (hi - lo), Mapping::Lane, None, name, span);
+            lane_vars[axis].push((lo, v));
+            at = inner;
+        }
+    }
+    for o in ops {
+        f.move_op(o, Cursor::end(at));
+    }
+    // The lane's group g (the row bits 0-2) and index t (column bits 1-2).
+    let lane_expr = |axis: usize, bits: &Bits| {
+        AffineExpr::from_parts(lane_vars[axis].iter().map(|&(lo, v)| (v, 1i64 << (lo - bits.lane_lo))), 0, 1).expect("small")
+    };
+    let lane = [lane_expr(0, &ROW_BITS), lane_expr(1, &COL_BITS)];
+    // A part's own lane bits, as a term of its digit: the lane loop of its
+    // bits above the fragment's, scaled to its place in the part.
+    let lane_term = |axis: usize, p: &AccPart| -> Option<(Value, i64)> {
+        lane_vars[axis].iter().find(|&&(lo, _)| lo >= p.lo && lo < p.hi()).map(|&(lo, v)| (v, 1i64 << (lo - p.lo)))
+    };
+    let bits = [&ROW_BITS, &COL_BITS];
+    let holds_frag = |axis: usize, p: &AccPart| bits[axis].frag >= p.lo && bits[axis].frag < p.hi();
+
+    // 2. The fragment's type: a part's dimension `T` becomes `[T / size]`,
+    // and `[T / size, 2]` for the part holding the fragment's bit.
+    let mut shape = Vec::new();
+    for (d, &s) in buf.shape.iter().enumerate() {
+        match parts.iter().enumerate().find_map(|(axis, ps)| ps.iter().find(|p| p.dim == d).map(|p| (axis, p))) {
+            Some((axis, p)) if holds_frag(axis, p) => shape.extend([s / p.size, 2]),
+            Some((_, p)) => shape.push(s / p.size),
+            None => shape.push(s),
+        }
+    }
+    let frag_dim = |d: usize| parts.iter().enumerate().any(|(axis, ps)| ps.iter().any(|p| p.dim == d && holds_frag(axis, p)));
+    // The fragment's dimensions of old dimension `d` (a part's carries its
+    // fragment dimension after it).
+    let new_dim = |d: usize| (0..d).map(|e| if frag_dim(e) { 2 } else { 1 }).sum::<usize>();
     f.values[acc].ty = Type::Buffer(BufferType { shape, ..buf.clone() });
-    let split = |old: &[AffineExpr<Value>], m: [AffineExpr<Value>; 2], n: [AffineExpr<Value>; 2]| -> Vec<AffineExpr<Value>> {
+    // New indices of old ones: a part's dimension by its digit (and its
+    // fragment element), the others as they were.
+    let split = |old: &[AffineExpr<Value>], digit: &dyn Fn(usize) -> Option<[AffineExpr<Value>; 2]>| -> Vec<AffineExpr<Value>> {
         let mut out = Vec::new();
         for (d, e) in old.iter().enumerate() {
-            match d {
-                _ if d == dm => out.extend(m.clone()),
-                _ if d == dn => out.extend(n.clone()),
-                _ => out.push(e.clone()),
+            match digit(d) {
+                Some([q, h]) if frag_dim(d) => out.extend([q, h]),
+                Some([q, _]) => out.push(q),
+                None => out.push(e.clone()),
             }
         }
         out
     };
-    // 3. The loops over rows and columns run over the lane's own: the new
-    // indices of the accumulator's accesses first, then the variables.
+    // 3. The loops over each part's dimension run over the lane's own
+    // elements: variable `v` of a loop over `T` becomes `size·v + (the
+    // lane's bits) + (the fragment's bit)·(its place)`, over `T / size`,
+    // the part holding the fragment's bit with a new inner loop over it.
     let mut inner: std::collections::HashMap<Value, Value> = std::collections::HashMap::new();
     let mut substitutions: Vec<(Op, Value, AffineExpr<Value>)> = Vec::new();
-    for (loops, tile, lane, lane_scale) in [(&row_loops, TILE[0], g, 1), (&col_loops, TILE[1], t, 2)] {
+    let flat: Vec<(usize, AccPart)> = parts.iter().enumerate().flat_map(|(axis, ps)| ps.iter().map(move |&p| (axis, p))).collect();
+    for ((axis, p), loops) in flat.iter().zip(&part_loops) {
         for &lp in loops {
             let l = for_loop(f, lp).expect("a loop").clone();
             let v = induction_var(f, lp);
-            let lp_body = f.ops[lp].regions[0];
-            let moved = f.regions[lp_body].ops.clone();
-            let (_, half_body, half) = f.build_for(Cursor::end(lp_body), 2, l.mapping, None, if lane_scale == 1 { "row_half" } else { "col_pair" }, f.op_spans[lp]);
-            for o in moved {
-                f.move_op(o, Cursor::end(half_body));
+            let mut terms: Vec<(Value, i64)> = vec![(v, p.size as i64)];
+            terms.extend(lane_term(*axis, p));
+            if holds_frag(*axis, p) {
+                let lp_body = f.ops[lp].regions[0];
+                let moved = f.regions[lp_body].ops.clone();
+                let (_, half_body, half) = f.build_for(Cursor::end(lp_body), 2, l.mapping, None, if *axis == 0 { "row_half" } else { "col_pair" }, f.op_spans[lp]);
+                for o in moved {
+                    f.move_op(o, Cursor::end(half_body));
+                }
+                inner.insert(v, half);
+                terms.push((half, 1i64 << (bits[*axis].frag - p.lo)));
             }
             if let OpKind::For(l) = &mut f.ops[lp].kind {
-                l.extent /= tile as u64;
+                l.extent /= p.size;
             }
-            inner.insert(v, half);
-            // v → tile·v + (tile / 2)·half + lane_scale·lane (rows g + 8h;
-            // columns 2t + p).
-            let half_step = if lane_scale == 1 { tile / 2 } else { 1 };
-            let e = AffineExpr::from_parts([(v, tile), (half, half_step), (lane, lane_scale)], 0, 1).expect("small");
-            substitutions.push((lp, v, e));
+            substitutions.push((lp, v, AffineExpr::from_parts(terms, 0, 1).expect("small")));
         }
     }
     for &o in &accesses {
         let idx = f.access_indices(o);
-        let part = |d: usize| {
-            let v = lone_var(&idx[d]).expect("checked");
-            [AffineExpr::var(v), AffineExpr::var(inner[&v])]
+        let digit = |d: usize| -> Option<[AffineExpr<Value>; 2]> {
+            all_parts.iter().any(|p| p.dim == d).then(|| {
+                let v = lone_var(&idx[d]).expect("checked");
+                [AffineExpr::var(v), inner.get(&v).map_or(AffineExpr::constant(0), |&h| AffineExpr::var(h))]
+            })
         };
-        let new = split(&idx, part(dm), part(dn));
+        let new = split(&idx, &digit);
         f.set_access_indices(o, &new);
     }
     for (lp, v, e) in substitutions {
         let inside: Vec<Op> = subtree(f, lp).into_iter().filter(|o| !accesses.contains(o)).collect();
         rewrite_index_exprs(f, &inside, |x| x.substitute(|w| if w == v { e.clone() } else { AffineExpr::var(w) }).expect("small"));
     }
-    // 4. The intrinsics: the lane and its fragment.
-    let pos = |d: usize| d + usize::from(dm < d) + usize::from(dn < d);
-    let rank = buf.shape.len() + 2;
+    // 4. The intrinsics: the lane and its fragment, whose `m` (`n`) steps
+    // the fragment dimension of the part holding its bit.
+    let rank = buf.shape.len() + parts.iter().flatten().filter(|p| frag_dim(p.dim)).count();
     for &o in &calls {
         let OpKind::Intrinsic(y) = &f.ops[o].kind else { unreachable!("collected intrinsics") };
         let mut y = (**y).clone();
         let origins: Vec<Vec<AffineExpr<Value>>> = y.tiles().iter().map(|t| t.indices.iter().map(|e| f.expr_in_values(o, e)).collect()).collect();
-        let (Some(qm), Some(qn)) = (origins[0][dm].exact_quotient(TILE[0]), origins[0][dn].exact_quotient(TILE[1])) else {
-            return Err(cannot("a tile of the accumulator does not start at a multiple of 16 × 8").at(f.op_spans[o], "this intrinsic"));
-        };
-        let zero = AffineExpr::constant(0);
-        let acc_origin = split(&origins[0], [qm, zero.clone()], [qn, zero]);
+        let mut quotients = std::collections::HashMap::new();
+        for p in &all_parts {
+            let Some(q) = origins[0][p.dim].exact_quotient(p.size as i64) else {
+                let what = if all_parts.len() == 2 { "16 × 8".to_string() } else { "its parts' sizes".to_string() };
+                return Err(cannot(format!("a tile of the accumulator does not start at a multiple of {what}")).at(f.op_spans[o], "this intrinsic"));
+            };
+            quotients.insert(p.dim, q);
+        }
+        let acc_origin = split(&origins[0], &|d| quotients.get(&d).map(|q| [q.clone(), AffineExpr::constant(0)]));
         let mut steps: [Vec<i64>; 3] = [vec![0; rank], vec![0; rank], vec![0; rank]];
-        steps[0][pos(dm) + 1] = 1;
-        steps[1][pos(dn) + 1] = 1;
-        let lane = [AffineExpr::var(g), AffineExpr::var(t)];
+        for (axis, ps) in parts.iter().enumerate() {
+            let p = ps.iter().find(|p| holds_frag(axis, p)).expect("a part holds the fragment's bit");
+            steps[axis][new_dim(p.dim) + 1] = 1;
+        }
         let buffers = f.ops[o].operands[..3].to_vec();
         let (operands, mut packed) = pack_indices(buffers, &[&acc_origin, &origins[1], &origins[2], &lane]);
         let lane_dims = packed.pop().expect("4 groups");
