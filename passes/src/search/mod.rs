@@ -96,7 +96,7 @@ that file has times for. Options that only some strategies read say so. See
                 name: "intrinsics",
                 kind: OptionKind::Enum(&["auto", "none"]),
                 default: "auto",
-                help: "tensor intrinsics in the space: auto, every intrinsic the target offers that tensorize rewrites (vector ones on CPUs, m16n8 mma.sync of f16, bf16 and i8 on GPUs) with every mapping of the op onto it whose extents split its sizes (basic ones, and fused ones of vector intrinsics); none, no intrinsic (the space without them)",
+                help: "tensor intrinsics in the space: auto, every intrinsic the target offers that tensorize rewrites (vector ones on CPUs, m16n8 mma.sync of f16, bf16 and i8 on GPUs) with every mapping of the op onto it whose extents split its sizes (basic and fused ones); none, no intrinsic (the space without them)",
             },
         ],
         &[

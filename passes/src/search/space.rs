@@ -163,17 +163,15 @@ impl IntrinsicOption {
 /// `tensorize` rewrites and code generation compiles
 /// ([`crate::tensorize::rewrites`]: vector ones on CPUs, m16n8 `mma` of
 /// f16, bf16 and i8 on GPUs) in file order, each with its mapping
-/// candidates in their order ([`mapping::candidates`]: basic ones, then,
-/// for vector intrinsics, fused ones), keeping those whose mapped axes'
-/// extents split the intrinsic's sizes ([`IntrinsicOption::new`]).
+/// candidates in their order ([`mapping::candidates`]: basic ones, then
+/// fused ones), keeping those whose mapped axes' extents split the
+/// intrinsic's sizes ([`IntrinsicOption::new`]).
 fn intrinsic_options(f: &Function, op: Op, c: &Compute, target: &Target) -> Vec<IntrinsicOption> {
     let Ok(con) = mapping::contraction(f, op) else { return Vec::new() };
     let mut out = Vec::new();
     for x in target.offered_intrinsics().filter(|x| crate::tensorize::rewrites(x)) {
         let Ok(maps) = mapping::candidates(c, &con, x) else { continue };
-        // (`tensorize` rewrites fused mappings of vector intrinsics only.)
         let (basic, fused): (Vec<Mapping>, Vec<Mapping>) = maps.into_iter().partition(Mapping::is_basic);
-        let fused = if x.is_vector() { fused } else { Vec::new() };
         out.extend(basic.into_iter().chain(fused).filter_map(|m| IntrinsicOption::new(c, x, m)));
     }
     out
@@ -1102,25 +1100,25 @@ impl Problem {
             self.axes[a].extent.is_multiple_of(t[0].max(1)) && t.windows(2).all(|w| w[0].is_multiple_of(w[1].max(1)))
         });
         let whole = (0..self.axes.len()).all(|a| cfg.tiles[a][self.levels - 1].is_multiple_of(self.innermost_unit(cfg, a)));
-        if x.is_warp() {
-            // A warp's tile: no vector, no virtual threads (the lanes
-            // rewrite the plain loops over the accumulator), and thread
-            // loops to make warps of.
-            return nested && whole && cfg.vector.is_none() && cfg.vthreads.iter().all(|&v| v <= 1) && self.tiles_per_block(cfg) > 1;
-        }
-        if x.mapping.m.len() > 1 || x.fused_k() {
+        if x.mapping.m.len() > 1 || x.mapping.n.len() > 1 || x.fused_k() {
             // A fused axis: its op axes' innermost tiles (per virtual
             // thread) split it into the option's parts, as `tensorize`
             // splits it (an inner axis' tile that took more would make
             // another mapping than the one the model sees); a fused `m`
             // has no vector loop.
-            let split_as_planned = [&x.mapping.m, &x.mapping.k].into_iter().zip([x.intrinsic.m, x.intrinsic.k]).all(|(axes, size)| {
+            let split_as_planned = [&x.mapping.m, &x.mapping.n, &x.mapping.k].into_iter().zip([x.intrinsic.m, x.intrinsic.n, x.intrinsic.k]).all(|(axes, size)| {
                 let tiles: Vec<u64> = axes.iter().map(|&a| cfg.tiles[a.index()][self.levels - 1] / cfg.vthreads[a.index()].max(1)).collect();
                 axes.is_empty() || mapping::fused_parts(&tiles, u64::from(size)).is_some_and(|p| axes.iter().zip(p).all(|(&a, p)| p == x.size_of(a.index())))
             });
             if !split_as_planned {
                 return false;
             }
+        }
+        if x.is_warp() {
+            // A warp's tile: no vector, no virtual threads (the lanes
+            // rewrite the plain loops over the accumulator), and thread
+            // loops to make warps of.
+            return nested && whole && cfg.vector.is_none() && cfg.vthreads.iter().all(|&v| v <= 1) && self.tiles_per_block(cfg) > 1;
         }
         if x.fused_lanes() {
             return nested && whole && cfg.vector.is_none();

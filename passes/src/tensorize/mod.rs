@@ -51,12 +51,14 @@ m16n8kK) make each thread-level tile a warp's: the thread's body runs in two
 the lane's fragments (`[M/16][2][N/8][2]`), the loops over the accumulator's
 rows and columns elsewhere (the fold into the output) run over the lane's own,
 and each intrinsic names its lane (`lane(%g, %t)`); run it after `bind`.
-A fused mapping (several op axes on one intrinsic axis, `m = [oh, ow]`; vector
-intrinsics only) splits the intrinsic's axis into parts, one per op axis: each
-inner one takes what of the size its innermost loop divides, innermost first,
-the outermost the rest (a multiple of it must remain in its loop); the
-intrinsic then steps each part on its own (`[4 * 4, 1, 1]`, `m0`, `m1`). `wmma`
-is not rewritten yet. A `dot` intrinsic's
+A fused mapping (several op axes on one intrinsic axis, `m = [oh, ow]`) splits
+the intrinsic's axis into parts, one per op axis: each inner one takes what of
+the size its innermost loop divides, innermost first, the outermost the rest (a
+multiple of it must remain in its loop); the intrinsic then steps each part on
+its own (`[4 * 4, 1, 1]`, `m0`, `m1`). For a warp intrinsic the lane loops
+split where the parts begin (`lane(%lane_group_hi * 4 + %lane_group_lo, ..)`),
+and each part's accumulator dimension holds the lane's digits of it (the AMOS
+implicit GEMM of a convolution on `mma.sync`). `wmma` is not rewritten yet. A `dot` intrinsic's
 `a` operand staged by `cache` in a local buffer that only the intrinsics
 read is then repacked in VNNI's layout, `[K/k][M][k]` (the copy gets `split
 [dk, k] permute [...]`), so that each lane's `k` elements and the lanes

@@ -23,6 +23,21 @@
 //! 4. The intrinsics get `lane(%g, %t)` and the fragment as accumulator;
 //!    `a` and `b` keep addressing the whole tile in memory, from which each
 //!    lane loads its own fragment of them (code generation).
+//!
+//! **Fused mappings** (several op axes on `m` or `n`, AMOS's implicit
+//! GEMM: a convolution's `h · w` on `m`) split the axis into parts, the
+//! innermost part the least significant digits of the row (column). A
+//! row `g + 8·h` is 4 bits, bits 0-2 the lane's group and bit 3 the
+//! fragment's; a column `2·t + p` is 3 bits, bit 0 the fragment's and bits
+//! 1-2 the lane's index. Each part holds a range of those bits
+//! ([`AccPart`]). The lane loops are split where a part begins (`m = [h,
+//! w]` of 4 × 4: the group's high bit, `lane_group_hi` of 2, and its two
+//! low bits, `lane_group_lo` of 4), so each part's digit is a sum of loop
+//! variables and every index stays affine: `w = g_lo`, `h = g_hi +
+//! 2·h_frag`. Step 2 then works per part: a part's accumulator
+//! dimension `T` becomes `[T / size]`, with `[.., 2]` for the part holding
+//! the fragment's bit, and step 3's loops run over the lane's digits of
+//! it. A basic mapping is the case of one part per axis.
 
 use crate::nest::{for_loop, induction_var, rewrite_index_exprs, subtree};
 use tilec::diag::Diagnostic;
