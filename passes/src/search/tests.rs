@@ -1532,6 +1532,51 @@ fn warp_intrinsic_points_of_the_space_tensorize_correctly() {
     }
 }
 
+/// An f16 convolution on a 12 x 12 image: 12 is no multiple of 16 or 8,
+/// so only fused mappings (`h · w`, 4 x 4 of `m`'s 16 rows or 4 x 2 of
+/// `n`'s 8 columns) put the image on the intrinsic.
+const CONV_F16_12: &str = "func @conv(%x: tensor<1x16x14x14xf16>, %w: tensor<16x16x3x3xf16>) -> tensor<1x16x12x12xf32> {
+  %y = compute \"conv\" (n: 1, f: 16, oh: 12, ow: 12) reduce sum (c: 16, r: 3, s: 3)
+      reads(%xv = %x[n, c, oh + r, ow + s], %wv = %w[f, c, r, s]) -> tensor<1x16x12x12xf32>[n, f, oh, ow] {
+    %p = cast %xv : f16 -> f32
+    %q = cast %wv : f16 -> f32
+    %0 = mul %p, %q : f32
+    yield %0 : f32
+  }
+  return %y
+}";
+
+/// Fused mappings of warp intrinsics are in the space (AMOS's implicit
+/// GEMM), and the points the knob space draws with them are ones
+/// `tensorize` makes warps of, computing what the op computes.
+#[test]
+fn fused_warp_points_of_the_space_tensorize_correctly() {
+    let (m, p) = problem_with_intrinsics(CONV_F16_12, "sm80");
+    let names = option_names(&p);
+    assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%xv b=%wv m=[oh, ow] n=[f] k=[c]".to_string()), "{names:#?}");
+    assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%wv b=%xv m=[f] n=[oh, ow] k=[c]".to_string()), "{names:#?}");
+    let fused: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].mapping.m.len() > 1 || p.intrinsics[i].mapping.n.len() > 1).collect();
+    let t = tilec::target::builtin("sm80").unwrap();
+    let space = knobs::KnobSpace::new(&p);
+    let mut rng = rng::Rng::new(11);
+    let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some_and(|i| fused.contains(&i))).take(4).collect();
+    assert!(points.len() >= 2, "{} fused warp points", points.len());
+    for cfg in &points {
+        assert!(space.valid(cfg), "{cfg:?}");
+        let mut with = m.clone();
+        crate::testing::set_schedule(&mut with, p.schedule(cfg));
+        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
+            passes.push(make(d));
+        }
+        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+        let out = check_equivalent(&with, &t, &mut refs, 5);
+        let g = &out.funcs[0];
+        let fused_warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some() && x.is_fused());
+        assert!(g.walk().into_iter().any(fused_warp), "no fused warp intrinsic in\n{}", tilec::syntax::print_module(&out));
+    }
+}
+
 /// A batched convolution: four vector axes (`ow`, `n`, `f`, `oh`), so four
 /// markov starts.
 const CONV_BATCHED: &str = "func @conv(%x: tensor<4x8x10x10xf32>, %w: tensor<16x8x3x3xf32>) -> tensor<4x16x8x8xf32> {
