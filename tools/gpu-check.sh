@@ -151,7 +151,7 @@ if [[ $phases == *4* ]]; then
   echo "== 4. Tensor Cores (mma.sync), checked then timed"
   tc=$(ls benchmarks/tensor-cores/*.tile benchmarks/tensor-cores/hand/*.tile)
   {
-    printf '%s\n' lit-tests/tensorize/Inputs/{gemm_f16_mma,conv_f16_mma,conv_f16_mma_fused,conv_f16_mma_fused_n,gemm_i8_mma,gemm_i8_mma_bt,gemm_bf16_mma}.tile |
+    printf '%s\n' lit-tests/tensorize/Inputs/{gemm_f16_mma,conv_f16_mma,conv_f16_mma_fused,conv_f16_mma_fused_n,conv_f16_mma_padded,gemm_f16_mma_padded,gemm_i8_mma,gemm_i8_mma_bt,gemm_bf16_mma}.tile |
       xargs -P "$jobs" -I{} bash -c 'check_one {} 120 sm80'
     printf '%s\n' $tc | grep -v 4096 | xargs -P 4 -I{} bash -c "check_one {} ${GPU_CHECK_FULL_LIMIT:-90}"
   } | sort | tee "$out/check-tensor-cores.tsv"

@@ -85,15 +85,29 @@ pub struct IntrinsicOption {
     /// whole size for a basic mapping, [`mapping::fused_parts`] of the op's
     /// extents for a fused one; 1 for an axis the mapping leaves out).
     parts: Vec<u64>,
+    /// A warp intrinsic over a spatial axis whose extent is not a whole
+    /// number of its part: its last tile computes padding, which
+    /// `tensorize` keeps out of the output (`tensorize/padding.rs`).
+    pub padded: bool,
 }
+
+/// The most work a padded option may add to its op: ResNet's 14 × 14
+/// padded to 16 rows adds 14%, a GEMM's 40 rows padded to 48 20%.
+const MAX_PADDING: f64 = 0.5;
 
 impl IntrinsicOption {
     /// The option of `mapping` onto `x` for op `c`, if the mapped extents
     /// split the intrinsic's sizes, and for a fused mapping every op axis
     /// of a fused intrinsic axis gets a part of more than one point (else
-    /// it is a basic mapping's, listed once as that).
+    /// it is a basic mapping's, listed once as that). A warp intrinsic's
+    /// `m` and `n` may also take an extent that is not a whole number of
+    /// its part (the outermost op axis of a fused one; the inner ones
+    /// always divide), padded, where that adds at most [`MAX_PADDING`] of
+    /// the work; `k` is not padded here (`pad-axes` pads dot intrinsics'
+    /// reductions).
     pub fn new(c: &Compute, x: &Intrinsic, mapping: Mapping) -> Option<IntrinsicOption> {
         let mut parts = vec![1; c.axes.len()];
+        let mut work = 1.0;
         for ax in IntrinsicAxis::ALL {
             let axes = mapping.axes(ax);
             if axes.is_empty() {
@@ -103,15 +117,21 @@ impl IntrinsicOption {
                 continue;
             }
             let extents: Vec<u64> = axes.iter().map(|&a| c.axis(a).extent).collect();
-            let split = mapping::fused_parts(&extents, u64::from(ax.size(x)))?;
+            let size = u64::from(ax.size(x));
+            let split = match mapping::fused_parts(&extents, size) {
+                Some(split) => split,
+                None if !x.is_vector() && ax != IntrinsicAxis::K => mapping::fused_split(&extents, size),
+                None => return None,
+            };
             if axes.len() > 1 && split.contains(&1) {
                 return None;
             }
-            for (&a, p) in axes.iter().zip(split) {
+            for ((&a, p), &e) in axes.iter().zip(split).zip(&extents) {
                 parts[a.index()] = p;
+                work *= (e.div_ceil(p.max(1)) * p) as f64 / e as f64;
             }
         }
-        Some(IntrinsicOption { intrinsic: x.clone(), mapping, parts })
+        (work <= 1.0 + MAX_PADDING).then(|| IntrinsicOption { intrinsic: x.clone(), mapping, parts, padded: work > 1.0 })
     }
 
     /// The part of the intrinsic axis op axis `a` is mapped onto that it
@@ -506,7 +526,8 @@ impl Problem {
     /// Option `i` in words: `vpdpbusd.zmm a=%B m=[j] n=[] k=[k]`.
     pub fn describe_intrinsic(&self, i: usize) -> String {
         let x = &self.intrinsics[i];
-        format!("{} {}", x.intrinsic.name, x.mapping.describe(&self.compute, &self.info))
+        let padded = if x.padded { " (padded)" } else { "" };
+        format!("{} {}{padded}", x.intrinsic.name, x.mapping.describe(&self.compute, &self.info))
     }
 
     /// The intrinsic choices of a point: none, then each option (just the
@@ -649,7 +670,16 @@ impl Problem {
             return vec![if level == 0 { ext } else { cfg.tiles[a][level - 1] }];
         }
         let mut c = if level == 0 && cfg.intrinsic.is_some() {
-            divisors(ext)
+            let mut d = divisors(ext);
+            // A padded option's spatial axis: whole intrinsic parts past
+            // the extent too (40 rows in tiles of 16 or 32: 48 or 64 computed).
+            if let Some(x) = self.intrinsic_of(cfg).filter(|x| x.padded && self.axes[a].spatial) {
+                let unit = x.size_of(a).max(1);
+                d.extend((1..=ext.div_ceil(unit)).map(|q| q * unit));
+                d.sort_unstable();
+                d.dedup();
+            }
+            d
         } else if level == 0 {
             let mut d = divisors(ext);
             let mut p = 1;
@@ -1095,9 +1125,12 @@ impl Problem {
     pub fn fits_intrinsic(&self, cfg: &Config) -> bool {
         let Some(i) = cfg.intrinsic else { return true };
         let Some(x) = self.intrinsics.get(i) else { return false };
+        // (A padded option's spatial axes may end in a partial tile:
+        // `tensorize` computes it whole and the fold stores what is real.)
         let nested = (0..self.axes.len()).all(|a| {
             let t = &cfg.tiles[a];
-            self.axes[a].extent.is_multiple_of(t[0].max(1)) && t.windows(2).all(|w| w[0].is_multiple_of(w[1].max(1)))
+            let partial_ok = x.padded && self.axes[a].spatial;
+            (partial_ok || self.axes[a].extent.is_multiple_of(t[0].max(1))) && t.windows(2).all(|w| w[0].is_multiple_of(w[1].max(1)))
         });
         let whole = (0..self.axes.len()).all(|a| cfg.tiles[a][self.levels - 1].is_multiple_of(self.innermost_unit(cfg, a)));
         if x.mapping.m.len() > 1 || x.mapping.n.len() > 1 || x.fused_k() {

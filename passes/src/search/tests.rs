@@ -1577,6 +1577,62 @@ fn fused_warp_points_of_the_space_tensorize_correctly() {
     }
 }
 
+/// A GEMM whose `M` and `N` (40 and 24) are no multiples of `mma`'s 16
+/// and 8 rows and columns: its options pad them (40 to 48, 24 to 32,
+/// adding 60% of the work the other way round, which is over the limit).
+const GEMM_F16_40: &str = "func @hgemm(%A: tensor<40x32xf16>, %B: tensor<32x24xf16>) -> tensor<40x24xf32> {
+  %C = compute \"hgemm\" (i: 40, j: 24) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<40x24xf32>[i, j] {
+    %x = cast %a : f16 -> f32
+    %y = cast %b : f16 -> f32
+    %0 = mul %x, %y : f32
+    yield %0 : f32
+  }
+  return %C
+}";
+
+/// Padded options of warp intrinsics: an extent that is not a whole
+/// number of the intrinsic's rows or columns is padded where that adds at
+/// most half the work, their spatial axes may end in a partial tile, and
+/// the points the knob space draws with them tensorize (the guard of the
+/// statement dropped, the fold's kept) into what the op computes.
+#[test]
+fn padded_warp_points_of_the_space_tensorize_correctly() {
+    let (m, p) = problem_with_intrinsics(GEMM_F16_40, "sm80");
+    // i: 40 → 48 (×1.2) on `m`, j: 24 on `n` (whole): padded; the other
+    // way round i on `n` is whole, j: 24 → 32 on `m` (×1.33): padded too.
+    assert_eq!(
+        option_names(&p),
+        ["mma.sync.m16n8k16.f32.f16.f16.f32 a=%a b=%b m=[i] n=[j] k=[k] (padded)", "mma.sync.m16n8k16.f32.f16.f16.f32 a=%b b=%a m=[j] n=[i] k=[k] (padded)"]
+    );
+    assert!(p.intrinsics.iter().all(|x| x.padded));
+    let t = tilec::target::builtin("sm80").unwrap();
+    let space = knobs::KnobSpace::new(&p);
+    let mut rng = rng::Rng::new(13);
+    let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some()).take(6).collect();
+    assert!(points.len() >= 3, "{} padded warp points", points.len());
+    let mut partial = 0;
+    for cfg in &points {
+        assert!(space.valid(cfg), "{cfg:?}");
+        partial += usize::from((0..2).any(|a| !p.axes[a].extent.is_multiple_of(cfg.tiles[a][0])));
+        let mut with = m.clone();
+        crate::testing::set_schedule(&mut with, p.schedule(cfg));
+        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
+            passes.push(make(d));
+        }
+        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+        let out = check_equivalent(&with, &t, &mut refs, 9);
+        let g = &out.funcs[0];
+        let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
+        assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&out));
+    }
+    assert!(partial > 0, "no point with a partial tile");
+    // 17 rows padded to 32 would nearly double the work: no option.
+    let gemm_17 = GEMM_F16_40.replace("40x24xf32", "17x17xf32").replace("40x32xf16", "17x32xf16").replace("32x24xf16", "32x17xf16").replace("i: 40, j: 24", "i: 17, j: 17");
+    let (_, p17) = problem_with_intrinsics(&gemm_17, "sm80");
+    assert!(p17.intrinsics.is_empty(), "{:?}", option_names(&p17));
+}
+
 /// A batched convolution: four vector axes (`ow`, `n`, `f`, `oh`), so four
 /// markov starts.
 const CONV_BATCHED: &str = "func @conv(%x: tensor<4x8x10x10xf32>, %w: tensor<16x8x3x3xf32>) -> tensor<4x16x8x8xf32> {

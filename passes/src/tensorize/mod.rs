@@ -224,6 +224,7 @@ pub fn tensorize_kernel(f: &mut Function, kernel: Op, x: &Intrinsic, choice: &Ch
             .with_note("tensorize rewrites the statement `tile` makes of a sum of products of two reads"));
     }
     for s in &statements {
+        padding::unguard_statement(f, s);
         rewrite_statement(f, s, x, kind, choice, sizes)?;
     }
     if kind == IntrinsicKind::Mma {
@@ -351,6 +352,14 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
         let depth = ancestors.iter().position(|&a| a == top).expect("an ancestor");
         for &lp in &ancestors[..depth] {
             let Some(l) = for_loop(f, lp) else {
+                if matches!(f.ops[lp].kind, OpKind::If(_)) {
+                    // (A guard of spatial axes alone around a register
+                    // accumulator went: `padding::unguard_statement`.)
+                    return Err(Diagnostic::error("cannot tensorize: a guard sits between the mapped loops")
+                        .at(f.op_spans[lp], "this guard")
+                        .with_note("an intrinsic computes whole tiles: padding drops a partial tile's guard where it bounds spatial axes only and the accumulator is the tile's register buffer")
+                        .with_help("make the reduction axes' tiles divide their extents (and stage the accumulator in registers)"));
+                }
                 return Err(Diagnostic::error(format!("cannot tensorize: a `{}` sits between the mapped loops", f.ops[lp].kind.mnemonic()))
                     .at(f.op_spans[lp], "here")
                     .with_help("make the mapped axes' tiles divide their extents, so that no guard is needed inside the tile"));
@@ -463,6 +472,7 @@ fn rewrite_statement(f: &mut Function, s: &Statement, x: &Intrinsic, kind: Intri
 
 mod banks;
 mod pack;
+mod padding;
 mod warp;
 
 #[cfg(test)]
