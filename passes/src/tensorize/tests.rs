@@ -94,7 +94,7 @@ fn divisors(n: u64) -> Vec<u64> {
 /// size, and the caller draws again), maybe with caches (the lanes operand
 /// `a`'s more often: `pack` repacks its buffer) and a basic `m` axis
 /// vectorised at the intrinsic's width.
-fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping, ch: &mut Choices) -> Schedule {
+fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target::mapping::Mapping, ch: &mut Choices, pad: &mut Choices) -> Schedule {
     let levels = t.tile_levels.len();
     let mut s = Schedule::new(&t.name);
     let size_on = |a: AxisId| {
@@ -106,9 +106,16 @@ fn schedule_for(c: &Compute, t: &Target, x: &Intrinsic, mapping: &tilec::target:
             1
         }
     };
+    let spatial: Vec<AxisId> = c.spatial_axes().collect();
     for (id, a) in c.axes.iter().enumerate() {
         let unit = size_on(AxisId::new(id));
-        let fits: Vec<u64> = divisors(a.extent).into_iter().filter(|d| d % unit == 0).collect();
+        let mut fits: Vec<u64> = divisors(a.extent).into_iter().filter(|d| d % unit == 0).collect();
+        // A spatial axis may end in a partial tile now and then, which
+        // tensorize pads (padding.rs; drawn from `pad`, so that the other
+        // draws stay those of the seed).
+        if spatial.contains(&AxisId::new(id)) && pad.below(4) == 0 {
+            fits.extend((1..=a.extent.div_ceil(unit)).map(|q| q * unit).filter(|b| !a.extent.is_multiple_of(*b)));
+        }
         let mut sizes = vec![ch.pick(&fits)];
         while sizes.len() < levels {
             let below: Vec<u64> = divisors(*sizes.last().expect("one")).into_iter().filter(|d| d % unit == 0).collect();
@@ -174,9 +181,12 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<Case>, Te
     let (x, mapping) = options[ch.below(options.len() as u64) as usize].clone();
     let choice = choice_of(&m, cop, &c, x, &mapping);
     // A schedule the target's limits allow.
+    let mut pad = Choices::new(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut padded = false;
     let mut tries = 0;
     loop {
-        let s = schedule_for(&c, t, x, &mapping, &mut ch);
+        let s = schedule_for(&c, t, x, &mapping, &mut ch, &mut pad);
+        let partial = c.axes.iter().any(|a| s.tiles_of(&a.name).and_then(|t| t.first().copied()).is_some_and(|b| !a.extent.is_multiple_of(b)));
         // (The pass is given the mapping, not the schedule: the verifier's
         // rule for a fused axis' tiles is checked here.)
         let innermost = |axes: &[AxisId]| axes.iter().map(|&a| s.tiles_of(&c.axis(a).name).and_then(|t| t.last().copied()).unwrap_or(c.axis(a).extent)).collect::<Vec<u64>>();
@@ -184,6 +194,7 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<Case>, Te
         set_schedule(&mut m, s);
         name_reads(&mut m);
         if split && !tilec::verify::verify_module_with(&m, Some(t)).has_errors() {
+            padded = partial;
             break;
         }
         tries += 1;
@@ -199,7 +210,7 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<Case>, Te
     prop_assert!(g.walk().into_iter().any(|o| matches!(g.ops[o].kind, OpKind::Intrinsic(_))), "no intrinsic in\n{}", tilec::syntax::print_module(&after));
     let packed = g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Copy(c) if c.split.is_some()));
     let fused = g.walk().into_iter().any(|o| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.is_fused()));
-    Ok(Some(Case { packed, fused }))
+    Ok(Some(Case { packed, fused, padded }))
 }
 
 /// What a tensorized case did.
@@ -209,6 +220,28 @@ struct Case {
     packed: bool,
     /// An intrinsic has a fused axis (several parts).
     fused: bool,
+    /// A spatial axis ended in a partial tile (`padding.rs`).
+    padded: bool,
+}
+
+/// Partial tiles of vector intrinsics' spatial axes are tensorized and
+/// checked, not only drawn.
+#[test]
+fn padded_vector_tiles_are_exercised() {
+    let (mut tensorized, mut padded) = (0, 0);
+    for op in 0..CONTRACTIONS.len() {
+        for seed in 0..12u64 {
+            match tensorize_case(op, (seed % 3) as usize, seed) {
+                Ok(Some(case)) => {
+                    tensorized += 1;
+                    padded += u32::from(case.padded);
+                }
+                Ok(None) => {}
+                Err(e) => panic!("op {op}, seed {seed}: {e}"),
+            }
+        }
+    }
+    assert!(padded * 10 >= tensorized && padded > 0, "{padded} of {tensorized} tensorized cases padded");
 }
 
 proptest! {
@@ -321,8 +354,8 @@ const WARP_CONTRACTIONS: &[&str] = &[
 /// intrinsic tiles (a fused axis' op axes any tiles: the verifier turns
 /// away those that do not split its size, and the case draws again),
 /// random shared caches; `None` where no mapping fits or no schedule
-/// verifies, else whether the mapping was fused.
-fn warp_case(op: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
+/// verifies, else what the case exercised.
+fn warp_case(op: usize, seed: u64) -> Result<Option<WarpCase>, TestCaseError> {
     let t = tilec::target::builtin("sm80").expect("built in");
     let (mut m, cop, c, con) = parsed(WARP_CONTRACTIONS[op]);
     let mut ch = Choices::new(seed);
@@ -347,12 +380,25 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
         let on = |axes: &[AxisId], size: u32| (axes == [a]).then_some(u64::from(size));
         on(&mapping.m, x.m).or(on(&mapping.n, x.n)).or(on(&mapping.k, x.k)).unwrap_or(1)
     };
+    let spatial: Vec<AxisId> = c.spatial_axes().collect();
+    let block_of = |m: &Module, id: usize| -> u64 {
+        let f = &m.funcs[0];
+        let s = f.regions[f.body].ops.iter().find_map(|&o| f.ops[o].kind.as_compute().and_then(|c| c.schedule.as_ref())).expect("scheduled");
+        s.tiles[id].1[0]
+    };
+    let mut padded = false;
     let mut tries = 0;
     loop {
         let mut s = Schedule::new(&t.name);
         for (id, a) in c.axes.iter().enumerate() {
             let u = unit(AxisId::new(id));
-            let block = ch.pick(&divisors(a.extent).into_iter().filter(|d| d % u == 0).collect::<Vec<_>>());
+            let mut blocks: Vec<u64> = divisors(a.extent).into_iter().filter(|d| d % u == 0).collect();
+            // A third of the time a spatial axis may end in a partial
+            // tile, which tensorize pads (padding.rs).
+            if spatial.contains(&AxisId::new(id)) && ch.below(3) == 0 {
+                blocks.extend((1..=a.extent.div_ceil(u)).map(|q| q * u).filter(|b| !a.extent.is_multiple_of(*b)));
+            }
+            let block = ch.pick(&blocks);
             let thread = ch.pick(&divisors(block).into_iter().filter(|d| d % u == 0).collect::<Vec<_>>());
             s.tiles.push((a.name.clone(), vec![block, thread]));
         }
@@ -372,6 +418,7 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
         name_reads(&mut m);
         // A thread loop to make warps of (bind makes none of extent 1).
         if fits && threads > 1 && !tilec::verify::verify_module_with(&m, Some(&t)).has_errors() {
+            padded = c.axes.iter().enumerate().any(|(id, a)| !a.extent.is_multiple_of(block_of(&m, id)));
             break;
         }
         tries += 1;
@@ -386,7 +433,16 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<bool>, TestCaseError> {
     let g = &after.funcs[0];
     let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
     prop_assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&after));
-    Ok(Some(!mapping.is_basic()))
+    Ok(Some(WarpCase { fused: !mapping.is_basic(), padded }))
+}
+
+/// What a warp case exercised.
+#[derive(Clone, Copy, Debug)]
+struct WarpCase {
+    /// The mapping was fused.
+    fused: bool,
+    /// A spatial axis ended in a partial tile (`padding.rs`).
+    padded: bool,
 }
 
 proptest! {
@@ -420,13 +476,33 @@ fn fused_warp_mappings_are_exercised() {
     let (mut tensorized, mut fused) = (0, 0);
     for seed in 0..32u64 {
         match warp_case(conv, seed) {
-            Ok(Some(f)) => {
+            Ok(Some(case)) => {
                 tensorized += 1;
-                fused += u32::from(f);
+                fused += u32::from(case.fused);
             }
             Ok(None) => {}
             Err(e) => panic!("seed {seed}: {e}"),
         }
     }
     assert!(fused * 4 >= tensorized && fused > 0, "{fused} of {tensorized} tensorized convolutions fused");
+}
+
+/// Partial tiles of spatial axes (padding) are tensorized and checked
+/// too, not only drawn.
+#[test]
+fn padded_warp_tiles_are_exercised() {
+    let (mut tensorized, mut padded) = (0, 0);
+    for op in 0..WARP_CONTRACTIONS.len() {
+        for seed in 0..16u64 {
+            match warp_case(op, seed) {
+                Ok(Some(case)) => {
+                    tensorized += 1;
+                    padded += u32::from(case.padded);
+                }
+                Ok(None) => {}
+                Err(e) => panic!("op {op}, seed {seed}: {e}"),
+            }
+        }
+    }
+    assert!(padded * 10 >= tensorized && padded > 0, "{padded} of {tensorized} tensorized warp cases padded");
 }
