@@ -1498,6 +1498,20 @@ const GEMM_F16: &str = "func @hgemm(%A: tensor<64x64xf16>, %B: tensor<64x64xf16>
   return %C
 }";
 
+/// `m` scheduled by point `cfg` of `p`, through the GPU pipeline down to
+/// `tensorize` and `unroll` on sm80, checked against the interpreter.
+fn tensorized_on_sm80(m: &Module, p: &Problem, cfg: &Config, seed: u64) -> Module {
+    let t = tilec::target::builtin("sm80").unwrap();
+    let mut with = m.clone();
+    crate::testing::set_schedule(&mut with, p.schedule(cfg));
+    let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+    for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
+        passes.push(make(d));
+    }
+    let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
+    check_equivalent(&with, &t, &mut refs, seed)
+}
+
 /// On GPUs the options are the warp intrinsics `tensorize` rewrites: for
 /// an f16 GEMM on sm80 the m16n8k16 `mma` into f32 both ways round (not
 /// the f16-accumulating one, nor bf16, tf32 or `wmma`); the knob space
@@ -1511,7 +1525,6 @@ fn warp_intrinsic_points_of_the_space_tensorize_correctly() {
         ["mma.sync.m16n8k16.f32.f16.f16.f32 a=%a b=%b m=[i] n=[j] k=[k]", "mma.sync.m16n8k16.f32.f16.f16.f32 a=%b b=%a m=[j] n=[i] k=[k]"]
     );
     assert!(p.intrinsics.iter().all(|x| x.is_warp()));
-    let t = tilec::target::builtin("sm80").unwrap();
     let space = knobs::KnobSpace::new(&p);
     let mut rng = rng::Rng::new(7);
     let warps: Vec<Config> = space.distinct_samples(&mut rng, 200).into_iter().filter(|c| c.intrinsic.is_some()).take(6).collect();
@@ -1519,14 +1532,7 @@ fn warp_intrinsic_points_of_the_space_tensorize_correctly() {
     for cfg in &warps {
         assert!(space.valid(cfg), "{cfg:?}");
         assert_eq!(p.threads(cfg), p.tiles_per_block(cfg) * 32);
-        let mut with = m.clone();
-        crate::testing::set_schedule(&mut with, p.schedule(cfg));
-        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
-        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
-            passes.push(make(d));
-        }
-        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
-        let out = check_equivalent(&with, &t, &mut refs, 3);
+        let out = tensorized_on_sm80(&m, &p, cfg, 3);
         let text = tilec::syntax::print_module(&out);
         assert!(text.contains("map(lane)") && text.contains("lane(%lane_group, %lane_in_group)"), "{text}");
     }
@@ -1556,21 +1562,13 @@ fn fused_warp_points_of_the_space_tensorize_correctly() {
     assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%xv b=%wv m=[oh, ow] n=[f] k=[c]".to_string()), "{names:#?}");
     assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%wv b=%xv m=[f] n=[oh, ow] k=[c]".to_string()), "{names:#?}");
     let fused: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].mapping.m.len() > 1 || p.intrinsics[i].mapping.n.len() > 1).collect();
-    let t = tilec::target::builtin("sm80").unwrap();
     let space = knobs::KnobSpace::new(&p);
     let mut rng = rng::Rng::new(11);
     let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some_and(|i| fused.contains(&i))).take(4).collect();
     assert!(points.len() >= 2, "{} fused warp points", points.len());
     for cfg in &points {
         assert!(space.valid(cfg), "{cfg:?}");
-        let mut with = m.clone();
-        crate::testing::set_schedule(&mut with, p.schedule(cfg));
-        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
-        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
-            passes.push(make(d));
-        }
-        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
-        let out = check_equivalent(&with, &t, &mut refs, 5);
+        let out = tensorized_on_sm80(&m, &p, cfg, 5);
         let g = &out.funcs[0];
         let fused_warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some() && x.is_fused());
         assert!(g.walk().into_iter().any(fused_warp), "no fused warp intrinsic in\n{}", tilec::syntax::print_module(&out));
@@ -1605,7 +1603,6 @@ fn padded_warp_points_of_the_space_tensorize_correctly() {
         ["mma.sync.m16n8k16.f32.f16.f16.f32 a=%a b=%b m=[i] n=[j] k=[k] (padded)", "mma.sync.m16n8k16.f32.f16.f16.f32 a=%b b=%a m=[j] n=[i] k=[k] (padded)"]
     );
     assert!(p.intrinsics.iter().all(|x| x.padded));
-    let t = tilec::target::builtin("sm80").unwrap();
     let space = knobs::KnobSpace::new(&p);
     let mut rng = rng::Rng::new(13);
     let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some()).take(6).collect();
@@ -1614,14 +1611,7 @@ fn padded_warp_points_of_the_space_tensorize_correctly() {
     for cfg in &points {
         assert!(space.valid(cfg), "{cfg:?}");
         partial += usize::from((0..2).any(|a| !p.axes[a].extent.is_multiple_of(cfg.tiles[a][0])));
-        let mut with = m.clone();
-        crate::testing::set_schedule(&mut with, p.schedule(cfg));
-        let mut passes: Vec<Box<dyn Pass>> = Vec::new();
-        for d in [&crate::tile::DECL, &crate::cache::DECL, &crate::vthread::DECL, &crate::bind::DECL, &crate::vectorize::DECL, &crate::tensorize::DECL, &crate::unroll::DECL] {
-            passes.push(make(d));
-        }
-        let mut refs: Vec<&mut (dyn Pass + 'static)> = passes.iter_mut().map(|p| p.as_mut()).collect();
-        let out = check_equivalent(&with, &t, &mut refs, 9);
+        let out = tensorized_on_sm80(&m, &p, cfg, 9);
         let g = &out.funcs[0];
         let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
         assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&out));

@@ -182,7 +182,7 @@ fn tensorize_case(op: usize, which: usize, seed: u64) -> Result<Option<Case>, Te
     let choice = choice_of(&m, cop, &c, x, &mapping);
     // A schedule the target's limits allow.
     let mut pad = Choices::new(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let mut padded = false;
+    let padded;
     let mut tries = 0;
     loop {
         let s = schedule_for(&c, t, x, &mapping, &mut ch, &mut pad);
@@ -386,7 +386,7 @@ fn warp_case(op: usize, seed: u64) -> Result<Option<WarpCase>, TestCaseError> {
         let s = f.regions[f.body].ops.iter().find_map(|&o| f.ops[o].kind.as_compute().and_then(|c| c.schedule.as_ref())).expect("scheduled");
         s.tiles[id].1[0]
     };
-    let mut padded = false;
+    let padded;
     let mut tries = 0;
     loop {
         let mut s = Schedule::new(&t.name);
