@@ -1498,6 +1498,24 @@ const GEMM_F16: &str = "func @hgemm(%A: tensor<64x64xf16>, %B: tensor<64x64xf16>
   return %C
 }";
 
+/// Up to `take` distinct points of `p`'s knob space (from 400 draws of
+/// seed `seed`) whose intrinsic option `wanted` accepts, each valid and
+/// tensorized on sm80 against the interpreter ([`tensorized_on_sm80`]):
+/// the points and the tensorized modules.
+fn warp_points_tensorized(m: &Module, p: &Problem, seed: u64, take: usize, wanted: impl Fn(usize) -> bool) -> Vec<(Config, Module)> {
+    let space = knobs::KnobSpace::new(p);
+    let mut rng = rng::Rng::new(seed);
+    let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some_and(&wanted)).take(take).collect();
+    points
+        .into_iter()
+        .map(|cfg| {
+            assert!(space.valid(&cfg), "{cfg:?}");
+            let out = tensorized_on_sm80(m, p, &cfg, seed);
+            (cfg, out)
+        })
+        .collect()
+}
+
 /// `m` scheduled by point `cfg` of `p`, through the GPU pipeline down to
 /// `tensorize` and `unroll` on sm80, checked against the interpreter.
 fn tensorized_on_sm80(m: &Module, p: &Problem, cfg: &Config, seed: u64) -> Module {
@@ -1561,23 +1579,18 @@ fn fused_warp_points_of_the_space_tensorize_correctly() {
     let names = option_names(&p);
     assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%xv b=%wv m=[oh, ow] n=[f] k=[c]".to_string()), "{names:#?}");
     assert!(names.contains(&"mma.sync.m16n8k16.f32.f16.f16.f32 a=%wv b=%xv m=[f] n=[oh, ow] k=[c]".to_string()), "{names:#?}");
-    let fused: Vec<usize> = (0..p.intrinsics.len()).filter(|&i| p.intrinsics[i].mapping.m.len() > 1 || p.intrinsics[i].mapping.n.len() > 1).collect();
-    let space = knobs::KnobSpace::new(&p);
-    let mut rng = rng::Rng::new(11);
-    let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some_and(|i| fused.contains(&i))).take(4).collect();
+    let fused = |i: usize| p.intrinsics[i].mapping.m.len() > 1 || p.intrinsics[i].mapping.n.len() > 1;
+    let points = warp_points_tensorized(&m, &p, 11, 4, fused);
     assert!(points.len() >= 2, "{} fused warp points", points.len());
-    for cfg in &points {
-        assert!(space.valid(cfg), "{cfg:?}");
-        let out = tensorized_on_sm80(&m, &p, cfg, 5);
+    for (_, out) in &points {
         let g = &out.funcs[0];
         let fused_warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some() && x.is_fused());
         assert!(g.walk().into_iter().any(fused_warp), "no fused warp intrinsic in\n{}", tilec::syntax::print_module(&out));
     }
 }
 
-/// A GEMM whose `M` and `N` (40 and 24) are no multiples of `mma`'s 16
-/// and 8 rows and columns: its options pad them (40 to 48, 24 to 32,
-/// adding 60% of the work the other way round, which is over the limit).
+/// A GEMM whose `M` (40) is no multiple of `mma`'s 16 rows, and whose `N`
+/// (24) is none of 16: both ways round an option pads the axis on `m`.
 const GEMM_F16_40: &str = "func @hgemm(%A: tensor<40x32xf16>, %B: tensor<32x24xf16>) -> tensor<40x24xf32> {
   %C = compute \"hgemm\" (i: 40, j: 24) reduce sum (k: 32) reads(%a = %A[i, k], %b = %B[k, j]) -> tensor<40x24xf32>[i, j] {
     %x = cast %a : f16 -> f32
@@ -1603,15 +1616,11 @@ fn padded_warp_points_of_the_space_tensorize_correctly() {
         ["mma.sync.m16n8k16.f32.f16.f16.f32 a=%a b=%b m=[i] n=[j] k=[k] (padded)", "mma.sync.m16n8k16.f32.f16.f16.f32 a=%b b=%a m=[j] n=[i] k=[k] (padded)"]
     );
     assert!(p.intrinsics.iter().all(|x| x.padded));
-    let space = knobs::KnobSpace::new(&p);
-    let mut rng = rng::Rng::new(13);
-    let points: Vec<Config> = space.distinct_samples(&mut rng, 400).into_iter().filter(|c| c.intrinsic.is_some()).take(6).collect();
+    let points = warp_points_tensorized(&m, &p, 13, 6, |_| true);
     assert!(points.len() >= 3, "{} padded warp points", points.len());
     let mut partial = 0;
-    for cfg in &points {
-        assert!(space.valid(cfg), "{cfg:?}");
+    for (cfg, out) in &points {
         partial += usize::from((0..2).any(|a| !p.axes[a].extent.is_multiple_of(cfg.tiles[a][0])));
-        let out = tensorized_on_sm80(&m, &p, cfg, 9);
         let g = &out.funcs[0];
         let warp = |o: Op| matches!(&g.ops[o].kind, OpKind::Intrinsic(x) if x.lane.is_some());
         assert!(g.walk().into_iter().any(warp), "no warp intrinsic in\n{}", tilec::syntax::print_module(&out));
