@@ -18,6 +18,7 @@ pub struct PassManager {
     records: Vec<(String, std::sync::Arc<Vec<crate::records::Record>>)>,
     record_sink: Option<Box<dyn crate::records::RecordSink>>,
     language_models: crate::lm::LanguageModels,
+    kernel_threads: Option<usize>,
 }
 
 /// What a run measured: wall time per pass (and for verification) and the
@@ -37,7 +38,18 @@ pub struct RunReport {
 
 impl PassManager {
     pub fn new(pipeline: Pipeline) -> Self {
-        PassManager { pipeline, instrumentations: Vec::new(), verify_each: true, target: None, evaluator: None, no_evaluator_reason: None, records: Vec::new(), record_sink: None, language_models: Default::default() }
+        PassManager {
+            pipeline,
+            instrumentations: Vec::new(),
+            verify_each: true,
+            target: None,
+            evaluator: None,
+            no_evaluator_reason: None,
+            records: Vec::new(),
+            record_sink: None,
+            language_models: Default::default(),
+            kernel_threads: None,
+        }
     }
 
     /// The target passes compile for (`--target`).
@@ -49,6 +61,13 @@ impl PassManager {
     /// passes through [`PassContext`] and kept across runs.
     pub fn set_evaluator(&mut self, e: Box<dyn crate::measure::Evaluator>) {
         self.evaluator = Some(e);
+    }
+
+    /// The threads the compiled kernels will run on (`--threads`), which
+    /// the search's model predicts for when nothing measures its
+    /// candidates (a measured search predicts for its evaluator's).
+    pub fn set_kernel_threads(&mut self, threads: usize) {
+        self.kernel_threads = Some(threads);
     }
 
     /// Why no evaluator is installed, for the search report.
@@ -104,6 +123,7 @@ impl PassManager {
         let mut report = RunReport::default();
         let mut cx = PassContext::with_target(self.target.clone());
         cx.set_evaluator(self.evaluator.take());
+        cx.set_kernel_threads(self.kernel_threads);
         cx.set_no_evaluator_reason(self.no_evaluator_reason.clone());
         cx.set_record_sink(self.record_sink.take());
         cx.set_language_models(std::mem::take(&mut self.language_models));

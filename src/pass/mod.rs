@@ -52,6 +52,8 @@ pub struct PassContext {
     /// The language models `search{strategy=tlm model=PATH}` names, and
     /// their loader (installed by the driver; none: this build has none).
     language_models: crate::lm::LanguageModels,
+    /// The threads the compiled kernels run on, where the driver says.
+    kernel_threads: Option<usize>,
 }
 
 /// The measurements of a run. Each is kept (for [`RunReport::records`])
@@ -115,6 +117,16 @@ impl PassContext {
 
     pub fn evaluator(&mut self) -> Option<&mut (dyn crate::measure::Evaluator + 'static)> {
         self.evaluator.as_deref_mut()
+    }
+
+    /// The threads the compiled kernels run on (`--threads`), where the
+    /// driver said.
+    pub fn set_kernel_threads(&mut self, threads: Option<usize>) {
+        self.kernel_threads = threads;
+    }
+
+    pub fn kernel_threads(&self) -> Option<usize> {
+        self.kernel_threads
     }
 
     /// The evaluator and the recorder together, for a search that records

@@ -733,15 +733,18 @@ impl Search {
             "" => None,
             path => Some(cx.take_language_model(path).map_err(|why| at(Diagnostic::error(format!("cannot load the language model `{path}`: {why}"))).with_help("`tilec-tlm pretrain` writes one (docs/search.md, \"tlm\")"))?),
         };
+        let kernel_threads = cx.kernel_threads();
         let (evaluator, recorder) = cx.evaluator_and_recorder();
         let evaluator = if self.measure_k > 0 || measures { evaluator } else { None };
         // The model predicts for the cores the candidates run on (a search
         // measured on one thread of two cores: `tilec-bench --threads=1`),
-        // or it charges schedules with fewer core-level tiles than cores
-        // for the idle ones (docs/search.md, "The cores the model predicts
-        // for").
+        // or, with nothing measured, those the kernels will run on
+        // (`tilec --threads=1`), or it charges schedules with fewer
+        // core-level tiles than cores for the idle ones (docs/search.md,
+        // "The cores the model predicts for").
         let measured_on = evaluator.as_ref().map(|e| e.threads());
-        p.model_cores = measured_on.filter(|&t| t < target.compute.units);
+        let kernel_threads = kernel_threads.and_then(|t| u32::try_from(t).ok());
+        p.model_cores = measured_on.or(kernel_threads).filter(|&t| t < target.compute.units);
         // A latency holds for the threads it was measured on (records made
         // before they were kept ran on one): records of other thread
         // counts neither resume nor teach this search.
@@ -864,6 +867,9 @@ impl Search {
         }
         for n in &notes {
             r.push_str(&format!("  {n}\n"));
+        }
+        if let Some(cores) = p.model_cores {
+            r.push_str(&format!("  the model predicts for {cores} of the target's {} cores (the threads the kernels run on)\n", target.compute.units));
         }
         if timed_out {
             r.push_str(&format!("  stopped by max-seconds={} after {visited} states and {} measurements: the pick depends on this machine's speed\n", self.max_seconds, measured.len()));

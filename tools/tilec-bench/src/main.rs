@@ -378,6 +378,7 @@ fn run_one(cli: &Cli, env: Env, path: &Path, strategy: &str, watch: Option<&Curv
         eprintln!("warning: the search measures no candidate here: {why}");
     }
     pm.install_evaluator(evaluator);
+    pm.set_kernel_threads(threads);
     let mut scheduled = module.clone();
     let start = Instant::now();
     if let Some(w) = watch {

@@ -692,6 +692,7 @@ fn run(cli: &Cli, sources: &mut SourceMap) -> Result<bool, Diagnostics> {
             pm.set_target(t.clone());
         }
         pm.install_evaluator(evaluator);
+        pm.set_kernel_threads(threads);
         pm.run(&mut transformed)?;
     }
     // Weights the pipeline left as ops (it had no `lower-to-mlir`) become

@@ -732,6 +732,7 @@ fn tune_round(cli: &Cli, registry: &tilec::pass::Registry, sources: &mut SourceM
     let pipeline = parse_pipeline(&text, file, registry)?;
     let mut pm = PassManager::new(pipeline);
     pm.set_target(target.clone());
+    pm.set_kernel_threads(threads);
     // Candidates are timed on the threads the network will run on.
     match tilec_codegen::evaluator::cpu_evaluator(target, threads) {
         Ok(mut e) => {

@@ -520,6 +520,11 @@ impl Driver {
         pm.set_model_loader(Box::new(tilec_tlm::TlmLoader));
         let threads = tilec::target::host::threads_or_every_core(cli.threads);
         pm.install_evaluator(tilec_codegen::evaluator::search_evaluator(pipeline, target.as_deref(), threads));
+        // (Only where given: by default the kernels are for the target's
+        // cores, which need not be this machine's.)
+        if cli.threads > 0 {
+            pm.set_kernel_threads(cli.threads);
+        }
         let when = PrintWhen {
             before_all: cli.print_ir_before_all,
             after_all: cli.print_ir_after_all,
