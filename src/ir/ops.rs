@@ -509,20 +509,22 @@ One call of a tensor intrinsic over an `m × n × k` tile: `acc[m, n] += Σ_k a[
 k] · b[k, n]` for every `m < M`, `n < N`, summing `k < K`. Each operand is a
 tensor or buffer element indexed by index values and the intrinsic's axes `m`,
 `n`, `k` (outside any division); the accumulator, a buffer, may not use `k`, `a`
-may not use `n`, `b` may not use `m`. An axis fused from several op axes (a
-vector intrinsic's only) is written as its parts, outermost first (`[2 * 8, 1,
-1]`), and indexed by one variable per part (`m0`, `m1`): the point `m` is their
-mixed-radix number (`m = 8·m0 + m1`). The kind gives the rounding: `fma`
+may not use `n`, `b` may not use `m`. An axis fused from several op axes is
+written as its parts, outermost first (`[2 * 8, 1, 1]`), and indexed by one
+variable per part (`m0`, `m1`): the point `m` is their mixed-radix number (`m =
+8·m0 + m1`). The kind gives the rounding: `fma`
 (`K = 1`) rounds `acc + a · b` once; `dot` adds `K` products to each lane, exactly
 for integers (`u8`/`i8` operands widened to `i32`, wrapping) and, for `bf16`
 operands into `f32`, each product exact and added one at a time from the last
 `k` to the first, rounding each sum to `f32` (`vdpbf16ps`); `mma` and `wmma` add
 each product, exact, in `k` order, rounding each sum to the accumulator's type
-(integers: saturating the result to `i32`, as PTX's `.satfinite`). With `lane(%g,
-%t)` (an `mma` of 16 × 8, inside `lane` loops) the op is one lane's part of a
-warp's instruction: lane `4g + t` holds the accumulator's rows `g`, `g + 8` and
-columns `2t`, `2t + 1`, so its accumulator operand is that 2 × 2 fragment (`m`
-and `n` index it), while `a` and `b` address the whole tile. The name is the
+(integers: saturating the result to `i32`, as PTX's `.satfinite`). With `lane(g,
+t)` (an `mma` of 16 × 8, inside `lane` loops; `g` and `t` affine expressions of
+index values, such as `%g_hi * 4 + %g_lo` where a fused axis splits the lane
+loops) the op is one lane's part of a warp's instruction: lane `4g + t` holds the
+accumulator's rows `g`, `g + 8` and columns `2t`, `2t + 1`, so its accumulator
+operand is that 2 × 2 fragment (`m` and `n` index it, one part each whatever the
+tile's parts), while `a` and `b` address the whole tile. The name is the
 target's (`tilec --list-targets -v`); `tensorize` makes these ops. Operands read
 within bounds, or `pad` outside them (`a` and `b`).";
 
@@ -595,7 +597,7 @@ fn loop_op_decls() -> Vec<OpDecl> {
             "intrinsic",
             "one tensor-intrinsic call over a tile",
             INTRINSIC_DESCRIPTION,
-            "intrinsic \"name\" fma|dot|mma|wmma [size, size, size] [reads(name, name)] [lane(%g, %t)] %acc[index, ...] += %a[index, ...] [pad(literal)] * %b[index, ...] [pad(literal)]",
+            "intrinsic \"name\" fma|dot|mma|wmma [size, size, size] [reads(name, name)] [lane(index, index)] %acc[index, ...] += %a[index, ...] [pad(literal)] * %b[index, ...] [pad(literal)]",
             "func @gemm_fma(%A: tensor<2x4xf32>, %B: tensor<4x8xf32>) -> tensor<2x8xf32> {\n  %C = alloc : buffer<2x8xf32, global>\n  fill %C, 0.0\n  for %i = 0 to 2 {\n    for %k = 0 to 4 {\n      intrinsic \"vfmadd231ps.ymm\" fma [8, 1, 1] %C[%i, m] += %B[%k, m] * %A[%i, %k]\n    }\n  }\n  return %C\n}\n",
         ),
         decl(
