@@ -1362,10 +1362,6 @@ impl<'f> Emitter<'f> {
                 }
                 at.push((idx, runtime));
             }
-            if at.iter().all(|(_, r)| r.is_empty()) {
-                let at: Vec<AffineExpr<Value>> = at.into_iter().map(|(e, _)| e).collect();
-                return this.scalar_load(&m, &mty, &tt.shape, tt.elem, &at, tile.pad);
-            }
             let mut nums = Vec::new();
             for (e, runtime) in at {
                 let mut n = this.numerator(&AffineExpr::from_parts(e.terms().iter().copied(), e.constant_term(), 1).expect("small"))?;

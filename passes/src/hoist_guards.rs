@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::nest::{for_loop, induction_var, kernels, subtree};
+use crate::nest::{dissolve_guard, for_loop, induction_var, kernels, subtree};
 use tilec::diag::Diagnostics;
 use tilec::ir::builder::Cursor;
 use tilec::ir::*;
@@ -268,14 +268,7 @@ fn split(f: &mut Function, op: Op, cond: &Cond, l: Op, cx: &mut PassContext) {
         }
         cx.bump("dropped", (conds.len() - kept.len()) as u64);
         if kept.is_empty() {
-            // The guard gives way to its body.
-            let parent = f.ops[g].parent;
-            let at = f.regions[parent].ops.iter().position(|&o| o == g).expect("guard is in its parent region");
-            let inner = f.ops[g].regions[0];
-            for (i, o) in f.regions[inner].ops.clone().into_iter().enumerate() {
-                f.move_op(o, Cursor::at(parent, at + 1 + i));
-            }
-            f.remove_op(g);
+            dissolve_guard(f, g);
         } else {
             f.set_guard_conds(g, &kept);
         }

@@ -113,6 +113,18 @@ pub fn for_loop(f: &Function, op: Op) -> Option<&ForLoop> {
     }
 }
 
+/// Replaces guard `g` by its body, in its place (a guard whose conditions
+/// all went).
+pub fn dissolve_guard(f: &mut Function, g: Op) {
+    let parent = f.ops[g].parent;
+    let at = f.regions[parent].ops.iter().position(|&o| o == g).expect("guard is in its parent region");
+    let inner = f.ops[g].regions[0];
+    for (i, o) in f.regions[inner].ops.clone().into_iter().enumerate() {
+        f.move_op(o, tilec::ir::builder::Cursor::at(parent, at + 1 + i));
+    }
+    f.remove_op(g);
+}
+
 /// The induction variable of loop `op`.
 pub fn induction_var(f: &Function, op: Op) -> Value {
     f.regions[f.ops[op].regions[0]].args[0]

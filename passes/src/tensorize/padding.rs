@@ -16,19 +16,18 @@
 //! 14 × 14 convolution's `h · w` fused onto 16 rows pads `h` to 16.
 
 use super::Statement;
-use crate::nest::for_loop;
-use tilec::ir::builder::Cursor;
+use crate::nest::{dissolve_guard, for_loop};
 use tilec::ir::*;
 
 /// Removes the guard around statement `s` where padding makes it
-/// unnecessary (the module doc); returns whether it did. Leaves anything
-/// else alone: `tensorize` then reports the guard as before.
-pub(super) fn unguard_statement(f: &mut Function, s: &Statement) -> bool {
+/// unnecessary (the module doc). Leaves anything else alone: `tensorize`
+/// then reports the guard.
+pub(super) fn unguard_statement(f: &mut Function, s: &Statement) {
     let region = f.ops[s.store].parent;
-    let Some(guard) = f.regions[region].owner.filter(|&g| matches!(f.ops[g].kind, OpKind::If(_))) else { return false };
+    let Some(guard) = f.regions[region].owner.filter(|&g| matches!(f.ops[g].kind, OpKind::If(_))) else { return };
     // The guard holds the statement alone.
     if f.regions[region].ops.iter().any(|o| !s.ops.contains(o)) || f.ops[guard].regions.len() != 1 {
-        return false;
+        return;
     }
     // It bounds spatial axes only: every variable of its conditions is a
     // loop variable of a spatial axis' loop.
@@ -37,20 +36,14 @@ pub(super) fn unguard_statement(f: &mut Function, s: &Statement) -> bool {
         _ => false,
     };
     if !f.guard_conds(guard).iter().all(|(e, _)| e.terms().iter().all(|&(v, _)| spatial_loop(v))) {
-        return false;
+        return;
     }
     // The accumulator is the tile's register buffer.
     let acc = f.ops[s.store].operands[1];
     if f.value_type(acc).as_buffer().is_none_or(|b| b.scope != MemScope::Local) {
-        return false;
+        return;
     }
-    // The statement takes the guard's place.
-    let parent = f.ops[guard].parent;
-    let at = f.regions[parent].ops.iter().position(|&o| o == guard).expect("guard is in its parent region");
-    for (i, o) in f.regions[region].ops.clone().into_iter().enumerate() {
-        f.move_op(o, Cursor::at(parent, at + 1 + i));
-    }
-    f.remove_op(guard);
+    dissolve_guard(f, guard);
     // Reads that may now leave their buffers read zero there.
     for load in [s.a, s.b] {
         if in_bounds(f, load) {
@@ -64,7 +57,6 @@ pub(super) fn unguard_statement(f: &mut Function, s: &Statement) -> bool {
             access.pad.get_or_insert(zero);
         }
     }
-    true
 }
 
 /// Does `load` stay inside its source for every iteration of the loops
@@ -74,15 +66,8 @@ fn in_bounds(f: &Function, load: Op) -> bool {
     let indices = f.access_indices(load);
     indices.len() == shape.len()
         && indices.iter().zip(&shape).all(|(e, &n)| {
-            if e.divisor() != 1 {
-                return false;
-            }
-            let (mut lo, mut hi) = (e.constant_term(), e.constant_term());
-            for &(v, c) in e.terms() {
-                let Some(extent) = f.loop_extent(v) else { return false };
-                let reach = c.saturating_mul(extent as i64 - 1);
-                if reach < 0 { lo = lo.saturating_add(reach) } else { hi = hi.saturating_add(reach) }
-            }
-            lo >= 0 && hi < n as i64
+            e.divisor() == 1
+                && e.terms().iter().all(|&(v, _)| f.loop_extent(v).is_some())
+                && e.numerator_range(|v| (0, f.loop_extent(v).map_or(0, |x| x as i64 - 1))).is_some_and(|(lo, hi)| lo >= 0 && hi < n as i64)
         })
 }

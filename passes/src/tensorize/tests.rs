@@ -228,20 +228,26 @@ struct Case {
 /// checked, not only drawn.
 #[test]
 fn padded_vector_tiles_are_exercised() {
-    let (mut tensorized, mut padded) = (0, 0);
-    for op in 0..CONTRACTIONS.len() {
-        for seed in 0..12u64 {
-            match tensorize_case(op, (seed % 3) as usize, seed) {
-                Ok(Some(case)) => {
-                    tensorized += 1;
-                    padded += u32::from(case.padded);
-                }
-                Ok(None) => {}
-                Err(e) => panic!("op {op}, seed {seed}: {e}"),
+    let cases = (0..CONTRACTIONS.len()).flat_map(|op| (0..12u64).map(move |seed| (op, seed)));
+    let (tensorized, padded) = count_cases(cases, |op, seed| tensorize_case(op, (seed % 3) as usize, seed), |case| case.padded);
+    assert!(padded * 10 >= tensorized && padded > 0, "{padded} of {tensorized} tensorized cases padded");
+}
+
+/// Of `cases` (op, seed), how many `run` tensorized and how many of those
+/// `flag` marks; a case that fails the check fails the test.
+fn count_cases<C>(cases: impl Iterator<Item = (usize, u64)>, run: impl Fn(usize, u64) -> Result<Option<C>, TestCaseError>, flag: impl Fn(&C) -> bool) -> (u32, u32) {
+    let (mut tensorized, mut flagged) = (0, 0);
+    for (op, seed) in cases {
+        match run(op, seed) {
+            Ok(Some(case)) => {
+                tensorized += 1;
+                flagged += u32::from(flag(&case));
             }
+            Ok(None) => {}
+            Err(e) => panic!("op {op}, seed {seed}: {e}"),
         }
     }
-    assert!(padded * 10 >= tensorized && padded > 0, "{padded} of {tensorized} tensorized cases padded");
+    (tensorized, flagged)
 }
 
 proptest! {
@@ -473,17 +479,7 @@ fn warp_cases_are_exercised() {
 #[test]
 fn fused_warp_mappings_are_exercised() {
     let conv = WARP_CONTRACTIONS.len() - 1;
-    let (mut tensorized, mut fused) = (0, 0);
-    for seed in 0..32u64 {
-        match warp_case(conv, seed) {
-            Ok(Some(case)) => {
-                tensorized += 1;
-                fused += u32::from(case.fused);
-            }
-            Ok(None) => {}
-            Err(e) => panic!("seed {seed}: {e}"),
-        }
-    }
+    let (tensorized, fused) = count_cases((0..32u64).map(|seed| (conv, seed)), warp_case, |case| case.fused);
     assert!(fused * 4 >= tensorized && fused > 0, "{fused} of {tensorized} tensorized convolutions fused");
 }
 
@@ -491,18 +487,7 @@ fn fused_warp_mappings_are_exercised() {
 /// too, not only drawn.
 #[test]
 fn padded_warp_tiles_are_exercised() {
-    let (mut tensorized, mut padded) = (0, 0);
-    for op in 0..WARP_CONTRACTIONS.len() {
-        for seed in 0..16u64 {
-            match warp_case(op, seed) {
-                Ok(Some(case)) => {
-                    tensorized += 1;
-                    padded += u32::from(case.padded);
-                }
-                Ok(None) => {}
-                Err(e) => panic!("op {op}, seed {seed}: {e}"),
-            }
-        }
-    }
+    let cases = (0..WARP_CONTRACTIONS.len()).flat_map(|op| (0..16u64).map(move |seed| (op, seed)));
+    let (tensorized, padded) = count_cases(cases, warp_case, |case| case.padded);
     assert!(padded * 10 >= tensorized && padded > 0, "{padded} of {tensorized} tensorized warp cases padded");
 }

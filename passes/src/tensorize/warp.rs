@@ -65,11 +65,13 @@ fn unit_dim(steps: &[i64]) -> Option<usize> {
     }
 }
 
-/// One part of the accumulator's `m` or `n` (the whole axis for a basic
-/// mapping): the accumulator dimension it steps by 1, its size, and the
-/// bits of the tile's row (or column) it holds, `lo..lo + log2(size)`.
+/// One part of the accumulator's `m` (`axis` 0) or `n` (1) (the whole
+/// axis for a basic mapping): the accumulator dimension it steps by 1, its
+/// size, and the bits of the tile's row (or column) it holds, `lo..lo +
+/// log2(size)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct AccPart {
+    axis: usize,
     dim: usize,
     size: u64,
     lo: u32,
@@ -78,6 +80,18 @@ struct AccPart {
 impl AccPart {
     fn hi(&self) -> u32 {
         self.lo + self.size.trailing_zeros()
+    }
+
+    /// Where its axis' rows (columns) come from.
+    fn bits(&self) -> &'static Bits {
+        if self.axis == 0 { &ROW_BITS } else { &COL_BITS }
+    }
+
+    /// The place of the fragment's bit in the part's digit, if the part
+    /// holds it (exactly one part of each axis does).
+    fn frag_place(&self) -> Option<u32> {
+        let frag = self.bits().frag;
+        (self.lo..self.hi()).contains(&frag).then(|| frag - self.lo)
     }
 }
 
@@ -110,7 +124,7 @@ fn acc_parts(f: &Function, call: Op, axis: usize) -> Option<Vec<AccPart>> {
         if !size.is_power_of_two() {
             return None;
         }
-        let part = AccPart { dim: unit_dim(steps)?, size, lo };
+        let part = AccPart { axis, dim: unit_dim(steps)?, size, lo };
         lo = part.hi();
         out.push(part);
     }
@@ -248,7 +262,7 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     // significant first, so that each part's lanes are one loop.
     let body = f.ops[thread].regions[0];
     let ops = f.regions[body].ops.clone();
-    let segments = [lane_segments(&parts[0], &ROW_BITS), lane_segments(&parts[1], &COL_BITS)];
+    let segments = parts.each_ref().map(|ps| lane_segments(ps, ps[0].bits()));
     let names = [segment_names("lane_group", segments[0].len()), segment_names("lane_in_group", segments[1].len())];
     let mut at = body;
     let mut lane_vars: [Vec<(u32, Value)>; 2] = [Vec::new(), Vec::new()];
@@ -269,23 +283,22 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     let lane = [lane_expr(0, &ROW_BITS), lane_expr(1, &COL_BITS)];
     // A part's own lane bits, as a term of its digit: the lane loop of its
     // bits above the fragment's, scaled to its place in the part.
-    let lane_term = |axis: usize, p: &AccPart| -> Option<(Value, i64)> {
-        lane_vars[axis].iter().find(|&&(lo, _)| lo >= p.lo && lo < p.hi()).map(|&(lo, v)| (v, 1i64 << (lo - p.lo)))
+    let lane_term = |p: &AccPart| -> Option<(Value, i64)> {
+        lane_vars[p.axis].iter().find(|&&(lo, _)| lo >= p.lo && lo < p.hi()).map(|&(lo, v)| (v, 1i64 << (lo - p.lo)))
     };
-    let bits = [&ROW_BITS, &COL_BITS];
-    let holds_frag = |axis: usize, p: &AccPart| bits[axis].frag >= p.lo && bits[axis].frag < p.hi();
+    let part_at = |d: usize| all_parts.iter().find(|p| p.dim == d);
 
     // 2. The fragment's type: a part's dimension `T` becomes `[T / size]`,
     // and `[T / size, 2]` for the part holding the fragment's bit.
     let mut shape = Vec::new();
     for (d, &s) in buf.shape.iter().enumerate() {
-        match parts.iter().enumerate().find_map(|(axis, ps)| ps.iter().find(|p| p.dim == d).map(|p| (axis, p))) {
-            Some((axis, p)) if holds_frag(axis, p) => shape.extend([s / p.size, 2]),
-            Some((_, p)) => shape.push(s / p.size),
+        match part_at(d) {
+            Some(p) if p.frag_place().is_some() => shape.extend([s / p.size, 2]),
+            Some(p) => shape.push(s / p.size),
             None => shape.push(s),
         }
     }
-    let frag_dim = |d: usize| parts.iter().enumerate().any(|(axis, ps)| ps.iter().any(|p| p.dim == d && holds_frag(axis, p)));
+    let frag_dim = |d: usize| part_at(d).is_some_and(|p| p.frag_place().is_some());
     // The fragment's dimensions of old dimension `d` (a part's carries its
     // fragment dimension after it).
     let new_dim = |d: usize| (0..d).map(|e| if frag_dim(e) { 2 } else { 1 }).sum::<usize>();
@@ -309,22 +322,21 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     // the part holding the fragment's bit with a new inner loop over it.
     let mut inner: std::collections::HashMap<Value, Value> = std::collections::HashMap::new();
     let mut substitutions: Vec<(Op, Value, AffineExpr<Value>)> = Vec::new();
-    let flat: Vec<(usize, AccPart)> = parts.iter().enumerate().flat_map(|(axis, ps)| ps.iter().map(move |&p| (axis, p))).collect();
-    for ((axis, p), loops) in flat.iter().zip(&part_loops) {
+    for (p, loops) in all_parts.iter().zip(&part_loops) {
         for &lp in loops {
             let l = for_loop(f, lp).expect("a loop").clone();
             let v = induction_var(f, lp);
             let mut terms: Vec<(Value, i64)> = vec![(v, p.size as i64)];
-            terms.extend(lane_term(*axis, p));
-            if holds_frag(*axis, p) {
+            terms.extend(lane_term(p));
+            if let Some(place) = p.frag_place() {
                 let lp_body = f.ops[lp].regions[0];
                 let moved = f.regions[lp_body].ops.clone();
-                let (_, half_body, half) = f.build_for(Cursor::end(lp_body), 2, l.mapping, None, if *axis == 0 { "row_half" } else { "col_pair" }, f.op_spans[lp]);
+                let (_, half_body, half) = f.build_for(Cursor::end(lp_body), 2, l.mapping, None, if p.axis == 0 { "row_half" } else { "col_pair" }, f.op_spans[lp]);
                 for o in moved {
                     f.move_op(o, Cursor::end(half_body));
                 }
                 inner.insert(v, half);
-                terms.push((half, 1i64 << (bits[*axis].frag - p.lo)));
+                terms.push((half, 1i64 << place));
             }
             if let OpKind::For(l) = &mut f.ops[lp].kind {
                 l.extent /= p.size;
@@ -349,7 +361,8 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
     }
     // 4. The intrinsics: the lane and its fragment, whose `m` (`n`) steps
     // the fragment dimension of the part holding its bit.
-    let rank = buf.shape.len() + parts.iter().flatten().filter(|p| frag_dim(p.dim)).count();
+    // (One part of `m` and one of `n` hold a fragment's bit.)
+    let rank = buf.shape.len() + 2;
     for &o in &calls {
         let OpKind::Intrinsic(y) = &f.ops[o].kind else { unreachable!("collected intrinsics") };
         let mut y = (**y).clone();
@@ -364,9 +377,8 @@ pub(super) fn spread_over_lanes(f: &mut Function, kernel: Op, max_threads: u64) 
         }
         let acc_origin = split(&origins[0], &|d| quotients.get(&d).map(|q| [q.clone(), AffineExpr::constant(0)]));
         let mut steps: [Vec<i64>; 3] = [vec![0; rank], vec![0; rank], vec![0; rank]];
-        for (axis, ps) in parts.iter().enumerate() {
-            let p = ps.iter().find(|p| holds_frag(axis, p)).expect("a part holds the fragment's bit");
-            steps[axis][new_dim(p.dim) + 1] = 1;
+        for p in all_parts.iter().filter(|p| p.frag_place().is_some()) {
+            steps[p.axis][new_dim(p.dim) + 1] = 1;
         }
         let buffers = f.ops[o].operands[..3].to_vec();
         let (operands, mut packed) = pack_indices(buffers, &[&acc_origin, &origins[1], &origins[2], &lane]);
